@@ -66,12 +66,12 @@ wait_up() {
     until curl -fsS -o /dev/null "$url" 2>/dev/null; do
         if ! kill -0 "${server_pids[$name]}" 2>/dev/null; then
             log "$name exited during startup; its log:"
-            cat "$tmp/$name.log" >&2
+            tail -n 40 "$tmp/$name.log" >&2
             exit 1
         fi
         if ((SECONDS >= deadline)); then
             log "$name did not answer $url within ${startup_timeout_secs}s; its log:"
-            cat "$tmp/$name.log" >&2
+            tail -n 40 "$tmp/$name.log" >&2
             exit 1
         fi
         sleep 0.2
