@@ -8,3 +8,4 @@
 #![deny(clippy::unwrap_used)]
 
 pub mod http;
+pub mod ids;

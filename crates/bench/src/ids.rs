@@ -1,0 +1,238 @@
+//! `settee bench ids`: seed 003's experiment. Inserts N documents of ~120 bytes through the
+//! document engine twice — once with random (UUIDv4) ids and once with CouchDB-style
+//! sequential ids — each into a fresh data directory, then compacts and reports insert time and
+//! bytes on disk for both, and their ratios (CouchDB's append-only B+tree: ~4x and ~7x).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use bytes::Bytes;
+use rand::{Rng, RngCore};
+use settee_engine::{DocUpdate, Engine, EngineOptions, UpdateOutcome};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct IdsArgs {
+    /// Documents inserted per id scheme.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub docs: usize,
+    /// Documents per `_bulk_docs`-style engine call.
+    #[arg(long, default_value_t = 1000)]
+    pub batch: usize,
+    /// Batches in flight at once (they share fsyncs through group commit).
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    #[arg(long, default_value_t = 64)]
+    pub vbuckets: u16,
+    /// Where the two data directories are made (removed afterwards).
+    #[arg(long, default_value = "/tmp")]
+    pub work_dir: PathBuf,
+    /// Store document values in RocksDB blob files (key-value separation).
+    #[arg(long)]
+    pub blob_files: bool,
+    /// Print one JSON object per scheme and one for the ratios.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    Sequential,
+    Random,
+}
+
+#[derive(Debug, Clone)]
+pub struct IdsReport {
+    pub scheme: Scheme,
+    pub docs: usize,
+    pub insert_seconds: f64,
+    pub docs_per_sec: f64,
+    pub disk_bytes_before_compaction: u64,
+    pub disk_bytes_after_compaction: u64,
+}
+
+/// CouchDB's `sequential` uuid algorithm: a random 26-hex prefix, and a 6-hex suffix that grows
+/// by a random step; a new prefix when the suffix would overflow.
+struct SequentialIds {
+    prefix: String,
+    suffix: u64,
+}
+
+impl SequentialIds {
+    fn new() -> SequentialIds {
+        SequentialIds {
+            prefix: random_hex(13),
+            suffix: rand::rng().random_range(1..0xfff),
+        }
+    }
+    fn next(&mut self) -> String {
+        self.suffix += rand::rng().random_range(1..0xffe);
+        if self.suffix >= 0xfff000 {
+            *self = SequentialIds::new();
+        }
+        format!("{}{:06x}", self.prefix, self.suffix)
+    }
+}
+
+fn random_hex(bytes: usize) -> String {
+    let mut buffer = vec![0u8; bytes];
+    rand::rng().fill_bytes(&mut buffer);
+    settee_engine::hex(&buffer)
+}
+
+fn uuid_v4() -> String {
+    let mut bytes = [0u8; 16];
+    rand::rng().fill_bytes(&mut bytes);
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    settee_engine::hex(&bytes)
+}
+
+fn dir_size(path: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(meta) if meta.is_dir() => dir_size(&entry.path()),
+            Ok(meta) => meta.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// Data files only: SSTs and blob files (the WAL and logs are the same for both schemes and
+/// shrink on their own once memtables are flushed).
+fn data_size(path: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|entry| {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            name.ends_with(".sst") || name.ends_with(".blob")
+        })
+        .filter_map(|entry| entry.metadata().ok())
+        .map(|meta| meta.len())
+        .sum()
+}
+
+async fn run_scheme(args: &IdsArgs, scheme: Scheme) -> anyhow::Result<IdsReport> {
+    let dir = tempfile::Builder::new()
+        .prefix("settee-bench-ids-")
+        .tempdir_in(&args.work_dir)
+        .context("making a work directory")?;
+    let mut options = EngineOptions::default();
+    options.store.doc_blob_files = args.blob_files;
+    let engine = Arc::new(Engine::open(dir.path(), options)?);
+    engine.create_bucket("ids", args.vbuckets).await?;
+    let bucket = engine.bucket("ids").context("bucket")?;
+    // Ids are generated up front so the timed part is the database's work only.
+    let mut sequential = SequentialIds::new();
+    let ids: Vec<String> = (0..args.docs)
+        .map(|_| match scheme {
+            Scheme::Sequential => sequential.next(),
+            Scheme::Random => uuid_v4(),
+        })
+        .collect();
+    let pad = "x".repeat(90);
+    let started = Instant::now();
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(args.concurrency.max(1)));
+    let mut tasks = Vec::new();
+    for chunk in ids.chunks(args.batch.max(1)) {
+        let permit = semaphore.clone().acquire_owned().await?;
+        let bucket = bucket.clone();
+        let updates: Vec<DocUpdate> = chunk
+            .iter()
+            .enumerate()
+            .map(|(index, id)| DocUpdate {
+                key: id.as_bytes().to_vec(),
+                parent: None,
+                history: Vec::new(),
+                deleted: false,
+                body: Bytes::from(format!("{{\"value\":\"{pad}\",\"n\":{index}}}")),
+                attachments: Vec::new(),
+            })
+            .collect();
+        tasks.push(tokio::spawn(async move {
+            let outcomes = bucket.update_docs(updates, true).await;
+            drop(permit);
+            outcomes
+        }));
+    }
+    for task in tasks {
+        for outcome in task.await?? {
+            anyhow::ensure!(
+                matches!(outcome, UpdateOutcome::Saved { .. }),
+                "insert failed: {outcome:?}"
+            );
+        }
+    }
+    let insert_seconds = started.elapsed().as_secs_f64();
+    engine.store().flush()?;
+    let before = data_size(dir.path());
+    bucket.compact().await?;
+    let after = data_size(dir.path());
+    let _ = dir_size(dir.path());
+    drop(bucket);
+    drop(engine);
+    Ok(IdsReport {
+        scheme,
+        docs: args.docs,
+        insert_seconds,
+        docs_per_sec: args.docs as f64 / insert_seconds,
+        disk_bytes_before_compaction: before,
+        disk_bytes_after_compaction: after,
+    })
+}
+
+pub async fn run(args: IdsArgs) -> anyhow::Result<(IdsReport, IdsReport)> {
+    let sequential = run_scheme(&args, Scheme::Sequential).await?;
+    let random = run_scheme(&args, Scheme::Random).await?;
+    let time_ratio = random.insert_seconds / sequential.insert_seconds;
+    let disk_ratio = random.disk_bytes_after_compaction as f64
+        / sequential.disk_bytes_after_compaction.max(1) as f64;
+    if args.json {
+        for report in [&sequential, &random] {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "scheme": format!("{:?}", report.scheme).to_lowercase(),
+                    "docs": report.docs,
+                    "insert_seconds": report.insert_seconds,
+                    "docs_per_sec": report.docs_per_sec,
+                    "disk_bytes_before_compaction": report.disk_bytes_before_compaction,
+                    "disk_bytes_after_compaction": report.disk_bytes_after_compaction,
+                })
+            );
+        }
+        println!(
+            "{}",
+            serde_json::json!({"time_ratio_random_over_sequential": time_ratio, "disk_ratio_random_over_sequential": disk_ratio})
+        );
+    } else {
+        println!(
+            "{:<11} {:>10} {:>10} {:>12} {:>16} {:>16}",
+            "ids", "docs", "seconds", "docs/s", "disk before MB", "disk after MB"
+        );
+        for report in [&sequential, &random] {
+            println!(
+                "{:<11} {:>10} {:>10.2} {:>12.0} {:>16.1} {:>16.1}",
+                format!("{:?}", report.scheme).to_lowercase(),
+                report.docs,
+                report.insert_seconds,
+                report.docs_per_sec,
+                report.disk_bytes_before_compaction as f64 / 1e6,
+                report.disk_bytes_after_compaction as f64 / 1e6
+            );
+        }
+        println!(
+            "random/sequential: time {time_ratio:.2}x, disk after compaction {disk_ratio:.2}x"
+        );
+    }
+    Ok((sequential, random))
+}

@@ -1,0 +1,424 @@
+//! A bucket (CouchDB: database): its vbuckets' seqno state, its locks, and the one write path
+//! every mutation takes.
+//!
+//! Write path, for one or many documents:
+//! 1. lock the key stripes of every document touched (async mutexes, sorted, so two bulk writes
+//!    cannot deadlock) — this serialises read-modify-write of a document across the fsync wait;
+//! 2. read the current records and plan the new ones (pure functions in `update.rs`, `kv.rs`);
+//! 3. lock the vbucket states touched (sorted), assign seqnos and CASes, encode, and enqueue ONE
+//!    batch to the store's group committer while still holding them, so each vbucket's seqnos
+//!    reach the log, and become visible, in order;
+//! 4. await the fsync, release the key stripes, wake change-stream listeners.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use settee_storage::{Batch, Cf, Store};
+
+use crate::clock::{Clock, Hlc};
+use crate::error::EngineError;
+use crate::keys;
+use crate::record::{DocRecord, Header};
+use crate::seqvec::SeqVector;
+use crate::vbucket::vbucket_of;
+
+/// Key-lock stripes per bucket; documents whose keys hash to one stripe serialise their writes.
+pub const KEY_LOCK_STRIPES: usize = 1024;
+
+/// Bucket settings persisted in `meta` (`bucket/conf/{id}`).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct BucketConfig {
+    pub name: String,
+    pub vbuckets: u16,
+    pub created_ms: u64,
+    pub revs_limit: u32,
+}
+
+/// In-memory state of one vbucket, persisted in `meta` (`bucket/vbstats/{id}{vb}`) by every
+/// write batch that changes it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VbState {
+    pub high_seqno: u64,
+    pub live: u64,
+    pub deleted: u64,
+}
+
+impl VbState {
+    fn encode(&self) -> [u8; 24] {
+        let mut out = [0u8; 24];
+        out[..8].copy_from_slice(&self.high_seqno.to_be_bytes());
+        out[8..16].copy_from_slice(&self.live.to_be_bytes());
+        out[16..].copy_from_slice(&self.deleted.to_be_bytes());
+        out
+    }
+
+    fn decode(raw: &[u8]) -> Option<VbState> {
+        let field = |at: usize| -> Option<u64> {
+            Some(u64::from_be_bytes(raw.get(at..at + 8)?.try_into().ok()?))
+        };
+        Some(VbState {
+            high_seqno: field(0)?,
+            live: field(8)?,
+            deleted: field(16)?,
+        })
+    }
+}
+
+/// What a planned write does to one document.
+#[derive(Debug)]
+pub(crate) struct PlannedWrite {
+    pub vbucket: u16,
+    pub key: Vec<u8>,
+    /// The record as it was (seqno, expiry, deleted) — `None` for a new document.
+    pub previous: Option<Previous>,
+    /// The new record; seqno and cas are filled in at commit. `None` removes the document
+    /// entirely (purge).
+    pub record: Option<DocRecord>,
+    /// Attachment bodies to store: (md5, bytes).
+    pub new_attachments: Vec<([u8; 16], Bytes)>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Previous {
+    pub seqno: u64,
+    pub expiry: u32,
+    pub deleted: bool,
+}
+
+impl Previous {
+    pub fn of(record: &DocRecord) -> Previous {
+        Previous {
+            seqno: record.seqno,
+            expiry: record.expiry,
+            deleted: record.is_deleted(),
+        }
+    }
+}
+
+/// What a committed write got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Committed {
+    pub seqno: u64,
+    pub cas: u64,
+}
+
+pub struct Bucket {
+    pub(crate) id: u32,
+    pub(crate) name: String,
+    pub(crate) vbuckets: u16,
+    pub(crate) created_ms: u64,
+    pub(crate) store: Arc<Store>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) hlc: Arc<Hlc>,
+    /// One mutex per vbucket; held only while assigning seqnos and enqueueing a batch, never
+    /// across an await, so a parking_lot mutex is right.
+    vb_states: Vec<Mutex<VbState>>,
+    /// Held across the fsync wait (async), so tokio mutexes.
+    key_locks: Vec<tokio::sync::Mutex<()>>,
+    /// Bumped after every committed write; change feeds wait on it.
+    changed: tokio::sync::watch::Sender<u64>,
+    /// Rarely written (PUT _revs_limit); read on every write.
+    pub(crate) revs_limit: RwLock<u32>,
+    /// Rarely written (PUT _security); read on every authorised request.
+    security: RwLock<serde_json::Value>,
+    /// Set when the bucket is deleted, so stale handles refuse to write.
+    pub(crate) dropped: std::sync::atomic::AtomicBool,
+}
+
+impl Bucket {
+    pub(crate) fn load(
+        store: Arc<Store>,
+        clock: Arc<dyn Clock>,
+        hlc: Arc<Hlc>,
+        id: u32,
+        config: BucketConfig,
+    ) -> Result<Bucket, EngineError> {
+        let mut vb_states = Vec::with_capacity(config.vbuckets as usize);
+        for vbucket in 0..config.vbuckets {
+            let mut state = match store.get(Cf::Meta, &keys::meta::vb_stats(id, vbucket))? {
+                Some(raw) => VbState::decode(&raw)
+                    .ok_or_else(|| EngineError::Corrupt("vbucket stats".into()))?,
+                None => VbState::default(),
+            };
+            let (lower, upper) = keys::vb_range(id, vbucket);
+            if let Some((key, value)) = store.last_in_range(Cf::Seq, &lower, &upper)? {
+                let seqno = keys::seqno_of_seq_key(&key).unwrap_or(0);
+                state.high_seqno = state.high_seqno.max(seqno);
+                if let Some(entry) = crate::changes::ChangeEntry::decode(vbucket, seqno, &value) {
+                    hlc.observe(entry.cas);
+                }
+            }
+            vb_states.push(Mutex::new(state));
+        }
+        let security = match store.get(Cf::Meta, &keys::meta::bucket_security(id))? {
+            Some(raw) => serde_json::from_slice(&raw)
+                .map_err(|error| EngineError::Corrupt(format!("security object: {error}")))?,
+            None => serde_json::json!({}),
+        };
+        let (changed, _) = tokio::sync::watch::channel(0);
+        Ok(Bucket {
+            id,
+            name: config.name,
+            vbuckets: config.vbuckets,
+            created_ms: config.created_ms,
+            store,
+            clock,
+            hlc,
+            vb_states,
+            key_locks: (0..KEY_LOCK_STRIPES)
+                .map(|_| tokio::sync::Mutex::new(()))
+                .collect(),
+            changed,
+            revs_limit: RwLock::new(config.revs_limit),
+            security: RwLock::new(security),
+            dropped: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn vbuckets(&self) -> u16 {
+        self.vbuckets
+    }
+
+    pub fn created_ms(&self) -> u64 {
+        self.created_ms
+    }
+
+    pub fn vbucket_of(&self, key: &[u8]) -> u16 {
+        vbucket_of(key, self.vbuckets)
+    }
+
+    pub fn now_secs(&self) -> u32 {
+        self.clock.now_secs()
+    }
+
+    /// The highest seqno of every vbucket.
+    pub fn high_seqnos(&self) -> SeqVector {
+        SeqVector::from_seqnos(
+            self.vb_states
+                .iter()
+                .map(|state| state.lock().high_seqno)
+                .collect(),
+        )
+    }
+
+    pub fn vb_state(&self, vbucket: u16) -> VbState {
+        self.vb_states
+            .get(vbucket as usize)
+            .map(|state| *state.lock())
+            .unwrap_or_default()
+    }
+
+    /// (live documents, deleted documents).
+    pub fn doc_counts(&self) -> (u64, u64) {
+        self.vb_states
+            .iter()
+            .fold((0, 0), |(live, deleted), state| {
+                let state = state.lock();
+                (live + state.live, deleted + state.deleted)
+            })
+    }
+
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    pub fn security(&self) -> serde_json::Value {
+        self.security.read().clone()
+    }
+
+    pub async fn set_security(&self, security: serde_json::Value) -> Result<(), EngineError> {
+        let mut batch = Batch::new();
+        batch.put(
+            Cf::Meta,
+            keys::meta::bucket_security(self.id),
+            serde_json::to_vec(&security).unwrap_or_default(),
+        );
+        self.store.commit(batch).await?;
+        *self.security.write() = security;
+        Ok(())
+    }
+
+    pub fn revs_limit(&self) -> u32 {
+        *self.revs_limit.read()
+    }
+
+    pub async fn set_revs_limit(&self, limit: u32) -> Result<(), EngineError> {
+        let config = BucketConfig {
+            name: self.name.clone(),
+            vbuckets: self.vbuckets,
+            created_ms: self.created_ms,
+            revs_limit: limit,
+        };
+        let mut batch = Batch::new();
+        batch.put(
+            Cf::Meta,
+            keys::meta::bucket_conf(self.id),
+            serde_json::to_vec(&config).unwrap_or_default(),
+        );
+        self.store.commit(batch).await?;
+        *self.revs_limit.write() = limit;
+        Ok(())
+    }
+
+    /// Reads a document's record as stored (deleted and expired ones included).
+    pub fn read_record(&self, key: &[u8]) -> Result<Option<DocRecord>, EngineError> {
+        let vbucket = self.vbucket_of(key);
+        match self
+            .store
+            .get(Cf::Doc, &keys::doc_key(self.id, vbucket, key))?
+        {
+            Some(raw) => Ok(Some(DocRecord::decode(&raw)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The winner's header and body bytes, without decoding the revision tree.
+    pub fn read_winner(&self, key: &[u8]) -> Result<Option<(Header, Bytes)>, EngineError> {
+        let vbucket = self.vbucket_of(key);
+        match self
+            .store
+            .get(Cf::Doc, &keys::doc_key(self.id, vbucket, key))?
+        {
+            Some(raw) => {
+                let header = Header::decode(&raw)?;
+                let body = Bytes::copy_from_slice(header.body(&raw)?);
+                Ok(Some((header, body)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    pub(crate) fn is_expired(&self, expiry: u32) -> bool {
+        expiry != 0 && expiry <= self.clock.now_secs()
+    }
+
+    /// Locks the key stripes of `keys` (deduplicated, in stripe order).
+    pub(crate) async fn lock_keys<'a>(
+        &'a self,
+        keys: impl Iterator<Item = &'a [u8]>,
+    ) -> Vec<tokio::sync::MutexGuard<'a, ()>> {
+        let mut stripes: Vec<usize> = keys
+            .map(|key| crc32fast::hash(key) as usize % KEY_LOCK_STRIPES)
+            .collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        let mut guards = Vec::with_capacity(stripes.len());
+        for stripe in stripes {
+            guards.push(self.key_locks[stripe].lock().await);
+        }
+        guards
+    }
+
+    /// Assigns seqnos and CASes to `writes`, commits them as one durable batch, and returns
+    /// what each got (for removals, the seqno is 0). Callers hold the key locks.
+    pub(crate) async fn commit_writes(
+        &self,
+        writes: &mut [PlannedWrite],
+    ) -> Result<Vec<Committed>, EngineError> {
+        if self.dropped.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(EngineError::Invalid("database was deleted".into()));
+        }
+        let mut batch = Batch::new();
+        let mut committed = Vec::with_capacity(writes.len());
+        let pending = {
+            let mut vbuckets: Vec<u16> = writes.iter().map(|write| write.vbucket).collect();
+            vbuckets.sort_unstable();
+            vbuckets.dedup();
+            let mut guards: Vec<(u16, parking_lot::MutexGuard<'_, VbState>)> = vbuckets
+                .iter()
+                .map(|vbucket| (*vbucket, self.vb_states[*vbucket as usize].lock()))
+                .collect();
+            for write in writes.iter_mut() {
+                let Some((_, state)) = guards.iter_mut().find(|(vb, _)| *vb == write.vbucket)
+                else {
+                    return Err(EngineError::Invalid("vbucket out of range".into()));
+                };
+                committed.push(self.stage_write(&mut batch, state, write));
+            }
+            for (vbucket, state) in &guards {
+                batch.put(
+                    Cf::Meta,
+                    keys::meta::vb_stats(self.id, *vbucket),
+                    state.encode().to_vec(),
+                );
+            }
+            // Enqueued while the vbucket states are locked: queue order is seqno order.
+            self.store.commit(batch)
+        };
+        pending.await?;
+        self.changed.send_modify(|version| *version += 1);
+        Ok(committed)
+    }
+
+    fn stage_write(
+        &self,
+        batch: &mut Batch,
+        state: &mut VbState,
+        write: &mut PlannedWrite,
+    ) -> Committed {
+        let (id, vbucket) = (self.id, write.vbucket);
+        let doc_key = keys::doc_key(id, vbucket, &write.key);
+        if let Some(previous) = write.previous {
+            batch.delete(Cf::Seq, keys::seq_key(id, vbucket, previous.seqno));
+            if previous.expiry != 0 {
+                batch.delete(
+                    Cf::Exp,
+                    keys::exp_key(id, vbucket, previous.expiry, &write.key),
+                );
+            }
+            if previous.deleted {
+                state.deleted = state.deleted.saturating_sub(1);
+            } else {
+                state.live = state.live.saturating_sub(1);
+            }
+        }
+        for (md5, body) in write.new_attachments.drain(..) {
+            batch.put(
+                Cf::Att,
+                keys::att_key(id, vbucket, &write.key, &md5),
+                body.to_vec(),
+            );
+        }
+        let Some(record) = write.record.as_mut() else {
+            batch.delete(Cf::Doc, doc_key);
+            let (lower, upper) = {
+                let prefix = keys::att_prefix(id, vbucket, &write.key);
+                let upper = keys::prefix_end(&prefix);
+                (prefix, upper)
+            };
+            batch.delete_range(Cf::Att, lower, upper);
+            return Committed { seqno: 0, cas: 0 };
+        };
+        state.high_seqno += 1;
+        record.seqno = state.high_seqno;
+        record.cas = self.hlc.next(self.clock.as_ref());
+        if record.is_deleted() {
+            state.deleted += 1;
+        } else {
+            state.live += 1;
+        }
+        if record.expiry != 0 {
+            batch.put(
+                Cf::Exp,
+                keys::exp_key(id, vbucket, record.expiry, &write.key),
+                Vec::new(),
+            );
+        }
+        let entry = crate::changes::ChangeEntry::of_record(vbucket, &write.key, record);
+        batch.put(
+            Cf::Seq,
+            keys::seq_key(id, vbucket, record.seqno),
+            entry.encode(),
+        );
+        batch.put(Cf::Doc, doc_key, record.encode());
+        Committed {
+            seqno: record.seqno,
+            cas: record.cas,
+        }
+    }
+}

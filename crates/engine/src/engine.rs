@@ -1,0 +1,215 @@
+//! The node's document engine: opens the store, keeps the registry of buckets, creates and
+//! drops them.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use settee_storage::{Batch, Cf, Store, StoreOptions};
+
+use crate::bucket::{Bucket, BucketConfig};
+use crate::clock::{Clock, Hlc, SystemClock};
+use crate::error::EngineError;
+use crate::keys;
+use crate::vbucket::VBUCKETS_MAX;
+
+/// CouchDB's default `_revs_limit`.
+pub const REVS_LIMIT_DEFAULT: u32 = 1000;
+
+#[derive(Clone)]
+pub struct EngineOptions {
+    pub store: StoreOptions,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            store: StoreOptions::default(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum CreateOutcome {
+    Created,
+    Exists,
+}
+
+pub struct Engine {
+    store: Arc<Store>,
+    clock: Arc<dyn Clock>,
+    hlc: Arc<Hlc>,
+    /// Read on every request, written on create/delete: a RwLock over the name map.
+    buckets: RwLock<BTreeMap<String, Arc<Bucket>>>,
+    /// Serialises create/delete so bucket ids and names are assigned one at a time.
+    admin: tokio::sync::Mutex<()>,
+}
+
+impl Engine {
+    pub fn open(path: &Path, options: EngineOptions) -> Result<Engine, EngineError> {
+        let store = Arc::new(Store::open(path, &options.store)?);
+        let hlc = Arc::new(Hlc::default());
+        let mut buckets = BTreeMap::new();
+        let prefix = keys::meta::BUCKET_NAME_PREFIX;
+        let upper = keys::prefix_end(prefix);
+        let mut found = Vec::new();
+        for item in store.scan(Cf::Meta, prefix, &upper, false) {
+            let (key, value) = item?;
+            let name = String::from_utf8_lossy(&key[prefix.len()..]).into_owned();
+            let id = u32::from_be_bytes(
+                value
+                    .as_ref()
+                    .try_into()
+                    .map_err(|_| EngineError::Corrupt("bucket id".into()))?,
+            );
+            found.push((name, id));
+        }
+        for (name, id) in found {
+            let raw = store
+                .get(Cf::Meta, &keys::meta::bucket_conf(id))?
+                .ok_or_else(|| EngineError::Corrupt(format!("bucket {name} has no config")))?;
+            let config: BucketConfig = serde_json::from_slice(&raw)
+                .map_err(|error| EngineError::Corrupt(format!("bucket config: {error}")))?;
+            let bucket = Bucket::load(
+                store.clone(),
+                options.clock.clone(),
+                hlc.clone(),
+                id,
+                config,
+            )?;
+            buckets.insert(name, Arc::new(bucket));
+        }
+        Ok(Engine {
+            store,
+            clock: options.clock,
+            hlc,
+            buckets: RwLock::new(buckets),
+            admin: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    pub fn bucket(&self, name: &str) -> Option<Arc<Bucket>> {
+        self.buckets.read().get(name).cloned()
+    }
+
+    /// All bucket names in sorted order.
+    pub fn bucket_names(&self) -> Vec<String> {
+        self.buckets.read().keys().cloned().collect()
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    pub async fn create_bucket(
+        &self,
+        name: &str,
+        vbuckets: u16,
+    ) -> Result<CreateOutcome, EngineError> {
+        if vbuckets == 0 || vbuckets > VBUCKETS_MAX {
+            return Err(EngineError::Invalid(format!(
+                "vbucket count must be 1..={VBUCKETS_MAX}"
+            )));
+        }
+        let _admin = self.admin.lock().await;
+        if self.buckets.read().contains_key(name) {
+            return Ok(CreateOutcome::Exists);
+        }
+        let id = match self.store.get(Cf::Meta, keys::meta::NEXT_BUCKET_ID)? {
+            Some(raw) => u32::from_be_bytes(
+                raw.as_slice()
+                    .try_into()
+                    .map_err(|_| EngineError::Corrupt("next bucket id".into()))?,
+            ),
+            None => 1,
+        };
+        let config = BucketConfig {
+            name: name.to_string(),
+            vbuckets,
+            created_ms: self.clock.now_ns() / 1_000_000,
+            revs_limit: REVS_LIMIT_DEFAULT,
+        };
+        let mut batch = Batch::new();
+        batch.put(
+            Cf::Meta,
+            keys::meta::NEXT_BUCKET_ID,
+            (id + 1).to_be_bytes().to_vec(),
+        );
+        batch.put(
+            Cf::Meta,
+            keys::meta::bucket_name(name),
+            id.to_be_bytes().to_vec(),
+        );
+        batch.put(
+            Cf::Meta,
+            keys::meta::bucket_conf(id),
+            serde_json::to_vec(&config).unwrap_or_default(),
+        );
+        self.store.commit(batch).await?;
+        let bucket = Bucket::load(
+            self.store.clone(),
+            self.clock.clone(),
+            self.hlc.clone(),
+            id,
+            config,
+        )?;
+        self.buckets
+            .write()
+            .insert(name.to_string(), Arc::new(bucket));
+        Ok(CreateOutcome::Created)
+    }
+
+    /// Drops a bucket and all its data. Returns false when there was no such bucket.
+    pub async fn delete_bucket(&self, name: &str) -> Result<bool, EngineError> {
+        let _admin = self.admin.lock().await;
+        let Some(bucket) = self.bucket(name) else {
+            return Ok(false);
+        };
+        bucket
+            .dropped
+            .store(true, std::sync::atomic::Ordering::Release);
+        let id = bucket.id;
+        let (lower, upper) = keys::bucket_range(id);
+        let mut batch = Batch::new();
+        batch.delete(Cf::Meta, keys::meta::bucket_name(name));
+        for cf in [Cf::Doc, Cf::Seq, Cf::Local, Cf::Att, Cf::Exp] {
+            batch.delete_range(cf, lower.clone(), upper.clone());
+        }
+        for key in keys::meta::bucket_owned(id) {
+            let end = keys::prefix_end(&key);
+            batch.delete_range(Cf::Meta, key, end);
+        }
+        self.store.commit(batch).await?;
+        self.buckets.write().remove(name);
+        Ok(true)
+    }
+
+    /// Runs the expiry purger every `interval` until `shutdown` resolves.
+    pub async fn run_expiry_purger(
+        self: Arc<Self>,
+        interval: std::time::Duration,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
+        tokio::pin!(shutdown);
+        let mut ticker = tokio::time::interval(interval);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                _ = ticker.tick() => {}
+            }
+            let buckets: Vec<Arc<Bucket>> = self.buckets.read().values().cloned().collect();
+            for bucket in buckets {
+                if let Err(error) = bucket.purge_expired().await {
+                    tracing::warn!(bucket = bucket.name(), %error, "expiry purge failed");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,15 @@
+use settee_storage::StoreError;
+
+/// Why an engine operation could not run. Expected outcomes (not found, conflict, CAS mismatch)
+/// are values of the operation's outcome type, not errors.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Bytes read from disk do not decode; the store is damaged or from a newer version.
+    #[error("corrupt record: {0}")]
+    Corrupt(String),
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+}

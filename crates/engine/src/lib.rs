@@ -1,0 +1,40 @@
+//! settee's document engine: protocol-agnostic documents on top of `settee-storage`.
+//!
+//! An [`Engine`] holds the node's buckets (CouchDB: databases). A [`Bucket`] hashes each key to
+//! one of its fixed number of vbuckets (as the Couchbase SDKs do), gives every mutation a
+//! per-vbucket seqno and a CAS from a hybrid logical clock, keeps CouchDB revision trees
+//! (`settee-revtree`), and appends to each vbucket's change stream. Both front doors — the
+//! CouchDB HTTP API and the Couchbase KV protocol — call the same bucket methods:
+//! [`Bucket::update_docs`] for CouchDB edits, [`Bucket::kv_mutate`] for key-value mutations.
+//!
+//! Start reading at `bucket.rs` (the write path), then `update.rs` (CouchDB semantics) and
+//! `changes.rs` (the change stream). Storage key layout: `docs/format/keys.md`; the record:
+//! `docs/format/document.md`.
+#![deny(clippy::unwrap_used)]
+
+mod bucket;
+mod changes;
+pub mod clock;
+mod engine;
+mod error;
+mod keys;
+mod kv;
+mod local;
+mod maintenance;
+mod read;
+pub mod record;
+mod seqvec;
+mod update;
+pub mod vbucket;
+
+pub use bucket::{Bucket, BucketConfig, Committed, VbState};
+pub use changes::{ChangeCursor, ChangeEntry};
+pub use engine::{CreateOutcome, Engine, EngineOptions, REVS_LIMIT_DEFAULT};
+pub use error::EngineError;
+pub use kv::{KvMutation, KvOutcome, KvValue, StoreMode};
+pub use local::LocalOutcome;
+pub use read::{DocScan, ScanRange};
+pub use record::{AttachmentMeta, DocRecord, Leaf};
+pub use seqvec::SeqVector;
+pub use settee_revtree::RevId;
+pub use update::{hex, md5_of, revision_hash, AttachmentInput, DocUpdate, UpdateOutcome};

@@ -1,0 +1,194 @@
+//! Reads across a whole bucket: `_all_docs`-style key-ordered scans merged from every vbucket.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use settee_storage::Cf;
+
+use crate::bucket::Bucket;
+use crate::error::EngineError;
+use crate::keys;
+use crate::record::DocRecord;
+
+/// Records read from one vbucket per refill.
+const CHUNK: usize = 128;
+
+/// Which keys a [`DocScan`] visits. Bounds are raw document keys; `end` is inclusive when
+/// `inclusive_end` is set. With `descending`, `start` is the high end, as in CouchDB.
+#[derive(Clone, Debug, Default)]
+pub struct ScanRange {
+    pub start: Option<Vec<u8>>,
+    pub end: Option<Vec<u8>>,
+    pub inclusive_end: bool,
+    pub descending: bool,
+}
+
+struct VbScan {
+    buffer: VecDeque<(Vec<u8>, DocRecord)>,
+    /// Next read starts here (forward: inclusive lower bound; descending: exclusive upper).
+    resume: Vec<u8>,
+    exhausted: bool,
+}
+
+/// Yields `(key, record)` in key order (raw bytes), live and deleted documents alike; callers
+/// filter. Memory stays bounded by `vbuckets * CHUNK` records.
+pub struct DocScan<'a> {
+    bucket: &'a Bucket,
+    range: ScanRange,
+    scans: Vec<VbScan>,
+    forward_heap: BinaryHeap<Reverse<(Vec<u8>, u16)>>,
+    reverse_heap: BinaryHeap<(Vec<u8>, u16)>,
+    started: bool,
+}
+
+impl Bucket {
+    pub fn scan_docs(&self, range: ScanRange) -> DocScan<'_> {
+        let scans = (0..self.vbuckets)
+            .map(|vbucket| {
+                let (lower, upper) = keys::vb_range(self.id, vbucket);
+                VbScan {
+                    buffer: VecDeque::new(),
+                    resume: if range.descending { upper } else { lower },
+                    exhausted: false,
+                }
+            })
+            .collect();
+        DocScan {
+            bucket: self,
+            range,
+            scans,
+            forward_heap: BinaryHeap::new(),
+            reverse_heap: BinaryHeap::new(),
+            started: false,
+        }
+    }
+}
+
+impl DocScan<'_> {
+    fn bounds(&self, vbucket: u16) -> (Vec<u8>, Vec<u8>) {
+        let id = self.bucket.id;
+        let (vb_lower, vb_upper) = keys::vb_range(id, vbucket);
+        let (low, high) = if self.range.descending {
+            (&self.range.end, &self.range.start)
+        } else {
+            (&self.range.start, &self.range.end)
+        };
+        let high_inclusive = if self.range.descending {
+            true
+        } else {
+            self.range.inclusive_end
+        };
+        let low_inclusive = if self.range.descending {
+            self.range.inclusive_end
+        } else {
+            true
+        };
+        let lower = match low {
+            Some(key) => {
+                let mut bound = keys::doc_key(id, vbucket, key);
+                if !low_inclusive {
+                    bound.push(0);
+                }
+                bound
+            }
+            None => vb_lower,
+        };
+        let upper = match high {
+            Some(key) => {
+                let mut bound = keys::doc_key(id, vbucket, key);
+                if high_inclusive {
+                    bound.push(0);
+                }
+                bound
+            }
+            None => vb_upper,
+        };
+        (lower, upper)
+    }
+
+    fn refill(&mut self, vbucket: u16) -> Result<(), EngineError> {
+        let (mut lower, mut upper) = self.bounds(vbucket);
+        let descending = self.range.descending;
+        let scan = &mut self.scans[vbucket as usize];
+        if scan.exhausted || !scan.buffer.is_empty() {
+            return Ok(());
+        }
+        if descending {
+            upper = upper.min(scan.resume.clone());
+        } else {
+            lower = lower.max(scan.resume.clone());
+        }
+        if lower >= upper {
+            scan.exhausted = true;
+            return Ok(());
+        }
+        let mut read = 0;
+        for item in self
+            .bucket
+            .store
+            .scan(Cf::Doc, &lower, &upper, descending)
+            .take(CHUNK)
+        {
+            let (raw_key, value) = item?;
+            read += 1;
+            scan.resume = if descending {
+                raw_key.to_vec()
+            } else {
+                let mut next = raw_key.to_vec();
+                next.push(0);
+                next
+            };
+            let record = DocRecord::decode(&value)?;
+            scan.buffer
+                .push_back((keys::key_of_doc_key(&raw_key).to_vec(), record));
+        }
+        if read < CHUNK {
+            scan.exhausted = true;
+        }
+        if let Some((key, _)) = scan.buffer.front() {
+            if descending {
+                self.reverse_heap.push((key.clone(), vbucket));
+            } else {
+                self.forward_heap.push(Reverse((key.clone(), vbucket)));
+            }
+        }
+        Ok(())
+    }
+
+    fn next_record(&mut self) -> Result<Option<(Vec<u8>, DocRecord)>, EngineError> {
+        if !self.started {
+            self.started = true;
+            for vbucket in 0..self.bucket.vbuckets {
+                self.refill(vbucket)?;
+            }
+        }
+        let vbucket = if self.range.descending {
+            self.reverse_heap.pop().map(|(_, vbucket)| vbucket)
+        } else {
+            self.forward_heap.pop().map(|Reverse((_, vbucket))| vbucket)
+        };
+        let Some(vbucket) = vbucket else {
+            return Ok(None);
+        };
+        let scan = &mut self.scans[vbucket as usize];
+        let Some(item) = scan.buffer.pop_front() else {
+            return Ok(None);
+        };
+        match scan.buffer.front() {
+            Some((key, _)) if self.range.descending => {
+                self.reverse_heap.push((key.clone(), vbucket))
+            }
+            Some((key, _)) => self.forward_heap.push(Reverse((key.clone(), vbucket))),
+            None => self.refill(vbucket)?,
+        }
+        Ok(Some(item))
+    }
+}
+
+impl Iterator for DocScan<'_> {
+    type Item = Result<(Vec<u8>, DocRecord), EngineError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_record().transpose()
+    }
+}

@@ -1,0 +1,372 @@
+//! The document record codec; byte layout in `docs/format/document.md`.
+
+use bytes::Bytes;
+use settee_revtree::{RevId, RevTree};
+
+use crate::error::EngineError;
+
+const VERSION: u8 = 1;
+const FLAG_DELETED: u8 = 1;
+const FLAG_JSON: u8 = 2;
+const FLAG_CONFLICTS: u8 = 4;
+const HEADER_LEN: usize = 30;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttachmentMeta {
+    pub name: String,
+    pub content_type: String,
+    pub length: u64,
+    pub md5: [u8; 16],
+    /// Generation of the revision that added this body.
+    pub revpos: u32,
+}
+
+/// One leaf revision with its body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leaf {
+    pub rev: RevId,
+    pub deleted: bool,
+    /// The value is JSON (an object for CouchDB documents); otherwise opaque bytes.
+    pub json: bool,
+    pub body: Bytes,
+    pub attachments: Vec<AttachmentMeta>,
+}
+
+/// Everything stored about one document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DocRecord {
+    pub cas: u64,
+    pub seqno: u64,
+    /// Absolute Unix seconds, 0 = never.
+    pub expiry: u32,
+    pub item_flags: u32,
+    pub tree: RevTree,
+    /// Every leaf of `tree`, winner first (CouchDB winner order).
+    pub leaves: Vec<Leaf>,
+}
+
+impl DocRecord {
+    pub fn winner(&self) -> Option<&Leaf> {
+        self.leaves.first()
+    }
+
+    pub fn is_deleted(&self) -> bool {
+        self.winner().is_none_or(|leaf| leaf.deleted)
+    }
+
+    pub fn leaf(&self, rev: &RevId) -> Option<&Leaf> {
+        self.leaves.iter().find(|leaf| &leaf.rev == rev)
+    }
+
+    /// Puts the leaves back in winner order after the tree changed, dropping bodies of revisions
+    /// that are no longer leaves.
+    pub fn normalise_leaves(&mut self) {
+        let order = self.tree.leaves();
+        let mut leaves = std::mem::take(&mut self.leaves);
+        self.leaves = order
+            .iter()
+            .filter_map(|tree_leaf| {
+                let index = leaves.iter().position(|leaf| leaf.rev == tree_leaf.rev)?;
+                Some(leaves.swap_remove(index))
+            })
+            .collect();
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let winner = self.winner();
+        let body = winner.map(|leaf| leaf.body.as_ref()).unwrap_or(&[]);
+        let mut out = Vec::with_capacity(HEADER_LEN + body.len() + 64);
+        let mut flags = 0;
+        if winner.is_none_or(|leaf| leaf.deleted) {
+            flags |= FLAG_DELETED;
+        }
+        if winner.is_some_and(|leaf| leaf.json) {
+            flags |= FLAG_JSON;
+        }
+        if self.leaves.iter().skip(1).any(|leaf| !leaf.deleted) {
+            flags |= FLAG_CONFLICTS;
+        }
+        out.push(VERSION);
+        out.push(flags);
+        out.extend_from_slice(&self.cas.to_be_bytes());
+        out.extend_from_slice(&self.seqno.to_be_bytes());
+        out.extend_from_slice(&self.expiry.to_be_bytes());
+        out.extend_from_slice(&self.item_flags.to_be_bytes());
+        put_bytes32(&mut out, body);
+        put_attachments(
+            &mut out,
+            winner
+                .map(|leaf| leaf.attachments.as_slice())
+                .unwrap_or(&[]),
+        );
+        let mut tree = Vec::new();
+        self.tree.encode(&mut tree);
+        put_bytes32(&mut out, &tree);
+        let others = self.leaves.get(1..).unwrap_or(&[]);
+        out.extend_from_slice(&(others.len() as u16).to_be_bytes());
+        for leaf in others {
+            let rev = leaf.rev.to_string();
+            out.push(rev.len() as u8);
+            out.extend_from_slice(rev.as_bytes());
+            let mut leaf_flags = 0;
+            if leaf.deleted {
+                leaf_flags |= FLAG_DELETED;
+            }
+            if leaf.json {
+                leaf_flags |= FLAG_JSON;
+            }
+            out.push(leaf_flags);
+            put_bytes32(&mut out, &leaf.body);
+            put_attachments(&mut out, &leaf.attachments);
+        }
+        out
+    }
+
+    pub fn decode(raw: &[u8]) -> Result<DocRecord, EngineError> {
+        let header = Header::decode(raw)?;
+        let mut reader = Reader {
+            raw,
+            at: HEADER_LEN - 4,
+        };
+        let body = Bytes::copy_from_slice(reader.bytes32()?);
+        let attachments = reader.attachments()?;
+        let tree = RevTree::decode(reader.bytes32()?)
+            .map_err(|error| EngineError::Corrupt(format!("revision tree: {error}")))?;
+        let winner_rev = tree
+            .winner()
+            .ok_or_else(|| EngineError::Corrupt("document record with empty tree".into()))?
+            .rev;
+        let mut leaves = vec![Leaf {
+            rev: winner_rev,
+            deleted: header.deleted,
+            json: header.json,
+            body,
+            attachments,
+        }];
+        let others = reader.u16()?;
+        for _ in 0..others {
+            let rev_len = reader.u8()? as usize;
+            let rev_text = std::str::from_utf8(reader.take(rev_len)?)
+                .map_err(|_| EngineError::Corrupt("revision id is not UTF-8".into()))?;
+            let rev = RevId::parse(rev_text)
+                .ok_or_else(|| EngineError::Corrupt(format!("bad revision id {rev_text}")))?;
+            let flags = reader.u8()?;
+            let body = Bytes::copy_from_slice(reader.bytes32()?);
+            let attachments = reader.attachments()?;
+            leaves.push(Leaf {
+                rev,
+                deleted: flags & FLAG_DELETED != 0,
+                json: flags & FLAG_JSON != 0,
+                body,
+                attachments,
+            });
+        }
+        if reader.at != raw.len() {
+            return Err(EngineError::Corrupt(
+                "trailing bytes in document record".into(),
+            ));
+        }
+        Ok(DocRecord {
+            cas: header.cas,
+            seqno: header.seqno,
+            expiry: header.expiry,
+            item_flags: header.item_flags,
+            tree,
+            leaves,
+        })
+    }
+}
+
+/// The fixed-size front of a record plus the winner's body, read without decoding the rest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub deleted: bool,
+    pub json: bool,
+    pub conflicts: bool,
+    pub cas: u64,
+    pub seqno: u64,
+    pub expiry: u32,
+    pub item_flags: u32,
+    pub body_len: u32,
+}
+
+impl Header {
+    pub fn decode(raw: &[u8]) -> Result<Header, EngineError> {
+        if raw.len() < HEADER_LEN {
+            return Err(EngineError::Corrupt("document record too short".into()));
+        }
+        if raw[0] != VERSION {
+            return Err(EngineError::Corrupt(format!(
+                "document record version {}",
+                raw[0]
+            )));
+        }
+        let flags = raw[1];
+        let u64_at = |at: usize| u64::from_be_bytes(array(&raw[at..at + 8]));
+        let u32_at = |at: usize| u32::from_be_bytes(array(&raw[at..at + 4]));
+        Ok(Header {
+            deleted: flags & FLAG_DELETED != 0,
+            json: flags & FLAG_JSON != 0,
+            conflicts: flags & FLAG_CONFLICTS != 0,
+            cas: u64_at(2),
+            seqno: u64_at(10),
+            expiry: u32_at(18),
+            item_flags: u32_at(22),
+            body_len: u32_at(26),
+        })
+    }
+
+    /// The winner's body inside `raw`, without copying.
+    pub fn body<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8], EngineError> {
+        raw.get(HEADER_LEN..HEADER_LEN + self.body_len as usize)
+            .ok_or_else(|| EngineError::Corrupt("document body truncated".into()))
+    }
+}
+
+fn array<const N: usize>(slice: &[u8]) -> [u8; N] {
+    let mut out = [0u8; N];
+    out.copy_from_slice(slice);
+    out
+}
+
+fn put_bytes32(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+    out.extend_from_slice(bytes);
+}
+
+fn put_bytes16(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u16).to_be_bytes());
+    out.extend_from_slice(bytes);
+}
+
+fn put_attachments(out: &mut Vec<u8>, attachments: &[AttachmentMeta]) {
+    let mut encoded = Vec::new();
+    encoded.extend_from_slice(&(attachments.len() as u16).to_be_bytes());
+    for attachment in attachments {
+        put_bytes16(&mut encoded, attachment.name.as_bytes());
+        put_bytes16(&mut encoded, attachment.content_type.as_bytes());
+        encoded.extend_from_slice(&attachment.length.to_be_bytes());
+        encoded.extend_from_slice(&attachment.md5);
+        encoded.extend_from_slice(&attachment.revpos.to_be_bytes());
+    }
+    put_bytes32(out, &encoded);
+}
+
+struct Reader<'a> {
+    raw: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, len: usize) -> Result<&'a [u8], EngineError> {
+        let end = self
+            .at
+            .checked_add(len)
+            .filter(|end| *end <= self.raw.len())
+            .ok_or_else(|| EngineError::Corrupt("document record truncated".into()))?;
+        let slice = &self.raw[self.at..end];
+        self.at = end;
+        Ok(slice)
+    }
+    fn u8(&mut self) -> Result<u8, EngineError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, EngineError> {
+        Ok(u16::from_be_bytes(array(self.take(2)?)))
+    }
+    fn u32(&mut self) -> Result<u32, EngineError> {
+        Ok(u32::from_be_bytes(array(self.take(4)?)))
+    }
+    fn u64(&mut self) -> Result<u64, EngineError> {
+        Ok(u64::from_be_bytes(array(self.take(8)?)))
+    }
+    fn bytes32(&mut self) -> Result<&'a [u8], EngineError> {
+        let len = self.u32()? as usize;
+        self.take(len)
+    }
+    fn string16(&mut self) -> Result<String, EngineError> {
+        let len = self.u16()? as usize;
+        String::from_utf8(self.take(len)?.to_vec())
+            .map_err(|_| EngineError::Corrupt("attachment text is not UTF-8".into()))
+    }
+    fn attachments(&mut self) -> Result<Vec<AttachmentMeta>, EngineError> {
+        let encoded = self.bytes32()?;
+        let mut inner = Reader {
+            raw: encoded,
+            at: 0,
+        };
+        let count = inner.u16()?;
+        let mut out = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            out.push(AttachmentMeta {
+                name: inner.string16()?,
+                content_type: inner.string16()?,
+                length: inner.u64()?,
+                md5: array(inner.take(16)?),
+                revpos: inner.u32()?,
+            });
+        }
+        if inner.at != encoded.len() {
+            return Err(EngineError::Corrupt("trailing bytes in attachments".into()));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rev(text: &str) -> RevId {
+        RevId::parse(text).expect("rev")
+    }
+
+    #[test]
+    fn record_round_trips_with_conflicts_and_attachments() {
+        let mut tree = RevTree::new();
+        tree.edit(None, rev("1-a"), false).expect("edit");
+        tree.merge_path(&[rev("1-b")], false);
+        let mut record = DocRecord {
+            cas: 42,
+            seqno: 7,
+            expiry: 99,
+            item_flags: 3,
+            tree,
+            leaves: vec![
+                Leaf {
+                    rev: rev("1-a"),
+                    deleted: false,
+                    json: true,
+                    body: Bytes::from_static(b"{\"x\":1}"),
+                    attachments: vec![AttachmentMeta {
+                        name: "a.txt".into(),
+                        content_type: "text/plain".into(),
+                        length: 5,
+                        md5: [1; 16],
+                        revpos: 1,
+                    }],
+                },
+                Leaf {
+                    rev: rev("1-b"),
+                    deleted: false,
+                    json: true,
+                    body: Bytes::from_static(b"{\"x\":2}"),
+                    attachments: vec![],
+                },
+            ],
+        };
+        record.normalise_leaves();
+        assert_eq!(
+            record.winner().map(|leaf| leaf.rev.clone()),
+            Some(rev("1-b"))
+        );
+        let raw = record.encode();
+        assert_eq!(DocRecord::decode(&raw).expect("decode"), record);
+        let header = Header::decode(&raw).expect("header");
+        assert!(header.conflicts && header.json && !header.deleted);
+        assert_eq!(header.body(&raw).expect("body"), b"{\"x\":2}");
+        for cut in 0..raw.len() {
+            assert!(DocRecord::decode(&raw[..cut]).is_err());
+        }
+    }
+}

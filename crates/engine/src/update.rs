@@ -1,0 +1,443 @@
+//! CouchDB-style document updates: `PUT`, `DELETE`, `_bulk_docs` with and without `new_edits`.
+//! Planning is a pure function of (current record, update) so it is tested without storage.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use md5::{Digest, Md5};
+use settee_revtree::RevId;
+
+use crate::bucket::{Bucket, PlannedWrite, Previous};
+use crate::error::EngineError;
+use crate::record::{AttachmentMeta, DocRecord, Leaf};
+
+/// An attachment as the writer describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AttachmentInput {
+    /// Keep the attachment of this name from the revision being edited (`"stub": true`).
+    Stub { name: String },
+    /// A new body for this name.
+    Data {
+        name: String,
+        content_type: String,
+        data: Bytes,
+    },
+}
+
+/// One document write in CouchDB terms.
+#[derive(Clone, Debug)]
+pub struct DocUpdate {
+    pub key: Vec<u8>,
+    /// The revision being edited (`_rev`); `None` creates.
+    pub parent: Option<RevId>,
+    /// `new_edits=false` only: the revision history, newest first (`_revisions`, or `[_rev]`).
+    pub history: Vec<RevId>,
+    pub deleted: bool,
+    /// The JSON object without CouchDB's underscore members.
+    pub body: Bytes,
+    pub attachments: Vec<AttachmentInput>,
+}
+
+/// What happened to one update. `Saved` carries the revision that now exists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpdateOutcome {
+    Saved { rev: RevId, seqno: u64, cas: u64 },
+    Conflict,
+    MissingStub { name: String },
+    Invalid(String),
+}
+
+/// A planned new state of one document.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub record: DocRecord,
+    pub rev: RevId,
+    pub new_attachments: Vec<([u8; 16], Bytes)>,
+    /// new_edits=false of a revision already present: nothing to write.
+    pub unchanged: bool,
+}
+
+/// CouchDB computes revision hashes from the edit; so do we (md5 of parent, deleted flag, body
+/// and attachment digests), so the same edit made twice yields the same revision id.
+pub fn revision_hash(
+    parent: Option<&RevId>,
+    deleted: bool,
+    body: &[u8],
+    attachments: &[AttachmentMeta],
+) -> String {
+    let mut hasher = Md5::new();
+    if let Some(parent) = parent {
+        hasher.update(parent.to_string().as_bytes());
+    }
+    hasher.update([u8::from(deleted)]);
+    hasher.update(body);
+    for attachment in attachments {
+        hasher.update(attachment.name.as_bytes());
+        hasher.update(attachment.md5);
+    }
+    hex(&hasher.finalize())
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(DIGITS[(byte >> 4) as usize] as char);
+        out.push(DIGITS[(byte & 15) as usize] as char);
+    }
+    out
+}
+
+pub fn md5_of(data: &[u8]) -> [u8; 16] {
+    Md5::digest(data).into()
+}
+
+fn resolve_attachments(
+    inputs: &[AttachmentInput],
+    sources: &[&Leaf],
+    revpos: u32,
+) -> Result<(Vec<AttachmentMeta>, Vec<([u8; 16], Bytes)>), UpdateOutcome> {
+    let mut metas = Vec::with_capacity(inputs.len());
+    let mut bodies = Vec::new();
+    for input in inputs {
+        match input {
+            AttachmentInput::Stub { name } => {
+                let found = sources
+                    .iter()
+                    .find_map(|leaf| leaf.attachments.iter().find(|meta| &meta.name == name));
+                match found {
+                    Some(meta) => metas.push(meta.clone()),
+                    None => return Err(UpdateOutcome::MissingStub { name: name.clone() }),
+                }
+            }
+            AttachmentInput::Data {
+                name,
+                content_type,
+                data,
+            } => {
+                let md5 = md5_of(data);
+                metas.push(AttachmentMeta {
+                    name: name.clone(),
+                    content_type: content_type.clone(),
+                    length: data.len() as u64,
+                    md5,
+                    revpos,
+                });
+                bodies.push((md5, data.clone()));
+            }
+        }
+    }
+    metas.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok((metas, bodies))
+}
+
+/// Plans a `new_edits=true` edit: the parent must be a leaf, a create needs no live document.
+pub(crate) fn plan_edit(
+    current: Option<&DocRecord>,
+    update: &DocUpdate,
+    revs_limit: u32,
+    expired: bool,
+) -> Result<Plan, UpdateOutcome> {
+    let parent = match (&update.parent, current) {
+        (Some(parent), Some(record)) => {
+            if !record.tree.is_leaf(parent) {
+                return Err(UpdateOutcome::Conflict);
+            }
+            Some(parent.clone())
+        }
+        (Some(_), None) => return Err(UpdateOutcome::Conflict),
+        (None, Some(record)) => match record.winner() {
+            // Re-creating a deleted (or expired) document extends its winning leaf.
+            Some(winner) if winner.deleted || expired => Some(winner.rev.clone()),
+            Some(_) => return Err(UpdateOutcome::Conflict),
+            None => None,
+        },
+        (None, None) => None,
+    };
+    let pos = parent.as_ref().map_or(1, |parent| parent.pos + 1);
+    let sources: Vec<&Leaf> = match (&parent, current) {
+        (Some(parent), Some(record)) => record.leaf(parent).into_iter().collect(),
+        _ => Vec::new(),
+    };
+    let (attachments, new_attachments) =
+        resolve_attachments(&update.attachments, &sources, pos as u32)?;
+    let rev = RevId {
+        pos,
+        hash: revision_hash(parent.as_ref(), update.deleted, &update.body, &attachments),
+    };
+    let mut record = current.cloned().unwrap_or_else(empty_record);
+    if record
+        .tree
+        .edit(parent.as_ref(), rev.clone(), update.deleted)
+        .is_err()
+    {
+        return Err(UpdateOutcome::Conflict);
+    }
+    if let Some(parent) = &parent {
+        record.leaves.retain(|leaf| &leaf.rev != parent);
+    }
+    record.leaves.push(Leaf {
+        rev: rev.clone(),
+        deleted: update.deleted,
+        json: true,
+        body: update.body.clone(),
+        attachments,
+    });
+    if expired {
+        record.expiry = 0;
+    }
+    finish(&mut record, revs_limit);
+    Ok(Plan {
+        record,
+        rev,
+        new_attachments,
+        unchanged: false,
+    })
+}
+
+/// Plans a `new_edits=false` write (replication): merge the given history into the tree.
+pub(crate) fn plan_replicated(
+    current: Option<&DocRecord>,
+    update: &DocUpdate,
+    revs_limit: u32,
+) -> Result<Plan, UpdateOutcome> {
+    let Some(newest) = update.history.first() else {
+        return Err(UpdateOutcome::Invalid("missing revision".into()));
+    };
+    for pair in update.history.windows(2) {
+        if pair[0].pos != pair[1].pos + 1 {
+            return Err(UpdateOutcome::Invalid(
+                "revision history is not consecutive".into(),
+            ));
+        }
+    }
+    let mut record = current.cloned().unwrap_or_else(empty_record);
+    if record.tree.contains(newest) {
+        return Ok(Plan {
+            record,
+            rev: newest.clone(),
+            new_attachments: Vec::new(),
+            unchanged: true,
+        });
+    }
+    let sources: Vec<&Leaf> = current
+        .map(|record| record.leaves.iter().collect())
+        .unwrap_or_default();
+    let (attachments, new_attachments) =
+        resolve_attachments(&update.attachments, &sources, newest.pos as u32)?;
+    record.tree.merge_path(&update.history, update.deleted);
+    record.leaves.push(Leaf {
+        rev: newest.clone(),
+        deleted: update.deleted,
+        json: true,
+        body: update.body.clone(),
+        attachments,
+    });
+    finish(&mut record, revs_limit);
+    Ok(Plan {
+        record,
+        rev: newest.clone(),
+        new_attachments,
+        unchanged: false,
+    })
+}
+
+pub(crate) fn empty_record() -> DocRecord {
+    DocRecord {
+        cas: 0,
+        seqno: 0,
+        expiry: 0,
+        item_flags: 0,
+        tree: settee_revtree::RevTree::new(),
+        leaves: Vec::new(),
+    }
+}
+
+/// Stems to the revision limit and puts leaves in winner order (dropping non-leaf bodies).
+pub(crate) fn finish(record: &mut DocRecord, revs_limit: u32) {
+    record.tree.stem(revs_limit.max(1) as usize);
+    record.normalise_leaves();
+}
+
+impl Bucket {
+    /// Applies CouchDB updates as one durable batch; one outcome per update, in order.
+    pub async fn update_docs(
+        &self,
+        updates: Vec<DocUpdate>,
+        new_edits: bool,
+    ) -> Result<Vec<UpdateOutcome>, EngineError> {
+        let _guards = self
+            .lock_keys(updates.iter().map(|update| update.key.as_slice()))
+            .await;
+        let revs_limit = self.revs_limit();
+        let mut outcomes: Vec<UpdateOutcome> = Vec::with_capacity(updates.len());
+        let mut writes: Vec<PlannedWrite> = Vec::new();
+        // Outcome index -> write index, and latest planned record per key (a key may repeat).
+        let mut write_of_outcome: Vec<Option<usize>> = Vec::with_capacity(updates.len());
+        let mut latest: HashMap<Vec<u8>, usize> = HashMap::new();
+        for update in &updates {
+            let stored;
+            let (current, previous_write) = match latest.get(&update.key) {
+                Some(index) => (writes[*index].record.as_ref(), Some(*index)),
+                None => {
+                    stored = self.read_record(&update.key)?;
+                    (stored.as_ref(), None)
+                }
+            };
+            let expired = current.is_some_and(|record| self.is_expired(record.expiry));
+            let planned = if new_edits {
+                plan_edit(current, update, revs_limit, expired)
+            } else {
+                plan_replicated(current, update, revs_limit)
+            };
+            match planned {
+                Err(outcome) => {
+                    outcomes.push(outcome);
+                    write_of_outcome.push(None);
+                }
+                Ok(plan) if plan.unchanged => {
+                    outcomes.push(UpdateOutcome::Saved {
+                        rev: plan.rev,
+                        seqno: plan.record.seqno,
+                        cas: plan.record.cas,
+                    });
+                    write_of_outcome.push(None);
+                }
+                Ok(plan) => {
+                    outcomes.push(UpdateOutcome::Saved {
+                        rev: plan.rev,
+                        seqno: 0,
+                        cas: 0,
+                    });
+                    match previous_write {
+                        // A second update of the same key in one batch replaces the first write.
+                        Some(index) => {
+                            writes[index].record = Some(plan.record);
+                            writes[index].new_attachments.extend(plan.new_attachments);
+                            write_of_outcome.push(Some(index));
+                        }
+                        None => {
+                            let previous = current.map(Previous::of);
+                            writes.push(PlannedWrite {
+                                vbucket: self.vbucket_of(&update.key),
+                                key: update.key.clone(),
+                                previous,
+                                record: Some(plan.record),
+                                new_attachments: plan.new_attachments,
+                            });
+                            latest.insert(update.key.clone(), writes.len() - 1);
+                            write_of_outcome.push(Some(writes.len() - 1));
+                        }
+                    }
+                }
+            }
+        }
+        if writes.is_empty() {
+            return Ok(outcomes);
+        }
+        let committed = self.commit_writes(&mut writes).await?;
+        for (outcome, write) in outcomes.iter_mut().zip(write_of_outcome) {
+            if let (UpdateOutcome::Saved { seqno, cas, .. }, Some(index)) = (outcome, write) {
+                *seqno = committed[index].seqno;
+                *cas = committed[index].cas;
+            }
+        }
+        Ok(outcomes)
+    }
+
+    /// One update; see [`Bucket::update_docs`].
+    pub async fn update_doc(
+        &self,
+        update: DocUpdate,
+        new_edits: bool,
+    ) -> Result<UpdateOutcome, EngineError> {
+        let mut outcomes = self.update_docs(vec![update], new_edits).await?;
+        outcomes
+            .pop()
+            .ok_or_else(|| EngineError::Invalid("no outcome".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn update(parent: Option<&str>, body: &str, deleted: bool) -> DocUpdate {
+        DocUpdate {
+            key: b"doc".to_vec(),
+            parent: parent.map(|text| RevId::parse(text).expect("rev")),
+            history: Vec::new(),
+            deleted,
+            body: Bytes::copy_from_slice(body.as_bytes()),
+            attachments: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn create_edit_conflict_delete_recreate() {
+        let created = plan_edit(None, &update(None, "{}", false), 1000, false).expect("create");
+        assert_eq!(created.rev.pos, 1);
+        let first = created.rev.to_string();
+        let record = created.record;
+        assert_eq!(
+            plan_edit(Some(&record), &update(None, "{}", false), 1000, false).err(),
+            Some(UpdateOutcome::Conflict)
+        );
+        let edited = plan_edit(
+            Some(&record),
+            &update(Some(&first), "{\"a\":1}", false),
+            1000,
+            false,
+        )
+        .expect("edit");
+        assert_eq!(edited.rev.pos, 2);
+        assert_eq!(
+            plan_edit(
+                Some(&edited.record),
+                &update(Some(&first), "{}", false),
+                1000,
+                false
+            )
+            .err(),
+            Some(UpdateOutcome::Conflict)
+        );
+        let second = edited.rev.to_string();
+        let deleted = plan_edit(
+            Some(&edited.record),
+            &update(Some(&second), "{}", true),
+            1000,
+            false,
+        )
+        .expect("delete");
+        assert!(deleted.record.is_deleted());
+        let recreated = plan_edit(
+            Some(&deleted.record),
+            &update(None, "{}", false),
+            1000,
+            false,
+        )
+        .expect("recreate");
+        assert_eq!(recreated.rev.pos, 4);
+        assert!(!recreated.record.is_deleted());
+        assert_eq!(recreated.record.leaves.len(), 1);
+    }
+
+    #[test]
+    fn same_edit_gives_same_revision() {
+        let a = plan_edit(None, &update(None, "{\"x\":1}", false), 10, false).expect("a");
+        let b = plan_edit(None, &update(None, "{\"x\":1}", false), 10, false).expect("b");
+        assert_eq!(a.rev, b.rev);
+        let c = plan_edit(None, &update(None, "{\"x\":2}", false), 10, false).expect("c");
+        assert_ne!(a.rev, c.rev);
+    }
+
+    #[test]
+    fn stub_without_source_is_missing_stub() {
+        let mut with_stub = update(None, "{}", false);
+        with_stub.attachments = vec![AttachmentInput::Stub { name: "a".into() }];
+        assert_eq!(
+            plan_edit(None, &with_stub, 10, false).err(),
+            Some(UpdateOutcome::MissingStub { name: "a".into() })
+        );
+    }
+}

@@ -1,0 +1,589 @@
+//! Many documents per request: `_bulk_docs`, `_bulk_get`, `_all_docs` / `_design_docs`,
+//! `_revs_diff`, `_missing_revs`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hyper::{Method, StatusCode};
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use settee_engine::{Bucket, DocUpdate, RevId, ScanRange, UpdateOutcome};
+
+use crate::auth::{require_db_access, DbAccess, USERS_DB};
+use crate::couch_doc::{parse_doc, parse_rev, render_doc, RenderOptions};
+use crate::db_api::open;
+use crate::doc_api::{
+    attachment_fetcher, prepare_user_doc, read_doc, render_options, validate_doc_id,
+};
+use crate::error::{ApiError, ApiResult};
+use crate::request::{check_depth, Req};
+use crate::response::{channel_body, json, json_bytes, json_string, HttpResponse};
+use crate::router::not_allowed;
+use crate::HttpState;
+
+/// Rows per chunk when streaming `_all_docs`.
+const STREAM_ROWS_PER_CHUNK: usize = 256;
+
+#[derive(serde::Deserialize)]
+struct BulkDocsBody<'a> {
+    #[serde(borrow)]
+    docs: Vec<&'a RawValue>,
+    #[serde(default = "default_true")]
+    new_edits: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn error_row(id: &str, error: &ApiError) -> Value {
+    json!({"id": id, "error": error.code(), "reason": error.to_string()})
+}
+
+pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    if req.method != Method::POST {
+        return Err(not_allowed("POST"));
+    }
+    let bucket = open(state, req, db, DbAccess::Member)?;
+    req.require_json_content_type()?;
+    let bytes = req.body_bytes(state.config.max_request_size_bytes).await?;
+    check_depth(&bytes, state.config.max_json_depth)?;
+    let body: BulkDocsBody = serde_json::from_slice(&bytes)
+        .map_err(|_| ApiError::BadRequest("POST body must include `docs` parameter.".into()))?;
+    if body.docs.len() > state.config.max_docs_per_bulk {
+        return Err(ApiError::RequestTooLarge);
+    }
+    let new_edits = body.new_edits && req.bool_param("new_edits", true)?;
+    let mut updates = Vec::with_capacity(body.docs.len());
+    // Per input doc: Ok(index into updates) or the error row.
+    let mut slots: Vec<(String, Result<usize, ApiError>)> = Vec::with_capacity(body.docs.len());
+    for raw in body.docs {
+        let prepared = prepare_bulk_doc(state, req, &bucket, raw.get().as_bytes(), new_edits);
+        match prepared {
+            Ok((id, update)) => {
+                slots.push((id, Ok(updates.len())));
+                updates.push(update);
+            }
+            Err((id, error)) => slots.push((id, Err(error))),
+        }
+    }
+    let outcomes = bucket.update_docs(updates, new_edits).await?;
+    let mut rows = Vec::with_capacity(slots.len());
+    for (id, slot) in slots {
+        match slot {
+            Err(error) => rows.push(error_row(&id, &error)),
+            Ok(index) => match &outcomes[index] {
+                UpdateOutcome::Saved { rev, .. } => {
+                    if new_edits {
+                        rows.push(json!({"ok": true, "id": id, "rev": rev.to_string()}));
+                    }
+                }
+                UpdateOutcome::Conflict => rows.push(error_row(&id, &ApiError::Conflict)),
+                UpdateOutcome::MissingStub { name } => rows.push(error_row(
+                    &id,
+                    &ApiError::MissingStub {
+                        doc: id.clone(),
+                        name: name.clone(),
+                    },
+                )),
+                UpdateOutcome::Invalid(reason) => {
+                    rows.push(error_row(&id, &ApiError::BadRequest(reason.clone())))
+                }
+            },
+        }
+    }
+    Ok(json(StatusCode::CREATED, &Value::Array(rows)))
+}
+
+fn prepare_bulk_doc(
+    state: &HttpState,
+    req: &Req,
+    bucket: &Bucket,
+    raw: &[u8],
+    new_edits: bool,
+) -> Result<(String, DocUpdate), (String, ApiError)> {
+    let mut doc = parse_doc(raw).map_err(|error| (String::new(), error))?;
+    let id = match doc.id.take() {
+        Some(id) => id,
+        None => state.uuids.next("sequential").unwrap_or_default(),
+    };
+    let fail = |error: ApiError| (id.clone(), error);
+    if raw.len() > state.config.max_document_size_bytes {
+        return Err(fail(ApiError::DocumentTooLarge(id.clone())));
+    }
+    validate_doc_id(&id, state.config.max_key_bytes).map_err(fail)?;
+    if id.starts_with("_local/") {
+        return Err(fail(ApiError::BadRequest(
+            "_local documents cannot be written through _bulk_docs here".into(),
+        )));
+    }
+    if id.starts_with("_design/") {
+        require_db_access(bucket, &req.user, DbAccess::Admin).map_err(fail)?;
+    }
+    if bucket.name() == USERS_DB {
+        prepare_user_doc(state, &req.user, &id, &mut doc).map_err(fail)?;
+    }
+    let history = match (&doc.revisions, &doc.rev) {
+        (Some(history), _) => history.clone(),
+        (None, Some(rev)) => vec![rev.clone()],
+        (None, None) => Vec::new(),
+    };
+    if !new_edits && history.is_empty() {
+        return Err(fail(ApiError::BadRequest(
+            "new_edits=false requires a revision".into(),
+        )));
+    }
+    let update = DocUpdate {
+        key: id.as_bytes().to_vec(),
+        parent: doc.rev,
+        history,
+        deleted: doc.deleted,
+        body: doc.body,
+        attachments: doc.attachments.unwrap_or_default(),
+    };
+    Ok((id, update))
+}
+
+pub async fn bulk_get(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    if req.method != Method::POST {
+        return Err(not_allowed("POST"));
+    }
+    let bucket = open(state, req, db, DbAccess::Member)?;
+    let body = req
+        .json_body(
+            state.config.max_request_size_bytes,
+            state.config.max_json_depth,
+        )
+        .await?;
+    let docs = body
+        .get("docs")
+        .and_then(|docs| docs.as_array())
+        .ok_or_else(|| ApiError::BadRequest("Missing JSON list of 'docs'.".into()))?;
+    if docs.len() > state.config.max_docs_per_bulk {
+        return Err(ApiError::RequestTooLarge);
+    }
+    let base = render_options(req)?;
+    let latest = req.bool_param("latest", false)?;
+    let mut out = Vec::with_capacity(docs.len() * 256);
+    out.extend_from_slice(b"{\"results\":[");
+    for (index, spec) in docs.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        let id = spec.get("id").and_then(|id| id.as_str()).unwrap_or("");
+        let mut options = base.clone();
+        if let Some(Value::Array(since)) = spec.get("atts_since") {
+            options.atts_since = since
+                .iter()
+                .filter_map(|rev| rev.as_str().and_then(RevId::parse))
+                .collect();
+        }
+        let rev = spec.get("rev").and_then(|rev| rev.as_str());
+        out.extend_from_slice(format!("{{\"id\":{},\"docs\":[", json_string(id)).as_bytes());
+        bulk_get_one(&bucket, id, rev, latest, &options, &mut out)?;
+        out.extend_from_slice(b"]}");
+    }
+    out.extend_from_slice(b"]}");
+    Ok(json_bytes(StatusCode::OK, out))
+}
+
+fn bulk_get_one(
+    bucket: &Bucket,
+    id: &str,
+    rev: Option<&str>,
+    latest: bool,
+    options: &RenderOptions,
+    out: &mut Vec<u8>,
+) -> ApiResult<()> {
+    let missing = |rev: &str| {
+        json!({"error": {"id": id, "rev": rev, "error": "not_found", "reason": "missing"}})
+            .to_string()
+    };
+    let Some(record) = read_doc(bucket, id)? else {
+        out.extend_from_slice(missing(rev.unwrap_or("undefined")).as_bytes());
+        return Ok(());
+    };
+    let revs: Vec<RevId> = match rev {
+        None => record
+            .winner()
+            .map(|leaf| vec![leaf.rev.clone()])
+            .unwrap_or_default(),
+        Some(text) => match RevId::parse(text) {
+            None => {
+                out.extend_from_slice(missing(text).as_bytes());
+                return Ok(());
+            }
+            Some(rev) if latest => {
+                let leaves = record.tree.leaves_under(&rev);
+                if leaves.is_empty() {
+                    vec![rev]
+                } else {
+                    leaves.into_iter().map(|leaf| leaf.rev).collect()
+                }
+            }
+            Some(rev) => vec![rev],
+        },
+    };
+    for (index, rev) in revs.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        match record.leaf(rev) {
+            Some(leaf) => {
+                let doc = render_doc(id, &record, leaf, options, &attachment_fetcher(bucket, id))?;
+                out.extend_from_slice(b"{\"ok\":");
+                out.extend_from_slice(&doc);
+                out.push(b'}');
+            }
+            None => out.extend_from_slice(missing(&rev.to_string()).as_bytes()),
+        }
+    }
+    Ok(())
+}
+
+/// Which documents an `_all_docs`-style request lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DocSet {
+    All,
+    Design,
+}
+
+fn key_param(req: &Req, names: &[&str]) -> ApiResult<Option<Value>> {
+    for name in names {
+        if let Some(value) = req.json_param(name)? {
+            return Ok(Some(value));
+        }
+    }
+    Ok(None)
+}
+
+pub async fn all_docs(
+    state: &HttpState,
+    req: &mut Req,
+    db: &str,
+    set: DocSet,
+) -> ApiResult<HttpResponse> {
+    let bucket = open(state, req, db, DbAccess::Member)?;
+    let keys = match req.method {
+        Method::GET | Method::HEAD => req.json_param("keys")?,
+        Method::POST => {
+            let body = req
+                .json_body(
+                    state.config.max_request_size_bytes,
+                    state.config.max_json_depth,
+                )
+                .await?;
+            body.get("keys").cloned()
+        }
+        _ => return Err(not_allowed("GET,HEAD,POST")),
+    };
+    let include_docs = req.bool_param("include_docs", false)?;
+    let mut options = render_options(req)?;
+    options.revs = false;
+    let descending = req.bool_param("descending", false)?;
+    let skip = req.u64_param("skip")?.unwrap_or(0) as usize;
+    let limit = req.u64_param("limit")?.map(|limit| limit as usize);
+    let update_seq = req.bool_param("update_seq", false)?;
+    let (live, _) = bucket.doc_counts();
+    let mut head = format!("{{\"total_rows\":{live},\"offset\":{skip}");
+    if update_seq {
+        head.push_str(&format!(
+            ",\"update_seq\":\"{}\"",
+            bucket.high_seqnos().encode()
+        ));
+    }
+    head.push_str(",\"rows\":[\r\n");
+    if let Some(keys) = keys {
+        let keys = keys
+            .as_array()
+            .ok_or_else(|| ApiError::BadRequest("`keys` member must be an array.".into()))?;
+        if keys.len() > state.config.max_docs_per_bulk {
+            return Err(ApiError::RequestTooLarge);
+        }
+        let mut out = head.into_bytes();
+        let mut first = true;
+        let ordered: Vec<&Value> = if descending {
+            keys.iter().rev().collect()
+        } else {
+            keys.iter().collect()
+        };
+        for key in ordered
+            .into_iter()
+            .skip(skip)
+            .take(limit.unwrap_or(usize::MAX))
+        {
+            if !first {
+                out.extend_from_slice(b",\r\n");
+            }
+            first = false;
+            key_row(&bucket, key, include_docs, &options, &mut out)?;
+        }
+        out.extend_from_slice(b"\r\n]}");
+        return Ok(json_bytes(StatusCode::OK, out));
+    }
+    let as_id = |value: Option<Value>| value.and_then(|value| value.as_str().map(str::to_string));
+    let mut start = as_id(key_param(req, &["startkey", "start_key"])?);
+    let mut end = as_id(key_param(req, &["endkey", "end_key"])?);
+    let mut inclusive_end = req.bool_param("inclusive_end", true)?;
+    if let Some(key) = as_id(req.json_param("key")?) {
+        start = Some(key.clone());
+        end = Some(key);
+        inclusive_end = true;
+    }
+    if set == DocSet::Design {
+        // Clamp the range to the `_design/` prefix.
+        let (low, high) = ("_design/".to_string(), "_design0".to_string());
+        if descending {
+            start = Some(start.map_or(high.clone(), |key| key.min(high.clone())));
+            end = Some(end.map_or(low.clone(), |key| key.max(low.clone())));
+        } else {
+            start = Some(start.map_or(low.clone(), |key| key.max(low.clone())));
+            if end.as_ref().is_none_or(|key| key >= &high) {
+                end = Some(high);
+                inclusive_end = false;
+            }
+        }
+    }
+    let range = ScanRange {
+        start: start.map(String::into_bytes),
+        end: end.map(String::into_bytes),
+        inclusive_end,
+        descending,
+    };
+    Ok(stream_rows(
+        bucket,
+        range,
+        head,
+        skip,
+        limit,
+        include_docs,
+        options,
+    ))
+}
+
+fn key_row(
+    bucket: &Bucket,
+    key: &Value,
+    include_docs: bool,
+    options: &RenderOptions,
+    out: &mut Vec<u8>,
+) -> ApiResult<()> {
+    let Some(id) = key.as_str() else {
+        out.extend_from_slice(
+            json!({"key": key, "error": "not_found"})
+                .to_string()
+                .as_bytes(),
+        );
+        return Ok(());
+    };
+    let record = read_doc(bucket, id)?;
+    let Some(record) = record else {
+        out.extend_from_slice(
+            json!({"key": id, "error": "not_found"})
+                .to_string()
+                .as_bytes(),
+        );
+        return Ok(());
+    };
+    let Some(winner) = record.winner() else {
+        out.extend_from_slice(
+            json!({"key": id, "error": "not_found"})
+                .to_string()
+                .as_bytes(),
+        );
+        return Ok(());
+    };
+    let rev = winner.rev.to_string();
+    if winner.deleted {
+        let mut row = json!({"id": id, "key": id, "value": {"rev": rev, "deleted": true}});
+        if include_docs {
+            row["doc"] = Value::Null;
+        }
+        out.extend_from_slice(row.to_string().as_bytes());
+        return Ok(());
+    }
+    out.extend_from_slice(
+        format!(
+            "{{\"id\":{0},\"key\":{0},\"value\":{{\"rev\":\"{rev}\"}}",
+            json_string(id)
+        )
+        .as_bytes(),
+    );
+    if include_docs {
+        out.extend_from_slice(b",\"doc\":");
+        out.extend_from_slice(&render_doc(
+            id,
+            &record,
+            winner,
+            options,
+            &attachment_fetcher(bucket, id),
+        )?);
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// Streams the rows of a range scan; the scan runs on a blocking thread, feeding a channel.
+fn stream_rows(
+    bucket: Arc<Bucket>,
+    range: ScanRange,
+    head: String,
+    skip: usize,
+    limit: Option<usize>,
+    include_docs: bool,
+    options: RenderOptions,
+) -> HttpResponse {
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(8);
+    tokio::task::spawn_blocking(move || {
+        let mut chunk = head.into_bytes();
+        let mut emitted = 0usize;
+        let mut skipped = 0usize;
+        let mut in_chunk = 0usize;
+        let limit = limit.unwrap_or(usize::MAX);
+        for item in bucket.scan_docs(range) {
+            if emitted >= limit {
+                break;
+            }
+            let Ok((key, record)) = item else {
+                break;
+            };
+            let Some(winner) = record.winner() else {
+                continue;
+            };
+            if winner.deleted || (record.expiry != 0 && record.expiry <= bucket.now_secs()) {
+                continue;
+            }
+            if skipped < skip {
+                skipped += 1;
+                continue;
+            }
+            let id = String::from_utf8_lossy(&key);
+            if emitted > 0 {
+                chunk.extend_from_slice(b",\r\n");
+            }
+            chunk.extend_from_slice(
+                format!(
+                    "{{\"id\":{0},\"key\":{0},\"value\":{{\"rev\":\"{1}\"}}",
+                    json_string(&id),
+                    winner.rev
+                )
+                .as_bytes(),
+            );
+            if include_docs {
+                chunk.extend_from_slice(b",\"doc\":");
+                match render_doc(
+                    &id,
+                    &record,
+                    winner,
+                    &options,
+                    &attachment_fetcher(&bucket, &id),
+                ) {
+                    Ok(doc) => chunk.extend_from_slice(&doc),
+                    Err(_) => chunk.extend_from_slice(b"null"),
+                }
+            }
+            chunk.push(b'}');
+            emitted += 1;
+            in_chunk += 1;
+            if in_chunk >= STREAM_ROWS_PER_CHUNK {
+                in_chunk = 0;
+                if sender
+                    .blocking_send(Bytes::from(std::mem::take(&mut chunk)))
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+        chunk.extend_from_slice(b"\r\n]}\n");
+        let _ = sender.blocking_send(Bytes::from(chunk));
+    });
+    let mut response = hyper::Response::new(channel_body(receiver));
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn revs_request(body: &Value) -> ApiResult<Vec<(String, Vec<RevId>)>> {
+    let object = body
+        .as_object()
+        .ok_or_else(|| ApiError::BadRequest("Request body must be a JSON object".into()))?;
+    object
+        .iter()
+        .map(|(id, revs)| {
+            let revs = revs
+                .as_array()
+                .ok_or_else(|| ApiError::BadRequest("revs must be a list".into()))?
+                .iter()
+                .map(|rev| parse_rev(rev.as_str().unwrap_or("")))
+                .collect::<ApiResult<Vec<_>>>()?;
+            Ok((id.clone(), revs))
+        })
+        .collect()
+}
+
+async fn revs_body(state: &HttpState, req: &mut Req) -> ApiResult<Vec<(String, Vec<RevId>)>> {
+    if req.method != Method::POST {
+        return Err(not_allowed("POST"));
+    }
+    let body = req
+        .json_body(
+            state.config.max_request_size_bytes,
+            state.config.max_json_depth,
+        )
+        .await?;
+    let requests = revs_request(&body)?;
+    if requests.len() > state.config.max_docs_per_bulk {
+        return Err(ApiError::RequestTooLarge);
+    }
+    Ok(requests)
+}
+
+pub async fn revs_diff(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    let bucket = open(state, req, db, DbAccess::Member)?;
+    let requests = revs_body(state, req).await?;
+    let mut out = serde_json::Map::new();
+    for (id, revs) in requests {
+        let (missing, ancestors) = match bucket.read_record(id.as_bytes())? {
+            Some(record) => record.tree.revs_diff(&revs),
+            None => (revs, Vec::new()),
+        };
+        if missing.is_empty() {
+            continue;
+        }
+        let mut entry =
+            json!({"missing": missing.iter().map(|rev| rev.to_string()).collect::<Vec<_>>()});
+        if !ancestors.is_empty() {
+            entry["possible_ancestors"] = json!(ancestors
+                .iter()
+                .map(|rev| rev.to_string())
+                .collect::<Vec<_>>());
+        }
+        out.insert(id, entry);
+    }
+    Ok(json(StatusCode::OK, &Value::Object(out)))
+}
+
+pub async fn missing_revs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    let bucket = open(state, req, db, DbAccess::Member)?;
+    let requests = revs_body(state, req).await?;
+    let mut out = serde_json::Map::new();
+    for (id, revs) in requests {
+        let missing = match bucket.read_record(id.as_bytes())? {
+            Some(record) => record.tree.revs_diff(&revs).0,
+            None => revs,
+        };
+        if !missing.is_empty() {
+            out.insert(
+                id,
+                json!(missing
+                    .iter()
+                    .map(|rev| rev.to_string())
+                    .collect::<Vec<_>>()),
+            );
+        }
+    }
+    Ok(json(StatusCode::OK, &json!({"missing_revs": out})))
+}

@@ -1,0 +1,506 @@
+//! `GET|POST /{db}/_changes`: the bucket's change streams as CouchDB feeds — `normal`,
+//! `longpoll`, `continuous` and `eventsource` — with `since` (opaque per-vbucket sequence
+//! vectors, `0` or `now`), `limit`, `descending`, `include_docs`, `style=all_docs`,
+//! `heartbeat`, `timeout` and the filters `_doc_ids`, `_selector` and `_design`.
+//!
+//! Rows are produced in batches by a task that owns the bucket handle and writes into the
+//! response body's channel; a client that goes away closes the channel and ends the task.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Method, Response, StatusCode};
+use serde_json::Value;
+use settee_engine::{Bucket, ChangeEntry, SeqVector};
+use tokio::sync::mpsc;
+
+use crate::auth::DbAccess;
+use crate::couch_doc::{render_doc, RenderOptions};
+use crate::db_api::open;
+use crate::doc_api::attachment_fetcher;
+use crate::error::{ApiError, ApiResult};
+use crate::request::Req;
+use crate::response::{channel_body, json_string, HttpResponse};
+use crate::router::not_allowed;
+use crate::{selector, HttpState};
+
+/// Rows rendered per batch before the task yields to send them.
+const ROWS_PER_BATCH: usize = 500;
+/// CouchDB's `changes_timeout` default (ms).
+const DEFAULT_TIMEOUT_MS: u64 = 60_000;
+/// `heartbeat=true` means this many ms, as in CouchDB.
+const DEFAULT_HEARTBEAT_MS: u64 = 60_000;
+/// Entries scanned per batch when a filter rejects most of them.
+const SCANNED_PER_BATCH: usize = 5_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Feed {
+    Normal,
+    Longpoll,
+    Continuous,
+    EventSource,
+}
+
+#[derive(Clone, Debug)]
+enum Filter {
+    None,
+    DocIds(HashSet<String>),
+    Selector(Value),
+    Design,
+}
+
+#[derive(Clone, Debug)]
+struct FeedOptions {
+    feed: Feed,
+    limit: Option<usize>,
+    descending: bool,
+    include_docs: bool,
+    all_docs_style: bool,
+    heartbeat_ms: Option<u64>,
+    timeout_ms: u64,
+    filter: Filter,
+    render: RenderOptions,
+}
+
+pub async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    let body = match req.method {
+        Method::GET | Method::HEAD => Value::Null,
+        Method::POST => {
+            let bytes = req.body_bytes(state.config.max_request_size_bytes).await?;
+            if bytes.iter().all(|byte| byte.is_ascii_whitespace()) {
+                Value::Null
+            } else {
+                crate::request::parse_json(&bytes, state.config.max_json_depth)?
+            }
+        }
+        _ => return Err(not_allowed("GET,HEAD,POST")),
+    };
+    let bucket = open(state, req, db, DbAccess::Member)?;
+    let options = feed_options(state, req, &body)?;
+    let since = match req.param("since").or(req.header("last-event-id")) {
+        None => SeqVector::zero(bucket.vbuckets()),
+        Some("now") => bucket.high_seqnos(),
+        Some(text) => SeqVector::decode(text, bucket.vbuckets()).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "Malformed sequence supplied in 'since' parameter: {text}"
+            ))
+        })?,
+    };
+    if options.feed != Feed::Normal {
+        let open_now = state.open_feeds.fetch_add(1, Ordering::AcqRel) + 1;
+        if open_now > state.config.max_open_feeds {
+            state.open_feeds.fetch_sub(1, Ordering::AcqRel);
+            return Err(ApiError::ServiceUnavailable(
+                "too many open _changes feeds".into(),
+            ));
+        }
+    }
+    let (sender, receiver) = mpsc::channel::<Bytes>(16);
+    let shutdown = state.shutdown.clone();
+    let feed = options.feed;
+    let counter = if feed == Feed::Normal {
+        None
+    } else {
+        Some(FeedGuard(state.open_feeds.clone()))
+    };
+    tokio::spawn(async move {
+        let _counter = counter;
+        run_feed(bucket, since, options, sender, shutdown).await;
+    });
+    let mut response = Response::new(channel_body(receiver));
+    let content_type = match feed {
+        Feed::EventSource => "text/event-stream",
+        _ => "application/json",
+    };
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response.headers_mut().insert(
+        hyper::header::CACHE_CONTROL,
+        HeaderValue::from_static("must-revalidate"),
+    );
+    *response.status_mut() = StatusCode::OK;
+    Ok(response)
+}
+
+/// Decrements the open-feeds counter when the feed task ends, however it ends.
+struct FeedGuard(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for FeedGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn feed_options(state: &HttpState, req: &Req, body: &Value) -> ApiResult<FeedOptions> {
+    let feed = match req.param("feed").unwrap_or("normal") {
+        "normal" => Feed::Normal,
+        "longpoll" => Feed::Longpoll,
+        "continuous" => Feed::Continuous,
+        "eventsource" => Feed::EventSource,
+        other => return Err(ApiError::BadRequest(format!(
+            "Supported `feed` types: normal, continuous, live, longpoll, eventsource; got {other}"
+        ))),
+    };
+    let heartbeat_ms = match req.param("heartbeat") {
+        None => None,
+        Some("true") | Some("") => Some(DEFAULT_HEARTBEAT_MS),
+        Some(text) => Some(text.parse::<u64>().map_err(|_| {
+            ApiError::BadRequest(
+                "Invalid heartbeat value. Expecting a positive integer value, or \"true\".".into(),
+            )
+        })?),
+    };
+    let timeout_ms = req
+        .u64_param("timeout")?
+        .unwrap_or(DEFAULT_TIMEOUT_MS)
+        .min(state.config.changes_timeout_max_ms);
+    let filter = match req.param("filter") {
+        None => Filter::None,
+        Some("_doc_ids") => {
+            let ids = match req.json_param("doc_ids")? {
+                Some(ids) => ids,
+                None => body.get("doc_ids").cloned().unwrap_or(Value::Null),
+            };
+            let ids = ids.as_array().ok_or_else(|| {
+                ApiError::BadRequest("`doc_ids` filter parameter is not a list of doc ids.".into())
+            })?;
+            Filter::DocIds(
+                ids.iter()
+                    .filter_map(|id| id.as_str().map(str::to_string))
+                    .collect(),
+            )
+        }
+        Some("_selector") => {
+            let selector = body.get("selector").cloned().ok_or_else(|| {
+                ApiError::BadRequest("Selector must be specified in POST payload".into())
+            })?;
+            selector::validate(&selector)?;
+            Filter::Selector(selector)
+        }
+        Some("_design") => Filter::Design,
+        Some("_view") => return Err(ApiError::NotImplemented("filter=_view needs views".into())),
+        Some(other) => {
+            return Err(ApiError::NotImplemented(format!(
+                "filter functions ({other}) are not supported yet"
+            )))
+        }
+    };
+    let mut render = crate::doc_api::render_options(req)?;
+    render.revs = false;
+    Ok(FeedOptions {
+        feed,
+        limit: req.u64_param("limit")?.map(|limit| limit as usize),
+        descending: req.bool_param("descending", false)?,
+        include_docs: req.bool_param("include_docs", false)?,
+        all_docs_style: req.param("style") == Some("all_docs"),
+        heartbeat_ms,
+        timeout_ms,
+        filter,
+        render,
+    })
+}
+
+/// Renders one change row, or `None` when the filter rejects it.
+fn change_row(
+    bucket: &Bucket,
+    entry: &ChangeEntry,
+    seq: &str,
+    options: &FeedOptions,
+) -> Option<Vec<u8>> {
+    let id = String::from_utf8_lossy(&entry.key).into_owned();
+    match &options.filter {
+        Filter::DocIds(ids) if !ids.contains(&id) => return None,
+        Filter::Design if !id.starts_with("_design/") => return None,
+        _ => {}
+    }
+    let needs_record = options.include_docs
+        || options.all_docs_style
+        || matches!(options.filter, Filter::Selector(_));
+    let record = if needs_record {
+        bucket.read_record(&entry.key).ok().flatten()
+    } else {
+        None
+    };
+    let rendered = match (&record, needs_record) {
+        (Some(record), true) => record.winner().and_then(|winner| {
+            render_doc(
+                &id,
+                record,
+                winner,
+                &options.render,
+                &attachment_fetcher(bucket, &id),
+            )
+            .ok()
+        }),
+        _ => None,
+    };
+    if let Filter::Selector(selector) = &options.filter {
+        let doc: Value = rendered
+            .as_ref()
+            .and_then(|bytes| serde_json::from_slice(bytes).ok())
+            .unwrap_or(Value::Null);
+        if !selector::matches(selector, &doc) {
+            return None;
+        }
+    }
+    let mut out = format!(
+        "{{\"seq\":\"{seq}\",\"id\":{},\"changes\":[",
+        json_string(&id)
+    );
+    match (&record, options.all_docs_style) {
+        (Some(record), true) => {
+            for (index, leaf) in record.leaves.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                out.push_str(&format!("{{\"rev\":\"{}\"}}", leaf.rev));
+            }
+        }
+        _ => out.push_str(&format!("{{\"rev\":\"{}\"}}", entry.rev)),
+    }
+    out.push(']');
+    if entry.deleted {
+        out.push_str(",\"deleted\":true");
+    }
+    let mut out = out.into_bytes();
+    if options.include_docs {
+        out.extend_from_slice(b",\"doc\":");
+        match rendered {
+            Some(doc) => out.extend_from_slice(&doc),
+            None => out.extend_from_slice(b"null"),
+        }
+    }
+    out.push(b'}');
+    Some(out)
+}
+
+/// A batch of rows from `position` on; advances `position`. Returns (rows, exhausted).
+fn next_batch(
+    bucket: &Bucket,
+    position: &mut SeqVector,
+    options: &FeedOptions,
+    rows_max: usize,
+) -> (Vec<Vec<u8>>, bool) {
+    let mut rows = Vec::new();
+    let mut cursor = bucket.changes(position.clone());
+    let mut scanned = 0;
+    loop {
+        if rows.len() >= rows_max || scanned >= SCANNED_PER_BATCH {
+            *position = cursor.position().clone();
+            return (rows, false);
+        }
+        match cursor.next() {
+            Some(Ok(entry)) => {
+                scanned += 1;
+                let seq = cursor.position().encode();
+                if let Some(row) = change_row(bucket, &entry, &seq, options) {
+                    rows.push(row);
+                }
+            }
+            Some(Err(error)) => {
+                tracing::warn!(%error, "change stream read failed");
+                *position = cursor.position().clone();
+                return (rows, true);
+            }
+            None => {
+                *position = cursor.end_position();
+                return (rows, true);
+            }
+        }
+    }
+}
+
+/// Frames rows for the feed type.
+fn frame(feed: Feed, row: &[u8], first: bool) -> Vec<u8> {
+    match feed {
+        Feed::Normal | Feed::Longpoll => {
+            let mut out = Vec::with_capacity(row.len() + 3);
+            if !first {
+                out.extend_from_slice(b",\n");
+            }
+            out.extend_from_slice(row);
+            out
+        }
+        Feed::Continuous => {
+            let mut out = row.to_vec();
+            out.push(b'\n');
+            out
+        }
+        Feed::EventSource => {
+            let seq = serde_json::from_slice::<Value>(row)
+                .ok()
+                .and_then(|value| {
+                    value
+                        .get("seq")
+                        .and_then(|seq| seq.as_str())
+                        .map(str::to_string)
+                })
+                .unwrap_or_default();
+            let mut out = b"data: ".to_vec();
+            out.extend_from_slice(row);
+            out.extend_from_slice(format!("\nid: {seq}\n\n").as_bytes());
+            out
+        }
+    }
+}
+
+async fn run_feed(
+    bucket: Arc<Bucket>,
+    since: SeqVector,
+    options: FeedOptions,
+    sender: mpsc::Sender<Bytes>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let feed = options.feed;
+    let mut position = since;
+    let mut emitted = 0usize;
+    let limit = options.limit.unwrap_or(usize::MAX);
+    let send = |bytes: Vec<u8>| {
+        let sender = sender.clone();
+        async move { sender.send(Bytes::from(bytes)).await.is_ok() }
+    };
+    if matches!(feed, Feed::Normal | Feed::Longpoll) && !send(b"{\"results\":[\n".to_vec()).await {
+        return;
+    }
+    if options.descending && feed == Feed::Normal {
+        descending_feed(&bucket, position, &options, sender).await;
+        return;
+    }
+    let deadline = (options.heartbeat_ms.is_none() || feed == Feed::Longpoll)
+        .then(|| tokio::time::Instant::now() + Duration::from_millis(options.timeout_ms));
+    let mut changed = bucket.subscribe();
+    let mut pending = 0u64;
+    loop {
+        changed.borrow_and_update();
+        let mut exhausted = false;
+        while emitted < limit {
+            let (rows, done) = next_batch(
+                &bucket,
+                &mut position,
+                &options,
+                (limit - emitted).min(ROWS_PER_BATCH),
+            );
+            for row in rows {
+                let framed = frame(feed, &row, emitted == 0);
+                emitted += 1;
+                if !send(framed).await {
+                    return;
+                }
+            }
+            if done {
+                exhausted = true;
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        if !exhausted {
+            pending = count_pending(&bucket, &position);
+        }
+        let finished =
+            feed == Feed::Normal || emitted >= limit || (feed == Feed::Longpoll && emitted > 0);
+        if finished {
+            break;
+        }
+        // Wait for a write, a heartbeat, the timeout or shutdown.
+        let heartbeat = options.heartbeat_ms.map(Duration::from_millis);
+        let woke = tokio::select! {
+            result = changed.changed() => if result.is_err() { Wake::Stop } else { Wake::Changed },
+            _ = sleep_opt(heartbeat) => Wake::Heartbeat,
+            _ = sleep_until_opt(deadline) => Wake::Stop,
+            _ = shutdown.changed() => Wake::Stop,
+            _ = sender.closed() => return,
+        };
+        match woke {
+            Wake::Changed => continue,
+            Wake::Heartbeat => {
+                let beat = match feed {
+                    Feed::EventSource => b"event: heartbeat\ndata: \n\n".to_vec(),
+                    _ => b"\n".to_vec(),
+                };
+                if !send(beat).await {
+                    return;
+                }
+            }
+            Wake::Stop => break,
+        }
+    }
+    let last_seq = position.encode();
+    let tail = match feed {
+        Feed::Normal | Feed::Longpoll => {
+            format!("\n],\n\"last_seq\":\"{last_seq}\",\"pending\":{pending}}}\n").into_bytes()
+        }
+        Feed::Continuous => {
+            format!("{{\"last_seq\":\"{last_seq}\",\"pending\":{pending}}}\n").into_bytes()
+        }
+        Feed::EventSource => Vec::new(),
+    };
+    if !tail.is_empty() {
+        let _ = send(tail).await;
+    }
+}
+
+enum Wake {
+    Changed,
+    Heartbeat,
+    Stop,
+}
+
+async fn sleep_opt(duration: Option<Duration>) {
+    match duration {
+        Some(duration) => tokio::time::sleep(duration).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Entries after `position` (bounded count, so a huge backlog costs a bounded scan).
+fn count_pending(bucket: &Bucket, position: &SeqVector) -> u64 {
+    bucket.changes(position.clone()).take(100_000).count() as u64
+}
+
+/// `descending=true`: newest first. Reads the stream forward, then answers in reverse.
+async fn descending_feed(
+    bucket: &Bucket,
+    since: SeqVector,
+    options: &FeedOptions,
+    sender: mpsc::Sender<Bytes>,
+) {
+    let mut rows: Vec<Vec<u8>> = Vec::new();
+    let mut position = since;
+    loop {
+        let (batch, done) = next_batch(bucket, &mut position, options, ROWS_PER_BATCH);
+        rows.extend(batch);
+        if done {
+            break;
+        }
+    }
+    let limit = options.limit.unwrap_or(usize::MAX);
+    let mut last_seq = String::from("0");
+    let mut out = Vec::new();
+    for (index, row) in rows.iter().rev().take(limit).enumerate() {
+        if let Some(seq) = serde_json::from_slice::<Value>(row).ok().and_then(|value| {
+            value
+                .get("seq")
+                .and_then(|seq| seq.as_str())
+                .map(str::to_string)
+        }) {
+            last_seq = seq;
+        }
+        out.extend_from_slice(&frame(Feed::Normal, row, index == 0));
+    }
+    out.extend_from_slice(
+        format!("\n],\n\"last_seq\":\"{last_seq}\",\"pending\":0}}\n").as_bytes(),
+    );
+    let _ = sender.send(Bytes::from(out)).await;
+}

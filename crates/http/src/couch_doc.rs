@@ -1,0 +1,419 @@
+//! CouchDB document JSON <-> engine values.
+//!
+//! Incoming: the top-level members are split once (values kept as the exact bytes the client
+//! sent); CouchDB's underscore members become engine fields, the rest becomes the stored body.
+//! Outgoing: `_id`, `_rev` and friends are spliced around the stored body bytes, so rendering a
+//! document copies its body instead of re-serialising it.
+
+use std::fmt::Write as _;
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use bytes::Bytes;
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+use settee_engine::{AttachmentInput, AttachmentMeta, DocRecord, Leaf, RevId};
+
+use crate::error::{ApiError, ApiResult};
+use crate::response::json_string;
+
+/// A document as a client wrote it.
+#[derive(Debug, Default)]
+pub struct ParsedDoc {
+    pub id: Option<String>,
+    pub rev: Option<RevId>,
+    /// `_rev` as written (`_local` documents use `0-N`, which is not a document revision).
+    pub rev_text: Option<String>,
+    pub deleted: bool,
+    /// `_revisions` as a history, newest first.
+    pub revisions: Option<Vec<RevId>>,
+    pub attachments: Option<Vec<AttachmentInput>>,
+    /// Names of attachments marked `"follows": true` (multipart uploads), with their metadata.
+    pub follows: Vec<(String, String, Option<u64>)>,
+    /// The JSON object without underscore members.
+    pub body: Bytes,
+}
+
+struct Members<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Members<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MembersVisitor;
+        impl<'de> Visitor<'de> for MembersVisitor {
+            type Value = Members<'de>;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a JSON object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+                let mut members = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let value: &'de RawValue = map.next_value()?;
+                    members.push((key, value));
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(MembersVisitor)
+    }
+}
+
+fn first_byte(bytes: &[u8]) -> Option<u8> {
+    bytes
+        .iter()
+        .copied()
+        .find(|byte| !byte.is_ascii_whitespace())
+}
+
+/// Parses one document body (already depth-checked by the caller).
+pub fn parse_doc(bytes: &[u8]) -> ApiResult<ParsedDoc> {
+    if first_byte(bytes) != Some(b'{') {
+        return Err(
+            if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok() {
+                ApiError::BadRequest("Document must be a JSON object".into())
+            } else {
+                ApiError::invalid_json()
+            },
+        );
+    }
+    let members: Members = serde_json::from_slice(bytes).map_err(|_| ApiError::invalid_json())?;
+    let mut doc = ParsedDoc::default();
+    let mut body = Vec::with_capacity(bytes.len());
+    body.push(b'{');
+    for (key, value) in members.0 {
+        if !key.starts_with('_') {
+            if body.len() > 1 {
+                body.push(b',');
+            }
+            body.extend_from_slice(json_string(&key).as_bytes());
+            body.push(b':');
+            body.extend_from_slice(value.get().as_bytes());
+            continue;
+        }
+        match key.as_str() {
+            "_id" => {
+                let id: String = serde_json::from_str(value.get())
+                    .map_err(|_| ApiError::BadRequest("Document id must be a string".into()))?;
+                doc.id = Some(id);
+            }
+            "_rev" => {
+                let text: String = serde_json::from_str(value.get())
+                    .map_err(|_| ApiError::BadRequest("Invalid rev format".into()))?;
+                if !text.starts_with("0-") {
+                    doc.rev = Some(parse_rev(&text)?);
+                }
+                doc.rev_text = Some(text);
+            }
+            "_deleted" => {
+                doc.deleted = serde_json::from_str::<bool>(value.get()).unwrap_or(false);
+            }
+            "_revisions" => doc.revisions = Some(parse_revisions(value.get())?),
+            "_attachments" => {
+                let (inputs, follows) = parse_attachments(value.get())?;
+                doc.attachments = Some(inputs);
+                doc.follows = follows;
+            }
+            // Output-only members that clients echo back; CouchDB ignores them on write.
+            "_conflicts" | "_deleted_conflicts" | "_local_seq" | "_revs_info" => {}
+            other => {
+                return Err(ApiError::DocValidation(format!(
+                    "Bad special document member: {other}"
+                )))
+            }
+        }
+    }
+    body.push(b'}');
+    doc.body = Bytes::from(body);
+    Ok(doc)
+}
+
+pub fn parse_rev(text: &str) -> ApiResult<RevId> {
+    RevId::parse(text).ok_or_else(|| ApiError::BadRequest("Invalid rev format".into()))
+}
+
+fn parse_revisions(raw: &str) -> ApiResult<Vec<RevId>> {
+    #[derive(serde::Deserialize)]
+    struct Revisions {
+        start: u64,
+        ids: Vec<String>,
+    }
+    let revisions: Revisions = serde_json::from_str(raw)
+        .map_err(|_| ApiError::BadRequest("_revisions must be {start, ids}".into()))?;
+    if revisions.ids.is_empty() || revisions.start < revisions.ids.len() as u64 {
+        return Err(ApiError::BadRequest("invalid _revisions".into()));
+    }
+    Ok(revisions
+        .ids
+        .into_iter()
+        .enumerate()
+        .map(|(index, hash)| RevId {
+            pos: revisions.start - index as u64,
+            hash,
+        })
+        .collect())
+}
+
+type Follows = Vec<(String, String, Option<u64>)>;
+
+fn parse_attachments(raw: &str) -> ApiResult<(Vec<AttachmentInput>, Follows)> {
+    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(raw)
+        .map_err(|_| ApiError::BadRequest("_attachments must be an object".into()))?;
+    let mut inputs = Vec::with_capacity(map.len());
+    let mut follows = Vec::new();
+    for (name, spec) in map {
+        let content_type = spec
+            .get("content_type")
+            .and_then(|value| value.as_str())
+            .unwrap_or("application/octet-stream")
+            .to_string();
+        if spec.get("stub").and_then(|value| value.as_bool()) == Some(true) {
+            inputs.push(AttachmentInput::Stub { name });
+        } else if spec.get("follows").and_then(|value| value.as_bool()) == Some(true) {
+            let length = spec.get("length").and_then(|value| value.as_u64());
+            follows.push((name, content_type, length));
+        } else if let Some(data) = spec.get("data").and_then(|value| value.as_str()) {
+            let data = BASE64
+                .decode(data.as_bytes())
+                .map_err(|_| ApiError::BadRequest("Invalid attachment data".into()))?;
+            inputs.push(AttachmentInput::Data {
+                name,
+                content_type,
+                data: Bytes::from(data),
+            });
+        } else {
+            return Err(ApiError::BadRequest(format!(
+                "Invalid attachment {name}: needs data, stub or follows"
+            )));
+        }
+    }
+    Ok((inputs, follows))
+}
+
+/// What to add around a document body when rendering it.
+#[derive(Clone, Debug, Default)]
+pub struct RenderOptions {
+    pub revs: bool,
+    pub revs_info: bool,
+    pub conflicts: bool,
+    pub deleted_conflicts: bool,
+    pub local_seq: bool,
+    /// Inline attachment data (base64) instead of stubs.
+    pub attachments: bool,
+    /// Inline only attachments newer than these revisions.
+    pub atts_since: Vec<RevId>,
+    /// Mark attachments `"follows": true` (multipart responses) instead of inlining them.
+    pub follows: bool,
+}
+
+/// Renders one revision of a document as CouchDB JSON. `fetch` returns attachment bodies.
+pub fn render_doc(
+    id: &str,
+    record: &DocRecord,
+    leaf: &Leaf,
+    options: &RenderOptions,
+    fetch: &dyn Fn(&[u8; 16]) -> ApiResult<Bytes>,
+) -> ApiResult<Vec<u8>> {
+    let mut out = String::with_capacity(leaf.body.len() + 128);
+    out.push_str("{\"_id\":");
+    out.push_str(&json_string(id));
+    out.push_str(",\"_rev\":\"");
+    let _ = write!(out, "{}", leaf.rev);
+    out.push('"');
+    if leaf.deleted {
+        out.push_str(",\"_deleted\":true");
+    }
+    let mut bytes = out.into_bytes();
+    splice_members(&mut bytes, &leaf.body, leaf.json);
+    let mut out = String::new();
+    if !leaf.attachments.is_empty() {
+        out.push_str(",\"_attachments\":");
+        render_attachments(&mut out, record, leaf, options, fetch)?;
+    }
+    if options.conflicts {
+        let conflicts = record.tree.conflicts();
+        if !conflicts.is_empty() {
+            out.push_str(",\"_conflicts\":");
+            push_rev_list(&mut out, &conflicts);
+        }
+    }
+    if options.deleted_conflicts {
+        let deleted = record.tree.deleted_conflicts();
+        if !deleted.is_empty() {
+            out.push_str(",\"_deleted_conflicts\":");
+            push_rev_list(&mut out, &deleted);
+        }
+    }
+    if options.local_seq {
+        let _ = write!(out, ",\"_local_seq\":{}", record.seqno);
+    }
+    if options.revs {
+        if let Some(path) = record.tree.path(&leaf.rev) {
+            let _ = write!(
+                out,
+                ",\"_revisions\":{{\"start\":{},\"ids\":[",
+                leaf.rev.pos
+            );
+            for (index, rev) in path.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                out.push_str(&json_string(&rev.hash));
+            }
+            out.push_str("]}");
+        }
+    }
+    if options.revs_info {
+        if let Some(path) = record.tree.path(&leaf.rev) {
+            out.push_str(",\"_revs_info\":[");
+            for (index, rev) in path.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                let status = match record.leaf(rev) {
+                    Some(found) if found.deleted => "deleted",
+                    Some(_) => "available",
+                    None => "missing",
+                };
+                let _ = write!(out, "{{\"rev\":\"{rev}\",\"status\":\"{status}\"}}");
+            }
+            out.push(']');
+        }
+    }
+    out.push('}');
+    bytes.extend_from_slice(out.as_bytes());
+    Ok(bytes)
+}
+
+/// Appends the members of a stored JSON object (without its braces) after `,`. Values stored by
+/// the KV door may not be objects; CouchDB clients cannot see those members.
+fn splice_members(out: &mut Vec<u8>, body: &[u8], json: bool) {
+    if !json {
+        return;
+    }
+    let trimmed = body.trim_ascii();
+    if trimmed.len() < 2 || trimmed[0] != b'{' || trimmed[trimmed.len() - 1] != b'}' {
+        return;
+    }
+    let inner = trimmed[1..trimmed.len() - 1].trim_ascii();
+    if !inner.is_empty() {
+        out.push(b',');
+        out.extend_from_slice(inner);
+    }
+}
+
+fn push_rev_list(out: &mut String, revs: &[RevId]) {
+    out.push('[');
+    for (index, rev) in revs.iter().enumerate() {
+        if index > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "\"{rev}\"");
+    }
+    out.push(']');
+}
+
+pub fn digest_text(md5: &[u8; 16]) -> String {
+    format!("md5-{}", BASE64.encode(md5))
+}
+
+pub fn parse_digest(text: &str) -> Option<[u8; 16]> {
+    let encoded = text.strip_prefix("md5-")?;
+    BASE64.decode(encoded).ok()?.try_into().ok()
+}
+
+fn render_attachments(
+    out: &mut String,
+    record: &DocRecord,
+    leaf: &Leaf,
+    options: &RenderOptions,
+    fetch: &dyn Fn(&[u8; 16]) -> ApiResult<Bytes>,
+) -> ApiResult<()> {
+    let known_pos = options
+        .atts_since
+        .iter()
+        .filter(|rev| record.tree.contains(rev))
+        .map(|rev| rev.pos)
+        .max();
+    out.push('{');
+    for (index, meta) in leaf.attachments.iter().enumerate() {
+        if index > 0 {
+            out.push(',');
+        }
+        let wanted = options.attachments || options.follows || !options.atts_since.is_empty();
+        let newer = known_pos.is_none_or(|pos| u64::from(meta.revpos) > pos);
+        let inline = wanted && newer;
+        render_attachment(out, meta, inline, options.follows, fetch)?;
+    }
+    out.push('}');
+    Ok(())
+}
+
+fn render_attachment(
+    out: &mut String,
+    meta: &AttachmentMeta,
+    inline: bool,
+    follows: bool,
+    fetch: &dyn Fn(&[u8; 16]) -> ApiResult<Bytes>,
+) -> ApiResult<()> {
+    out.push_str(&json_string(&meta.name));
+    out.push_str(":{\"content_type\":");
+    out.push_str(&json_string(&meta.content_type));
+    let _ = write!(
+        out,
+        ",\"revpos\":{},\"digest\":\"{}\"",
+        meta.revpos,
+        digest_text(&meta.md5)
+    );
+    if inline && follows {
+        let _ = write!(out, ",\"length\":{},\"follows\":true", meta.length);
+    } else if inline {
+        let data = fetch(&meta.md5)?;
+        out.push_str(",\"data\":\"");
+        out.push_str(&BASE64.encode(&data));
+        out.push('"');
+    } else {
+        let _ = write!(out, ",\"length\":{},\"stub\":true", meta.length);
+    }
+    out.push('}');
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_underscore_members_and_keeps_value_bytes() {
+        let doc = parse_doc(br#"{"_id":"a","x": [1, 2],"_rev":"1-abc","y":{"z":"\u00e9"}}"#)
+            .expect("parse");
+        assert_eq!(doc.id.as_deref(), Some("a"));
+        assert_eq!(doc.rev.map(|rev| rev.to_string()).as_deref(), Some("1-abc"));
+        assert_eq!(&doc.body[..], br#"{"x":[1, 2],"y":{"z":"\u00e9"}}"#);
+    }
+
+    #[test]
+    fn rejects_non_objects_bad_json_and_unknown_specials() {
+        assert!(
+            matches!(parse_doc(b"[1]"), Err(ApiError::BadRequest(reason)) if reason.contains("JSON object"))
+        );
+        assert!(matches!(
+            parse_doc(b"{\"a\":"),
+            Err(ApiError::BadRequest(_))
+        ));
+        assert!(matches!(
+            parse_doc(b"{\"_foo\":1}"),
+            Err(ApiError::DocValidation(_))
+        ));
+    }
+
+    #[test]
+    fn revisions_become_history() {
+        let doc = parse_doc(br#"{"_revisions":{"start":3,"ids":["c","b","a"]}}"#).expect("parse");
+        let history: Vec<String> = doc
+            .revisions
+            .expect("revisions")
+            .iter()
+            .map(|rev| rev.to_string())
+            .collect();
+        assert_eq!(history, vec!["3-c", "2-b", "1-a"]);
+    }
+}

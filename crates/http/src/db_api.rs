@@ -1,0 +1,278 @@
+//! Database endpoints: create, info, delete, `_security`, `_revs_limit`, `_compact`,
+//! `_view_cleanup`, `_purge`, `_ensure_full_commit`.
+
+use std::sync::Arc;
+
+use hyper::{Method, StatusCode};
+use serde_json::json;
+use settee_engine::{Bucket, CreateOutcome};
+
+use crate::auth::{default_security, require_admin, require_db_access, DbAccess};
+use crate::couch_doc::parse_rev;
+use crate::error::{ApiError, ApiResult};
+use crate::request::Req;
+use crate::response::{json, ok_true, with_header, HttpResponse};
+use crate::router::not_allowed;
+use crate::HttpState;
+
+const SYSTEM_DBS: [&str; 3] = ["_users", "_replicator", "_global_changes"];
+/// CouchDB's longest database name.
+const DB_NAME_MAX: usize = 238;
+
+pub fn is_system_db(name: &str) -> bool {
+    SYSTEM_DBS.contains(&name)
+}
+
+pub fn validate_db_name(name: &str) -> ApiResult<()> {
+    let valid = is_system_db(name)
+        || (name.len() <= DB_NAME_MAX
+            && name.starts_with(|first: char| first.is_ascii_lowercase())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_$()+-/".contains(c)));
+    if valid {
+        Ok(())
+    } else {
+        Err(ApiError::IllegalDatabaseName(format!(
+            "Name: '{name}'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter."
+        )))
+    }
+}
+
+/// The bucket behind `/{db}`, or CouchDB's 404.
+pub fn bucket(state: &HttpState, db: &str) -> ApiResult<Arc<Bucket>> {
+    state.engine.bucket(db).ok_or_else(ApiError::db_not_found)
+}
+
+/// The bucket, after checking the user may access it at `needed` level.
+pub fn open(state: &HttpState, req: &Req, db: &str, needed: DbAccess) -> ApiResult<Arc<Bucket>> {
+    let bucket = bucket(state, db)?;
+    require_db_access(&bucket, &req.user, needed)?;
+    Ok(bucket)
+}
+
+pub fn db_info(bucket: &Bucket) -> serde_json::Value {
+    let (live, deleted) = bucket.doc_counts();
+    let file = bucket.size_on_disk();
+    json!({
+        "db_name": bucket.name(),
+        "purge_seq": "0",
+        "update_seq": bucket.high_seqnos().encode(),
+        "sizes": {"file": file, "external": file, "active": file},
+        "props": {},
+        "doc_del_count": deleted,
+        "doc_count": live,
+        "disk_format_version": 8,
+        "compact_running": false,
+        "cluster": {"q": bucket.vbuckets(), "n": 1, "w": 1, "r": 1},
+        "instance_start_time": "0",
+    })
+}
+
+pub async fn database(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    match req.method {
+        Method::GET | Method::HEAD => {
+            let bucket = open(state, req, db, DbAccess::Member)?;
+            Ok(json(StatusCode::OK, &db_info(&bucket)))
+        }
+        Method::PUT => create(state, req, db).await,
+        Method::DELETE => {
+            require_admin(&req.user)?;
+            if req.has_param("rev") {
+                return Err(ApiError::BadRequest(
+                    "You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?".into(),
+                ));
+            }
+            if state.engine.delete_bucket(db).await? {
+                Ok(ok_true(StatusCode::OK))
+            } else {
+                Err(ApiError::db_not_found())
+            }
+        }
+        Method::POST => crate::doc_api::post(state, req, db).await,
+        _ => Err(not_allowed("DELETE,GET,HEAD,POST,PUT")),
+    }
+}
+
+async fn create(state: &HttpState, req: &Req, db: &str) -> ApiResult<HttpResponse> {
+    require_admin(&req.user)?;
+    validate_db_name(db)?;
+    let vbuckets = match req.u64_param("q")? {
+        None => state.config.default_vbuckets,
+        Some(q) if (1..=u64::from(settee_engine::vbucket::VBUCKETS_MAX)).contains(&q) => q as u16,
+        Some(_) => {
+            return Err(ApiError::BadRequest(format!(
+                "q must be between 1 and {}",
+                settee_engine::vbucket::VBUCKETS_MAX
+            )))
+        }
+    };
+    create_db(state, db, vbuckets).await?;
+    let response = ok_true(StatusCode::CREATED);
+    Ok(with_header(response, "location", &format!("/{db}")))
+}
+
+/// Creates a database with CouchDB 3's default (admin-only) security.
+pub async fn create_db(state: &HttpState, db: &str, vbuckets: u16) -> ApiResult<()> {
+    match state.engine.create_bucket(db, vbuckets).await? {
+        CreateOutcome::Exists => Err(ApiError::FileExists),
+        CreateOutcome::Created => {
+            if let Some(bucket) = state.engine.bucket(db) {
+                bucket.set_security(default_security()).await?;
+            }
+            Ok(())
+        }
+    }
+}
+
+pub async fn security(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    match req.method {
+        Method::GET | Method::HEAD => {
+            let bucket = open(state, req, db, DbAccess::Member)?;
+            Ok(json(StatusCode::OK, &bucket.security()))
+        }
+        Method::PUT => {
+            let bucket = open(state, req, db, DbAccess::Admin)?;
+            let body = req
+                .json_body(
+                    state.config.max_request_size_bytes,
+                    state.config.max_json_depth,
+                )
+                .await?;
+            validate_security(&body)?;
+            bucket.set_security(body).await?;
+            Ok(ok_true(StatusCode::OK))
+        }
+        _ => Err(not_allowed("GET,HEAD,PUT")),
+    }
+}
+
+fn validate_security(body: &serde_json::Value) -> ApiResult<()> {
+    let Some(object) = body.as_object() else {
+        return Err(ApiError::BadRequest(
+            "Security object must be a JSON object".into(),
+        ));
+    };
+    for section in ["admins", "members"] {
+        let Some(value) = object.get(section) else {
+            continue;
+        };
+        for field in ["names", "roles"] {
+            if let Some(list) = value.get(field) {
+                let ok = list
+                    .as_array()
+                    .is_some_and(|items| items.iter().all(|item| item.is_string()));
+                if !ok {
+                    return Err(ApiError::BadRequest(format!(
+                        "{section}.{field} must be a JSON list of strings"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+pub async fn revs_limit(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    match req.method {
+        Method::GET | Method::HEAD => {
+            let bucket = open(state, req, db, DbAccess::Member)?;
+            Ok(json(StatusCode::OK, &json!(bucket.revs_limit())))
+        }
+        Method::PUT => {
+            let bucket = open(state, req, db, DbAccess::Admin)?;
+            let body = req
+                .json_body(
+                    state.config.max_request_size_bytes,
+                    state.config.max_json_depth,
+                )
+                .await?;
+            let limit = body
+                .as_u64()
+                .filter(|limit| (1..=u64::from(u32::MAX)).contains(limit))
+                .ok_or_else(|| ApiError::BadRequest("Rev limit has to be an integer".into()))?;
+            bucket.set_revs_limit(limit as u32).await?;
+            Ok(ok_true(StatusCode::OK))
+        }
+        _ => Err(not_allowed("GET,HEAD,PUT")),
+    }
+}
+
+pub async fn compact(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    if req.method != Method::POST {
+        return Err(not_allowed("POST"));
+    }
+    let bucket = open(state, req, db, DbAccess::Admin)?;
+    req.require_json_content_type()?;
+    // CouchDB answers 202 at once and compacts in the background.
+    tokio::spawn(async move {
+        if let Err(error) = bucket.compact().await {
+            tracing::warn!(%error, db = bucket.name(), "compaction failed");
+        }
+    });
+    Ok(ok_true(StatusCode::ACCEPTED))
+}
+
+pub async fn view_cleanup(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    if req.method != Method::POST {
+        return Err(not_allowed("POST"));
+    }
+    open(state, req, db, DbAccess::Admin)?;
+    req.require_json_content_type()?;
+    Ok(ok_true(StatusCode::ACCEPTED))
+}
+
+pub async fn purge(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    if req.method != Method::POST {
+        return Err(not_allowed("POST"));
+    }
+    let bucket = open(state, req, db, DbAccess::Admin)?;
+    let body = req
+        .json_body(
+            state.config.max_request_size_bytes,
+            state.config.max_json_depth,
+        )
+        .await?;
+    let Some(requests) = body.as_object() else {
+        return Err(ApiError::BadRequest(
+            "Request body must be a JSON object".into(),
+        ));
+    };
+    if requests.len() > state.config.max_docs_per_bulk {
+        return Err(ApiError::RequestTooLarge);
+    }
+    let mut purged = serde_json::Map::new();
+    for (id, revs) in requests {
+        let revs = revs
+            .as_array()
+            .ok_or_else(|| ApiError::BadRequest("revs must be a list".into()))?
+            .iter()
+            .map(|rev| parse_rev(rev.as_str().unwrap_or("")))
+            .collect::<ApiResult<Vec<_>>>()?;
+        let done = bucket.purge(id.as_bytes(), &revs).await?;
+        purged.insert(
+            id.clone(),
+            json!(done.iter().map(|rev| rev.to_string()).collect::<Vec<_>>()),
+        );
+    }
+    Ok(json(
+        StatusCode::CREATED,
+        &json!({"purge_seq": null, "purged": purged}),
+    ))
+}
+
+pub async fn ensure_full_commit(
+    state: &HttpState,
+    req: &mut Req,
+    db: &str,
+) -> ApiResult<HttpResponse> {
+    if req.method != Method::POST {
+        return Err(not_allowed("POST"));
+    }
+    open(state, req, db, DbAccess::Member)?;
+    // Every acknowledged write is already fsynced: nothing to flush.
+    Ok(json(
+        StatusCode::CREATED,
+        &json!({"ok": true, "instance_start_time": "0"}),
+    ))
+}

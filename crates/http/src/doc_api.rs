@@ -1,0 +1,493 @@
+//! Single documents: GET/HEAD/PUT/DELETE/COPY `/{db}/{docid}`, POST `/{db}`, and `_local`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hyper::{Method, StatusCode};
+use serde_json::json;
+use settee_engine::{
+    AttachmentInput, Bucket, DocRecord, DocUpdate, Leaf, LocalOutcome, RevId, UpdateOutcome,
+};
+
+use crate::auth::{db_access, require_db_access, DbAccess, UserCtx, USERS_DB, USER_PREFIX};
+use crate::couch_doc::{parse_doc, parse_rev, render_doc, ParsedDoc, RenderOptions};
+use crate::db_api::open;
+use crate::error::{ApiError, ApiResult};
+use crate::request::{check_depth, Req};
+use crate::response::{etag, json, json_bytes, with_header, HttpResponse};
+use crate::router::not_allowed;
+use crate::HttpState;
+
+pub fn is_reserved_id(id: &str) -> bool {
+    id.starts_with("_design/") || id.starts_with("_local/")
+}
+
+pub fn validate_doc_id(id: &str, max_bytes: usize) -> ApiResult<()> {
+    if id.is_empty() {
+        return Err(ApiError::BadRequest("Document id must not be empty".into()));
+    }
+    if id.len() > max_bytes {
+        return Err(ApiError::BadRequest(format!(
+            "Document id must not exceed {max_bytes} bytes"
+        )));
+    }
+    if id.starts_with('_') && !is_reserved_id(id) {
+        return Err(ApiError::BadRequest(
+            "Only reserved document ids may start with underscore.".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Who may read or write a document of this database: `_users` lets a user reach their own
+/// document, design documents need a database admin to write.
+fn doc_access(
+    state: &HttpState,
+    req: &Req,
+    db: &str,
+    id: &str,
+    write: bool,
+) -> ApiResult<Arc<Bucket>> {
+    let bucket = crate::db_api::bucket(state, db)?;
+    if db == USERS_DB && id.starts_with(USER_PREFIX) {
+        let own = req
+            .user
+            .name
+            .as_ref()
+            .is_some_and(|name| id == format!("{USER_PREFIX}{name}"));
+        let signup = write && req.user.name.is_none();
+        if own || signup || db_access(&bucket, &req.user) == DbAccess::Admin {
+            return Ok(bucket);
+        }
+    }
+    let needed = if write && id.starts_with("_design/") {
+        DbAccess::Admin
+    } else {
+        DbAccess::Member
+    };
+    require_db_access(&bucket, &req.user, needed)?;
+    Ok(bucket)
+}
+
+pub async fn document(
+    state: &HttpState,
+    req: &mut Req,
+    db: &str,
+    id: &str,
+) -> ApiResult<HttpResponse> {
+    match req.method {
+        Method::GET | Method::HEAD => {
+            let bucket = doc_access(state, req, db, id, false)?;
+            get(state, req, &bucket, id)
+        }
+        Method::PUT => {
+            let bucket = doc_access(state, req, db, id, true)?;
+            put(state, req, &bucket, id).await
+        }
+        Method::DELETE => {
+            let bucket = doc_access(state, req, db, id, true)?;
+            delete(req, &bucket, id).await
+        }
+        ref method if method.as_str() == "COPY" => {
+            let bucket = doc_access(state, req, db, id, false)?;
+            copy(state, req, &bucket, id).await
+        }
+        _ => Err(not_allowed("GET,HEAD,PUT,DELETE,COPY")),
+    }
+}
+
+/// Render options from the query string.
+pub fn render_options(req: &Req) -> ApiResult<RenderOptions> {
+    let meta = req.bool_param("meta", false)?;
+    let atts_since = match req.json_param("atts_since")? {
+        Some(serde_json::Value::Array(revs)) => revs
+            .iter()
+            .map(|rev| parse_rev(rev.as_str().unwrap_or("")))
+            .collect::<ApiResult<Vec<_>>>()?,
+        Some(_) => return Err(ApiError::BadRequest("atts_since must be a list".into())),
+        None => Vec::new(),
+    };
+    Ok(RenderOptions {
+        revs: req.bool_param("revs", false)?,
+        revs_info: meta || req.bool_param("revs_info", false)?,
+        conflicts: meta || req.bool_param("conflicts", false)?,
+        deleted_conflicts: meta || req.bool_param("deleted_conflicts", false)?,
+        local_seq: req.bool_param("local_seq", false)?,
+        attachments: req.bool_param("attachments", false)?,
+        atts_since,
+        follows: false,
+    })
+}
+
+pub fn attachment_fetcher<'a>(
+    bucket: &'a Bucket,
+    id: &'a str,
+) -> impl Fn(&[u8; 16]) -> ApiResult<Bytes> + 'a {
+    move |md5| {
+        bucket
+            .get_attachment(id.as_bytes(), md5)?
+            .ok_or_else(|| ApiError::Internal("attachment body missing".into()))
+    }
+}
+
+/// The record of a live-or-deleted document, treating expired key-value documents as absent.
+pub fn read_doc(bucket: &Bucket, id: &str) -> ApiResult<Option<DocRecord>> {
+    let record = bucket.read_record(id.as_bytes())?;
+    Ok(record.filter(|record| record.expiry == 0 || record.expiry > bucket.now_secs()))
+}
+
+fn get(state: &HttpState, req: &Req, bucket: &Bucket, id: &str) -> ApiResult<HttpResponse> {
+    let options = render_options(req)?;
+    let record = read_doc(bucket, id)?;
+    if let Some(open_revs) = req.param("open_revs") {
+        return crate::attachments_api::open_revs(
+            state,
+            req,
+            bucket,
+            id,
+            record.as_ref(),
+            open_revs,
+            &options,
+        );
+    }
+    let record = record.ok_or_else(ApiError::missing)?;
+    let leaf: &Leaf = match req.param("rev") {
+        Some(text) => {
+            let rev = parse_rev(text)?;
+            let rev = if req.bool_param("latest", false)? {
+                record
+                    .tree
+                    .leaves_under(&rev)
+                    .first()
+                    .map(|leaf| leaf.rev.clone())
+                    .unwrap_or(rev)
+            } else {
+                rev
+            };
+            record.leaf(&rev).ok_or_else(ApiError::missing)?
+        }
+        None => {
+            let winner = record.winner().ok_or_else(ApiError::missing)?;
+            if winner.deleted {
+                return Err(ApiError::deleted());
+            }
+            winner
+        }
+    };
+    let tag = etag(&leaf.rev.to_string());
+    if req.header("if-none-match") == Some(tag.as_str()) {
+        let mut response = json_bytes(StatusCode::NOT_MODIFIED, Vec::new());
+        *response.body_mut() = crate::response::full(Bytes::new());
+        return Ok(with_header(response, "etag", &tag));
+    }
+    if options.attachments
+        && !leaf.attachments.is_empty()
+        && crate::attachments_api::wants_multipart(req)
+    {
+        return crate::attachments_api::multipart_doc(bucket, id, &record, leaf, &options);
+    }
+    let body = render_doc(id, &record, leaf, &options, &attachment_fetcher(bucket, id))?;
+    Ok(with_header(json_bytes(StatusCode::OK, body), "etag", &tag))
+}
+
+/// The revision a write names: `?rev=`, `If-Match` or the body's `_rev`, which must agree.
+fn write_rev(req: &Req, body_rev: Option<RevId>) -> ApiResult<Option<RevId>> {
+    let query_rev = req.param("rev").map(parse_rev).transpose()?;
+    let header_rev = req
+        .header("if-match")
+        .map(|value| parse_rev(value.trim_matches('"')))
+        .transpose()?;
+    let mut rev = body_rev;
+    for other in [query_rev, header_rev].into_iter().flatten() {
+        match &rev {
+            Some(existing) if existing != &other => {
+                return Err(ApiError::BadRequest(
+                    "Document rev from request body and query string have different values".into(),
+                ))
+            }
+            _ => rev = Some(other),
+        }
+    }
+    Ok(rev)
+}
+
+/// Reads and parses a document body within the configured limits (413 names the document).
+pub async fn read_doc_body(state: &HttpState, req: &mut Req, id: &str) -> ApiResult<ParsedDoc> {
+    if req
+        .header("content-type")
+        .is_some_and(|value| value.starts_with("multipart/related"))
+    {
+        return crate::attachments_api::parse_multipart_doc(state, req, id).await;
+    }
+    let bytes = req.body_bytes(state.config.max_request_size_bytes).await?;
+    if bytes.len() > state.config.max_document_size_bytes {
+        return Err(ApiError::DocumentTooLarge(id.to_string()));
+    }
+    check_depth(&bytes, state.config.max_json_depth)?;
+    parse_doc(&bytes)
+}
+
+/// `_users` documents: passwords are hashed before storage, names must match ids, and only
+/// admins may grant roles.
+pub fn prepare_user_doc(
+    state: &HttpState,
+    user: &UserCtx,
+    id: &str,
+    doc: &mut ParsedDoc,
+) -> ApiResult<()> {
+    let Some(name) = id.strip_prefix(USER_PREFIX) else {
+        return Ok(());
+    };
+    if doc.deleted {
+        return Ok(());
+    }
+    let mut value: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&doc.body)
+            .map_err(|_| ApiError::BadRequest("invalid user document".into()))?;
+    if value.get("name").and_then(|value| value.as_str()) != Some(name) {
+        return Err(ApiError::Forbidden(
+            "Document id must match the user name: org.couchdb.user:<name>".into(),
+        ));
+    }
+    if value.get("type").and_then(|value| value.as_str()) != Some("user") {
+        return Err(ApiError::Forbidden("doc.type must be user".into()));
+    }
+    let has_roles = value
+        .get("roles")
+        .and_then(|roles| roles.as_array())
+        .is_some_and(|roles| !roles.is_empty());
+    if has_roles && !user.is_admin() {
+        return Err(ApiError::Forbidden("Only _admin may set roles".into()));
+    }
+    state.auth.hash_user_password(&mut value);
+    doc.body = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+    Ok(())
+}
+
+/// Saves one parsed document and answers like CouchDB (201 + ETag + Location, or the error).
+pub async fn save(
+    state: &HttpState,
+    req: &Req,
+    bucket: &Bucket,
+    id: &str,
+    mut doc: ParsedDoc,
+    rev: Option<RevId>,
+) -> ApiResult<HttpResponse> {
+    validate_doc_id(id, state.config.max_key_bytes)?;
+    if bucket.name() == USERS_DB {
+        prepare_user_doc(state, &req.user, id, &mut doc)?;
+    }
+    let new_edits = req.bool_param("new_edits", true)?;
+    let history = match (&doc.revisions, &rev) {
+        (Some(history), _) => history.clone(),
+        (None, Some(rev)) => vec![rev.clone()],
+        (None, None) => Vec::new(),
+    };
+    if !new_edits && history.is_empty() {
+        return Err(ApiError::BadRequest(
+            "new_edits=false requires a revision".into(),
+        ));
+    }
+    let update = DocUpdate {
+        key: id.as_bytes().to_vec(),
+        parent: rev,
+        history,
+        deleted: doc.deleted,
+        body: doc.body,
+        attachments: doc.attachments.unwrap_or_default(),
+    };
+    let outcome = bucket.update_doc(update, new_edits).await?;
+    let rev = outcome_rev(outcome, id)?;
+    let status = if req.param("batch") == Some("ok") {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::CREATED
+    };
+    let response = json(status, &json!({"ok": true, "id": id, "rev": rev}));
+    let response = with_header(response, "etag", &etag(&rev));
+    Ok(with_header(
+        response,
+        "location",
+        &location(req, bucket.name(), id),
+    ))
+}
+
+pub fn outcome_rev(outcome: UpdateOutcome, id: &str) -> ApiResult<String> {
+    match outcome {
+        UpdateOutcome::Saved { rev, .. } => Ok(rev.to_string()),
+        UpdateOutcome::Conflict => Err(ApiError::Conflict),
+        UpdateOutcome::MissingStub { name } => Err(ApiError::MissingStub {
+            doc: id.to_string(),
+            name,
+        }),
+        UpdateOutcome::Invalid(reason) => Err(ApiError::BadRequest(reason)),
+    }
+}
+
+fn location(req: &Req, db: &str, id: &str) -> String {
+    let encode = |text: &str| {
+        percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+    };
+    let path = match id.strip_prefix("_design/") {
+        Some(name) => format!("/{}/_design/{}", encode(db), encode(name)),
+        None => format!("/{}/{}", encode(db), encode(id)),
+    };
+    match req.header("host") {
+        Some(host) => format!("http://{host}{path}"),
+        None => path,
+    }
+}
+
+async fn put(
+    state: &HttpState,
+    req: &mut Req,
+    bucket: &Bucket,
+    id: &str,
+) -> ApiResult<HttpResponse> {
+    let mut doc = read_doc_body(state, req, id).await?;
+    let rev = write_rev(req, doc.rev.take())?;
+    save(state, req, bucket, id, doc, rev).await
+}
+
+pub async fn post(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    let bucket = open(state, req, db, DbAccess::Member)?;
+    req.require_json_content_type()?;
+    let provisional = "(new document)";
+    let mut doc = read_doc_body(state, req, provisional).await?;
+    let id = match doc.id.take() {
+        Some(id) => id,
+        None => state
+            .uuids
+            .next("sequential")
+            .ok_or_else(|| ApiError::Internal("uuid".into()))?,
+    };
+    if id.starts_with("_design/") {
+        require_db_access(&bucket, &req.user, DbAccess::Admin)?;
+    }
+    let rev = doc.rev.take();
+    save(state, req, &bucket, &id, doc, rev).await
+}
+
+async fn delete(req: &Req, bucket: &Bucket, id: &str) -> ApiResult<HttpResponse> {
+    let rev = write_rev(req, None)?;
+    let Some(record) = bucket.read_record(id.as_bytes())? else {
+        return Err(ApiError::missing());
+    };
+    let Some(rev) = rev else {
+        return Err(ApiError::Conflict);
+    };
+    let _ = record;
+    let update = DocUpdate {
+        key: id.as_bytes().to_vec(),
+        parent: Some(rev),
+        history: Vec::new(),
+        deleted: true,
+        body: Bytes::from_static(b"{}"),
+        attachments: Vec::new(),
+    };
+    let rev = outcome_rev(bucket.update_doc(update, true).await?, id)?;
+    let response = json(StatusCode::OK, &json!({"ok": true, "id": id, "rev": rev}));
+    Ok(with_header(response, "etag", &etag(&rev)))
+}
+
+async fn copy(state: &HttpState, req: &Req, bucket: &Bucket, id: &str) -> ApiResult<HttpResponse> {
+    let destination = req
+        .header("destination")
+        .ok_or_else(|| ApiError::BadRequest("Destination header is mandatory for COPY.".into()))?;
+    let (target, target_rev) = match destination.split_once("?rev=") {
+        Some((target, rev)) => (target.to_string(), Some(parse_rev(rev)?)),
+        None => (destination.to_string(), None),
+    };
+    let target = percent_encoding::percent_decode_str(&target)
+        .decode_utf8_lossy()
+        .into_owned();
+    if target.starts_with("_design/") {
+        require_db_access(bucket, &req.user, DbAccess::Admin)?;
+    }
+    let record = read_doc(bucket, id)?.ok_or_else(ApiError::missing)?;
+    let leaf = match req.param("rev") {
+        Some(text) => record
+            .leaf(&parse_rev(text)?)
+            .ok_or_else(ApiError::missing)?,
+        None => record
+            .winner()
+            .filter(|leaf| !leaf.deleted)
+            .ok_or_else(ApiError::missing)?,
+    };
+    let mut attachments = Vec::with_capacity(leaf.attachments.len());
+    for meta in &leaf.attachments {
+        let data = attachment_fetcher(bucket, id)(&meta.md5)?;
+        attachments.push(AttachmentInput::Data {
+            name: meta.name.clone(),
+            content_type: meta.content_type.clone(),
+            data,
+        });
+    }
+    let doc = ParsedDoc {
+        body: leaf.body.clone(),
+        attachments: Some(attachments),
+        ..ParsedDoc::default()
+    };
+    save(state, req, bucket, &target, doc, target_rev).await
+}
+
+pub async fn local(
+    state: &HttpState,
+    req: &mut Req,
+    db: &str,
+    name: &str,
+) -> ApiResult<HttpResponse> {
+    let bucket = open(state, req, db, DbAccess::Member)?;
+    let id = format!("_local/{name}");
+    let key = name.as_bytes();
+    let parse_generation = |text: &str| -> ApiResult<u64> {
+        text.strip_prefix("0-")
+            .and_then(|number| number.parse().ok())
+            .ok_or_else(|| ApiError::BadRequest("Invalid rev format".into()))
+    };
+    match req.method {
+        Method::GET | Method::HEAD => {
+            let (generation, body) = bucket.get_local(key)?.ok_or_else(ApiError::missing)?;
+            let mut out = format!(
+                "{{\"_id\":{},\"_rev\":\"0-{generation}\"",
+                crate::response::json_string(&id)
+            )
+            .into_bytes();
+            let inner = body.trim_ascii();
+            if inner.len() > 2 {
+                out.push(b',');
+                out.extend_from_slice(&inner[1..inner.len() - 1]);
+            }
+            out.push(b'}');
+            Ok(json_bytes(StatusCode::OK, out))
+        }
+        Method::PUT => {
+            let mut doc = read_doc_body(state, req, &id).await?;
+            let rev = match (doc.rev_text.take(), req.param("rev")) {
+                (Some(text), _) => Some(parse_generation(&text)?),
+                (None, Some(text)) => Some(parse_generation(text)?),
+                (None, None) => None,
+            };
+            let body = if doc.deleted { None } else { Some(doc.body) };
+            let outcome = bucket.put_local(key, rev, body).await?;
+            local_answer(outcome, &id, StatusCode::CREATED)
+        }
+        Method::DELETE => {
+            let rev = req.param("rev").map(parse_generation).transpose()?;
+            let outcome = bucket.put_local(key, rev, None).await?;
+            local_answer(outcome, &id, StatusCode::OK)
+        }
+        _ => Err(not_allowed("GET,HEAD,PUT,DELETE")),
+    }
+}
+
+fn local_answer(outcome: LocalOutcome, id: &str, status: StatusCode) -> ApiResult<HttpResponse> {
+    match outcome {
+        LocalOutcome::Saved { generation } => Ok(json(
+            status,
+            &json!({"ok": true, "id": id, "rev": format!("0-{generation}")}),
+        )),
+        LocalOutcome::Conflict => Err(ApiError::Conflict),
+        LocalOutcome::NotFound => Err(ApiError::missing()),
+    }
+}

@@ -1,0 +1,131 @@
+//! The one table from failures to HTTP statuses and CouchDB error bodies.
+
+use hyper::StatusCode;
+use settee_engine::EngineError;
+
+/// Every way a request can fail, each with exactly one status and `{"error", "reason"}` body,
+/// as Apache CouchDB 3.x answers.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    QueryParse(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("Document update conflict.")]
+    Conflict,
+    #[error("The database could not be created, the file already exists.")]
+    FileExists,
+    #[error("{0}")]
+    PreconditionFailed(String),
+    #[error("Invalid attachment stub in {doc} for {name}")]
+    MissingStub { doc: String, name: String },
+    #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
+    Forbidden(String),
+    /// Reason is the document id, as CouchDB reports it.
+    #[error("{0}")]
+    DocumentTooLarge(String),
+    #[error("the request entity is too large")]
+    RequestTooLarge,
+    #[error("{0}")]
+    IllegalDatabaseName(String),
+    #[error("{0}")]
+    DocValidation(String),
+    #[error("Only {0} allowed")]
+    MethodNotAllowed(&'static str),
+    #[error("Content-Type must be {0}")]
+    BadContentType(&'static str),
+    #[error("{0}")]
+    NotImplemented(String),
+    #[error("{0}")]
+    ServiceUnavailable(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_)
+            | ApiError::QueryParse(_)
+            | ApiError::IllegalDatabaseName(_)
+            | ApiError::DocValidation(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Conflict => StatusCode::CONFLICT,
+            ApiError::FileExists
+            | ApiError::PreconditionFailed(_)
+            | ApiError::MissingStub { .. } => StatusCode::PRECONDITION_FAILED,
+            ApiError::DocumentTooLarge(_) | ApiError::RequestTooLarge => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
+            ApiError::BadContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
+            ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The `error` member of the JSON body.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest(_) => "bad_request",
+            ApiError::QueryParse(_) => "query_parse_error",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::Conflict => "conflict",
+            ApiError::FileExists => "file_exists",
+            ApiError::PreconditionFailed(_) => "precondition_failed",
+            ApiError::MissingStub { .. } => "missing_stub",
+            ApiError::Unauthorized(_) => "unauthorized",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::DocumentTooLarge(_) => "document_too_large",
+            ApiError::RequestTooLarge => "too_large",
+            ApiError::IllegalDatabaseName(_) => "illegal_database_name",
+            ApiError::DocValidation(_) => "doc_validation",
+            ApiError::MethodNotAllowed(_) => "method_not_allowed",
+            ApiError::BadContentType(_) => "bad_content_type",
+            ApiError::NotImplemented(_) => "not_implemented",
+            ApiError::ServiceUnavailable(_) => "service_unavailable",
+            ApiError::Internal(_) => "unknown_error",
+        }
+    }
+
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::json!({"error": self.code(), "reason": self.to_string()})
+    }
+
+    pub fn db_not_found() -> ApiError {
+        ApiError::NotFound("Database does not exist.".into())
+    }
+
+    pub fn missing() -> ApiError {
+        ApiError::NotFound("missing".into())
+    }
+
+    pub fn deleted() -> ApiError {
+        ApiError::NotFound("deleted".into())
+    }
+
+    pub fn invalid_json() -> ApiError {
+        ApiError::BadRequest("invalid UTF-8 JSON".into())
+    }
+
+    pub fn not_admin() -> ApiError {
+        ApiError::Unauthorized("You are not a server admin.".into())
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(error: EngineError) -> ApiError {
+        tracing::error!(%error, "engine error");
+        ApiError::Internal(error.to_string())
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

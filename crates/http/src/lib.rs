@@ -1,0 +1,110 @@
+//! settee's CouchDB front door: the Apache CouchDB 3.x HTTP API over the document engine.
+//!
+//! [`serve`] accepts connections on an already-bound listener until its shutdown future
+//! resolves. Each request is authenticated ([`auth`]), routed by its decoded path segments
+//! ([`router`]) to a handler module (`server_api`, `db_api`, `doc_api`, `bulk_api`,
+//! `changes_api`, `attachments_api`), and every failure becomes one CouchDB error body through
+//! the table in [`error`]. Document JSON is split and spliced in [`couch_doc`], never
+//! re-serialised on reads.
+#![deny(clippy::unwrap_used)]
+
+pub mod attachments_api;
+pub mod auth;
+pub mod bulk_api;
+pub mod changes_api;
+pub mod config;
+pub mod couch_doc;
+pub mod db_api;
+pub mod doc_api;
+pub mod error;
+pub mod request;
+pub mod response;
+pub mod router;
+pub mod selector;
+pub mod server_api;
+pub mod uuids;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use settee_engine::Engine;
+use tokio::net::TcpListener;
+
+pub use config::HttpConfig;
+
+/// Everything a handler can reach.
+pub struct HttpState {
+    pub engine: Arc<Engine>,
+    pub config: HttpConfig,
+    pub auth: auth::Auth,
+    pub uuids: uuids::UuidGenerator,
+    /// Feeds (longpoll, continuous, eventsource) open now, bounded by `max_open_feeds`.
+    pub open_feeds: Arc<std::sync::atomic::AtomicUsize>,
+    /// Resolves when the server shuts down, so long-running feeds end.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+impl HttpState {
+    pub fn new(
+        engine: Arc<Engine>,
+        config: HttpConfig,
+        cookie_secret: Vec<u8>,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> HttpState {
+        let auth = auth::Auth::new(
+            config.admins.clone(),
+            cookie_secret,
+            config.session_timeout_secs,
+            config.pbkdf2_iterations,
+        );
+        HttpState {
+            engine,
+            config,
+            auth,
+            uuids: uuids::UuidGenerator::new(),
+            open_feeds: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            shutdown,
+        }
+    }
+}
+
+/// Serves the CouchDB API on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<HttpState>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut shutdown => return,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, _) = match accepted {
+            Ok(connection) => connection,
+            Err(error) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(%error, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(router::handle(state, request).await) }
+            });
+            let connection = http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "connection ended with an error");
+            }
+        });
+    }
+}

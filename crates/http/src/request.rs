@@ -1,0 +1,192 @@
+//! The parsed request every handler receives: decoded path segments, query parameters, headers,
+//! the authenticated user, and the body, read on demand within a size limit.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::header::HeaderMap;
+use hyper::Method;
+
+use crate::auth::UserCtx;
+use crate::error::{ApiError, ApiResult};
+
+pub struct Req {
+    pub method: Method,
+    /// Percent-decoded path segments (`/db/_design%2Fx` gives `["db", "_design/x"]`).
+    pub path: Vec<String>,
+    pub query: Vec<(String, String)>,
+    pub headers: HeaderMap,
+    pub body: Option<Incoming>,
+    pub user: UserCtx,
+}
+
+impl Req {
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .rev()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    pub fn has_param(&self, name: &str) -> bool {
+        self.param(name).is_some()
+    }
+
+    pub fn bool_param(&self, name: &str, default: bool) -> ApiResult<bool> {
+        match self.param(name) {
+            None => Ok(default),
+            Some("true") | Some("") => Ok(true),
+            Some("false") => Ok(false),
+            Some(other) => Err(ApiError::QueryParse(format!(
+                "Invalid boolean parameter: \"{other}\""
+            ))),
+        }
+    }
+
+    pub fn u64_param(&self, name: &str) -> ApiResult<Option<u64>> {
+        match self.param(name) {
+            None => Ok(None),
+            Some(text) => text.parse().map(Some).map_err(|_| {
+                ApiError::QueryParse(format!("Invalid value for integer: \"{text}\""))
+            }),
+        }
+    }
+
+    /// A JSON-encoded parameter (`key`, `startkey`, `keys`, `open_revs`...).
+    pub fn json_param(&self, name: &str) -> ApiResult<Option<serde_json::Value>> {
+        match self.param(name) {
+            None => Ok(None),
+            Some(text) => serde_json::from_str(text)
+                .map(Some)
+                .map_err(|_| ApiError::BadRequest(format!("invalid JSON in parameter {name}"))),
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    /// Reads the whole body, refusing more than `limit` bytes with 413.
+    pub async fn body_bytes(&mut self, limit: usize) -> ApiResult<Bytes> {
+        let Some(body) = self.body.take() else {
+            return Ok(Bytes::new());
+        };
+        if let Some(length) = self
+            .header("content-length")
+            .and_then(|text| text.parse::<usize>().ok())
+        {
+            if length > limit {
+                return Err(ApiError::RequestTooLarge);
+            }
+        }
+        match Limited::new(body, limit).collect().await {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(error) => {
+                if error.is::<http_body_util::LengthLimitError>() {
+                    Err(ApiError::RequestTooLarge)
+                } else {
+                    Err(ApiError::BadRequest(format!(
+                        "could not read body: {error}"
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Reads and parses a JSON body (depth-limited).
+    pub async fn json_body(
+        &mut self,
+        limit: usize,
+        max_depth: usize,
+    ) -> ApiResult<serde_json::Value> {
+        let bytes = self.body_bytes(limit).await?;
+        parse_json(&bytes, max_depth)
+    }
+
+    pub fn require_json_content_type(&self) -> ApiResult<()> {
+        match self.header("content-type") {
+            Some(value) if value.starts_with("application/json") => Ok(()),
+            _ => Err(ApiError::BadContentType("application/json")),
+        }
+    }
+}
+
+/// Parses JSON from the network: depth checked first (serde's recursion is bounded too, but our
+/// limit is a configured value with a clear error), then syntax.
+pub fn parse_json(bytes: &[u8], max_depth: usize) -> ApiResult<serde_json::Value> {
+    check_depth(bytes, max_depth)?;
+    serde_json::from_slice(bytes).map_err(|_| ApiError::invalid_json())
+}
+
+/// Rejects JSON nested deeper than `max_depth` without parsing it.
+pub fn check_depth(bytes: &[u8], max_depth: usize) -> ApiResult<()> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for byte in bytes {
+        if in_string {
+            match (escaped, byte) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > max_depth {
+                    return Err(ApiError::BadRequest(format!(
+                        "JSON nesting deeper than {max_depth} levels"
+                    )));
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Splits a raw path into percent-decoded segments.
+pub fn split_path(path: &str) -> Vec<String> {
+    path.split('/')
+        .filter(|segment| !segment.is_empty())
+        .map(|segment| {
+            percent_encoding::percent_decode_str(segment)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+        .collect()
+}
+
+pub fn parse_query(query: Option<&str>) -> Vec<(String, String)> {
+    query
+        .map(|query| {
+            form_urlencoded::parse(query.as_bytes())
+                .map(|(key, value)| (key.into_owned(), value.into_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_limit_ignores_brackets_in_strings() {
+        assert!(check_depth(br#"{"a":"[[[[[[[[[["}"#, 2).is_ok());
+        assert!(check_depth(br#"{"a":[[1]]}"#, 2).is_err());
+        assert!(check_depth(br#"{"a":"\"[[[["}"#, 1).is_ok());
+    }
+
+    #[test]
+    fn paths_decode_segments() {
+        assert_eq!(split_path("/db/_design%2Fx"), vec!["db", "_design/x"]);
+        assert_eq!(split_path("/"), Vec::<String>::new());
+    }
+}

@@ -1,0 +1,77 @@
+//! Response building: JSON bodies, streaming bodies, and CouchDB's usual headers.
+
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::{Response, StatusCode};
+
+use crate::error::ApiError;
+
+pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;
+pub type HttpResponse = Response<Body>;
+
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+/// A body fed by a channel: every message is one chunk on the wire.
+pub fn channel_body(receiver: tokio::sync::mpsc::Receiver<Bytes>) -> Body {
+    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        let chunk = receiver.recv().await?;
+        Some((Ok(hyper::body::Frame::data(chunk)), receiver))
+    });
+    StreamBody::new(stream).boxed_unsync()
+}
+
+pub fn json_bytes(status: StatusCode, body: Vec<u8>) -> HttpResponse {
+    let mut body = body;
+    body.push(b'\n');
+    let mut response = Response::new(full(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("must-revalidate"));
+    response
+}
+
+pub fn json(status: StatusCode, value: &serde_json::Value) -> HttpResponse {
+    json_bytes(status, serde_json::to_vec(value).unwrap_or_default())
+}
+
+pub fn ok_true(status: StatusCode) -> HttpResponse {
+    json_bytes(status, b"{\"ok\":true}".to_vec())
+}
+
+pub fn error(error: &ApiError) -> HttpResponse {
+    let mut response = json(error.status(), &error.body());
+    if matches!(error, ApiError::Unauthorized(_)) {
+        // CouchDB only sends a Basic challenge when asked to; browsers would pop up a dialog.
+        response.headers_mut().insert(
+            hyper::header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Cookie"),
+        );
+    }
+    response
+}
+
+pub fn with_header(mut response: HttpResponse, name: &'static str, value: &str) -> HttpResponse {
+    if let Ok(value) = HeaderValue::from_str(value) {
+        response
+            .headers_mut()
+            .insert(hyper::header::HeaderName::from_static(name), value);
+    }
+    response
+}
+
+/// `"<rev>"`: CouchDB's ETag for a document.
+pub fn etag(rev: &str) -> String {
+    format!("\"{rev}\"")
+}
+
+/// Escapes a string as a JSON string literal.
+pub fn json_string(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_else(|_| "\"\"".into())
+}

@@ -1,0 +1,104 @@
+//! From a hyper request to a handler, by decoded path segments.
+
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::header::HeaderValue;
+use hyper::{Method, Request};
+
+use crate::error::{ApiError, ApiResult};
+use crate::request::{parse_query, split_path, Req};
+use crate::response::{self, HttpResponse};
+use crate::{attachments_api, bulk_api, changes_api, db_api, doc_api, server_api, HttpState};
+
+pub const SERVER_HEADER: &str = "settee/0.1 (CouchDB 3.x compatible)";
+
+pub async fn handle(state: Arc<HttpState>, request: Request<Incoming>) -> HttpResponse {
+    let (parts, body) = request.into_parts();
+    let mut response = match state.auth.authenticate(&parts.headers, &state.engine) {
+        Err(error) => response::error(&error),
+        Ok(user) => {
+            let mut req = Req {
+                method: parts.method,
+                path: split_path(parts.uri.path()),
+                query: parse_query(parts.uri.query()),
+                headers: parts.headers,
+                body: Some(body),
+                user,
+            };
+            match route(&state, &mut req).await {
+                Ok(response) => response,
+                Err(error) => response::error(&error),
+            }
+        }
+    };
+    response.headers_mut().insert(
+        hyper::header::SERVER,
+        HeaderValue::from_static(SERVER_HEADER),
+    );
+    response
+}
+
+async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
+    let path = req.path.clone();
+    let segments: Vec<&str> = path.iter().map(String::as_str).collect();
+    match segments.as_slice() {
+        [] => server_api::welcome(state, req),
+        ["_up"] => server_api::up(req),
+        ["_all_dbs"] => server_api::all_dbs(state, req),
+        ["_dbs_info"] => server_api::dbs_info(state, req).await,
+        ["_uuids"] => server_api::uuids(state, req),
+        ["_session"] => server_api::session(state, req).await,
+        ["_active_tasks"] => server_api::active_tasks(req),
+        ["favicon.ico"] => Err(ApiError::missing()),
+        [first, ..] if first.starts_with('_') && !db_api::is_system_db(first) => {
+            Err(ApiError::BadRequest(format!(
+                "Database name {first} is not allowed: only system databases may start with _"
+            )))
+        }
+        [db] => db_api::database(state, req, db).await,
+        [db, "_all_docs"] => bulk_api::all_docs(state, req, db, bulk_api::DocSet::All).await,
+        [db, "_design_docs"] => bulk_api::all_docs(state, req, db, bulk_api::DocSet::Design).await,
+        [db, "_bulk_docs"] => bulk_api::bulk_docs(state, req, db).await,
+        [db, "_bulk_get"] => bulk_api::bulk_get(state, req, db).await,
+        [db, "_revs_diff"] => bulk_api::revs_diff(state, req, db).await,
+        [db, "_missing_revs"] => bulk_api::missing_revs(state, req, db).await,
+        [db, "_changes"] => changes_api::changes(state, req, db).await,
+        [db, "_security"] => db_api::security(state, req, db).await,
+        [db, "_revs_limit"] => db_api::revs_limit(state, req, db).await,
+        [db, "_compact"] | [db, "_compact", _] => db_api::compact(state, req, db).await,
+        [db, "_view_cleanup"] => db_api::view_cleanup(state, req, db).await,
+        [db, "_purge"] => db_api::purge(state, req, db).await,
+        [db, "_ensure_full_commit"] => db_api::ensure_full_commit(state, req, db).await,
+        [db, "_local", id] => doc_api::local(state, req, db, id).await,
+        [db, "_design", name] => {
+            let id = format!("_design/{name}");
+            doc_api::document(state, req, db, &id).await
+        }
+        [_, "_design", _, "_view" | "_info" | "_show" | "_list" | "_update" | "_rewrite", ..] => {
+            Err(ApiError::NotImplemented(
+                "design document functions are not served yet".into(),
+            ))
+        }
+        [db, "_design", name, attachment @ ..] => {
+            let id = format!("_design/{name}");
+            attachments_api::attachment(state, req, db, &id, &attachment.join("/")).await
+        }
+        [_, id, ..] if id.starts_with('_') && !doc_api::is_reserved_id(id) => Err(
+            ApiError::BadRequest("Only reserved document ids may start with underscore.".into()),
+        ),
+        [db, id] => doc_api::document(state, req, db, id).await,
+        [db, id, attachment @ ..] => {
+            attachments_api::attachment(state, req, db, id, &attachment.join("/")).await
+        }
+    }
+}
+
+/// `405` with CouchDB's "Only GET,HEAD allowed" style reason.
+pub fn not_allowed(allowed: &'static str) -> ApiError {
+    ApiError::MethodNotAllowed(allowed)
+}
+
+pub fn is_get(req: &Req) -> bool {
+    req.method == Method::GET || req.method == Method::HEAD
+}

@@ -1,0 +1,224 @@
+//! Server-level endpoints: `/`, `/_up`, `/_all_dbs`, `/_dbs_info`, `/_uuids`, `/_session`,
+//! `/_active_tasks`.
+
+use hyper::{Method, StatusCode};
+use serde_json::json;
+
+use crate::auth::{require_admin, UserCtx};
+use crate::db_api::db_info;
+use crate::error::{ApiError, ApiResult};
+use crate::request::Req;
+use crate::response::{self, json, with_header, HttpResponse};
+use crate::router::{is_get, not_allowed};
+use crate::HttpState;
+
+/// The CouchDB version settee answers as; clients (PouchDB, nano, replicators) read it.
+pub const COUCHDB_VERSION: &str = "3.5.0";
+/// CouchDB's `[uuids] max_count`.
+const UUIDS_MAX_COUNT: u64 = 1000;
+
+pub fn welcome(state: &HttpState, req: &Req) -> ApiResult<HttpResponse> {
+    if !is_get(req) {
+        return Err(not_allowed("GET,HEAD"));
+    }
+    Ok(json(
+        StatusCode::OK,
+        &json!({
+            "couchdb": "Welcome",
+            "version": COUCHDB_VERSION,
+            "git_sha": "settee",
+            "uuid": state.config.server_uuid,
+            "features": ["access-ready", "partitioned", "pluggable-storage-engines", "reshard", "scheduler"],
+            "vendor": {"name": "settee", "version": env!("CARGO_PKG_VERSION")},
+        }),
+    ))
+}
+
+pub fn up(req: &Req) -> ApiResult<HttpResponse> {
+    if !is_get(req) {
+        return Err(not_allowed("GET,HEAD"));
+    }
+    Ok(json(StatusCode::OK, &json!({"status": "ok", "seeds": {}})))
+}
+
+fn list_options(req: &Req, names: Vec<String>) -> ApiResult<Vec<String>> {
+    let descending = req.bool_param("descending", false)?;
+    let start = req.json_param("startkey")?.or(req.json_param("start_key")?);
+    let end = req.json_param("endkey")?.or(req.json_param("end_key")?);
+    let skip = req.u64_param("skip")?.unwrap_or(0) as usize;
+    let limit = req.u64_param("limit")?.map(|limit| limit as usize);
+    let mut names = names;
+    if descending {
+        names.reverse();
+    }
+    let in_range = |name: &String| {
+        let after_start = start
+            .as_ref()
+            .and_then(|key| key.as_str())
+            .is_none_or(|key| {
+                if descending {
+                    name.as_str() <= key
+                } else {
+                    name.as_str() >= key
+                }
+            });
+        let before_end = end.as_ref().and_then(|key| key.as_str()).is_none_or(|key| {
+            if descending {
+                name.as_str() >= key
+            } else {
+                name.as_str() <= key
+            }
+        });
+        after_start && before_end
+    };
+    Ok(names
+        .into_iter()
+        .filter(in_range)
+        .skip(skip)
+        .take(limit.unwrap_or(usize::MAX))
+        .collect())
+}
+
+pub fn all_dbs(state: &HttpState, req: &Req) -> ApiResult<HttpResponse> {
+    if !is_get(req) {
+        return Err(not_allowed("GET,HEAD"));
+    }
+    require_admin(&req.user)?;
+    let names = list_options(req, state.engine.bucket_names())?;
+    Ok(json(StatusCode::OK, &json!(names)))
+}
+
+pub async fn dbs_info(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
+    require_admin(&req.user)?;
+    let names: Vec<String> = match req.method {
+        Method::GET | Method::HEAD => list_options(req, state.engine.bucket_names())?,
+        Method::POST => {
+            let body = req
+                .json_body(
+                    state.config.max_request_size_bytes,
+                    state.config.max_json_depth,
+                )
+                .await?;
+            let keys = body
+                .get("keys")
+                .and_then(|keys| keys.as_array())
+                .ok_or_else(|| ApiError::BadRequest("`keys` member must exist.".into()))?;
+            if keys.len() > state.config.max_docs_per_bulk {
+                return Err(ApiError::BadRequest(format!(
+                    "`keys` member must not exceed {} elements.",
+                    state.config.max_docs_per_bulk
+                )));
+            }
+            keys.iter()
+                .filter_map(|key| key.as_str().map(str::to_string))
+                .collect()
+        }
+        _ => return Err(not_allowed("GET,HEAD,POST")),
+    };
+    let rows: Vec<serde_json::Value> = names
+        .iter()
+        .map(|name| match state.engine.bucket(name) {
+            Some(bucket) => json!({"key": name, "info": db_info(&bucket)}),
+            None => json!({"key": name, "error": "not_found"}),
+        })
+        .collect();
+    Ok(json(StatusCode::OK, &json!(rows)))
+}
+
+pub fn uuids(state: &HttpState, req: &Req) -> ApiResult<HttpResponse> {
+    if !is_get(req) {
+        return Err(not_allowed("GET,HEAD"));
+    }
+    let count = req.u64_param("count")?.unwrap_or(1);
+    if count > UUIDS_MAX_COUNT {
+        return Err(ApiError::BadRequest("count parameter too large".into()));
+    }
+    let algorithm = req.param("algorithm").unwrap_or("sequential");
+    let mut ids = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        ids.push(
+            state.uuids.next(algorithm).ok_or_else(|| {
+                ApiError::BadRequest(format!("unknown uuid algorithm {algorithm}"))
+            })?,
+        );
+    }
+    let response = json(StatusCode::OK, &json!({"uuids": ids}));
+    let response = with_header(response, "cache-control", "must-revalidate, no-cache");
+    Ok(with_header(response, "pragma", "no-cache"))
+}
+
+pub async fn session(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
+    match req.method {
+        Method::GET | Method::HEAD => Ok(session_info(&req.user)),
+        Method::POST => {
+            let body = req.body_bytes(state.config.max_request_size_bytes).await?;
+            let form = req
+                .header("content-type")
+                .is_some_and(|value| value.starts_with("application/x-www-form-urlencoded"));
+            let (name, password) = if form {
+                let mut name = None;
+                let mut password = None;
+                for (key, value) in form_urlencoded::parse(&body) {
+                    match key.as_ref() {
+                        "name" | "username" => name = Some(value.into_owned()),
+                        "password" => password = Some(value.into_owned()),
+                        _ => {}
+                    }
+                }
+                (name, password)
+            } else {
+                let value = crate::request::parse_json(&body, state.config.max_json_depth)?;
+                let text = |key: &str| value.get(key).and_then(|v| v.as_str()).map(str::to_string);
+                (text("name").or(text("username")), text("password"))
+            };
+            let (Some(name), Some(password)) = (name, password) else {
+                return Err(ApiError::Unauthorized(
+                    "Name or password is incorrect.".into(),
+                ));
+            };
+            let roles = state
+                .auth
+                .verify_password(&state.engine, &name, &password)
+                .ok_or_else(|| ApiError::Unauthorized("Name or password is incorrect.".into()))?;
+            let cookie = state.auth.make_cookie(&name, crate::auth::now_secs());
+            let response = json(
+                StatusCode::OK,
+                &json!({"ok": true, "name": name, "roles": roles}),
+            );
+            Ok(with_header(
+                response,
+                "set-cookie",
+                &format!(
+                    "AuthSession={cookie}; Version=1; Path=/; HttpOnly; Max-Age={}",
+                    state.config.session_timeout_secs
+                ),
+            ))
+        }
+        Method::DELETE => {
+            let response = response::ok_true(StatusCode::OK);
+            Ok(with_header(
+                response,
+                "set-cookie",
+                "AuthSession=; Version=1; Path=/; HttpOnly; Max-Age=0",
+            ))
+        }
+        _ => Err(not_allowed("GET,HEAD,POST,DELETE")),
+    }
+}
+
+fn session_info(user: &UserCtx) -> HttpResponse {
+    let mut info = json!({"authentication_handlers": ["cookie", "default"]});
+    if let Some(method) = user.authenticated {
+        info["authenticated"] = json!(method);
+        info["authentication_db"] = json!(crate::auth::USERS_DB);
+    }
+    json(
+        StatusCode::OK,
+        &json!({"ok": true, "userCtx": user.to_json(), "info": info}),
+    )
+}
+
+pub fn active_tasks(req: &Req) -> ApiResult<HttpResponse> {
+    require_admin(&req.user)?;
+    Ok(json(StatusCode::OK, &json!([])))
+}

@@ -1,0 +1,76 @@
+//! `/_uuids` algorithms, as CouchDB implements them: `sequential` (default: a random 26-hex
+//! prefix kept for many calls plus a 6-hex suffix that grows by small random steps), `random`
+//! (32 random hex) and `utc_random` (14-hex microsecond time + 18 random hex).
+
+use parking_lot::Mutex;
+use rand::Rng;
+use settee_engine::hex;
+
+pub struct UuidGenerator {
+    /// (prefix, counter); locked for a few instructions per id.
+    sequential: Mutex<(String, u64)>,
+}
+
+const SUFFIX_MAX: u64 = 0xfff000;
+
+impl Default for UuidGenerator {
+    fn default() -> Self {
+        UuidGenerator::new()
+    }
+}
+
+impl UuidGenerator {
+    pub fn new() -> UuidGenerator {
+        UuidGenerator {
+            sequential: Mutex::new((random_hex(13), rand::rng().random_range(1..0xfff))),
+        }
+    }
+
+    pub fn next(&self, algorithm: &str) -> Option<String> {
+        match algorithm {
+            "sequential" => Some(self.sequential()),
+            "random" => Some(random_hex(16)),
+            "utc_random" => {
+                let micros = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|elapsed| elapsed.as_micros() as u64)
+                    .unwrap_or(0);
+                Some(format!("{micros:014x}{}", &random_hex(9)))
+            }
+            _ => None,
+        }
+    }
+
+    fn sequential(&self) -> String {
+        let mut state = self.sequential.lock();
+        state.1 += rand::rng().random_range(1..0xffe);
+        if state.1 >= SUFFIX_MAX {
+            *state = (random_hex(13), rand::rng().random_range(1..0xfff));
+        }
+        format!("{}{:06x}", state.0, state.1)
+    }
+}
+
+fn random_hex(bytes: usize) -> String {
+    let mut buffer = vec![0u8; bytes];
+    rand::rng().fill(buffer.as_mut_slice());
+    hex(&buffer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequential_ids_share_a_prefix_and_increase() {
+        let generator = UuidGenerator::new();
+        let a = generator.next("sequential").expect("a");
+        let b = generator.next("sequential").expect("b");
+        assert_eq!(a.len(), 32);
+        assert_eq!(a[..26], b[..26]);
+        assert!(b > a);
+        assert_eq!(generator.next("utc_random").map(|id| id.len()), Some(32));
+        assert_eq!(generator.next("random").map(|id| id.len()), Some(32));
+        assert!(generator.next("nope").is_none());
+    }
+}

@@ -1,0 +1,142 @@
+//! `settee serve` settings: command-line flags, each also settable through an environment
+//! variable (`SETTEE_*`) or a TOML config file (`--config`); flags win over the environment,
+//! which wins over the file, which wins over the defaults.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// TOML file with any of the settings below (keys are the flag names with underscores).
+    #[arg(long, env = "SETTEE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Where the node keeps its data [default: $HOME/.local/share/settee].
+    #[arg(long, env = "SETTEE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// CouchDB API listen address [default: 127.0.0.1:5984].
+    #[arg(long, env = "SETTEE_HTTP_ADDR")]
+    pub http_addr: Option<SocketAddr>,
+    /// Server admin as USER:PASSWORD (repeatable). Without one, a password is generated once
+    /// and kept in the data directory.
+    #[arg(long, env = "SETTEE_ADMIN", value_delimiter = ',')]
+    pub admin: Vec<String>,
+    /// Largest document accepted, bytes [default: 8000000].
+    #[arg(long, env = "SETTEE_MAX_DOCUMENT_SIZE")]
+    pub max_document_size: Option<usize>,
+    /// Largest HTTP request body accepted, bytes [default: 67108864].
+    #[arg(long, env = "SETTEE_MAX_REQUEST_SIZE")]
+    pub max_request_size: Option<usize>,
+    /// Most documents in one bulk request [default: 10000].
+    #[arg(long, env = "SETTEE_MAX_DOCS_PER_BULK")]
+    pub max_docs_per_bulk: Option<usize>,
+    /// Deepest JSON nesting accepted [default: 100].
+    #[arg(long, env = "SETTEE_MAX_JSON_DEPTH")]
+    pub max_json_depth: Option<usize>,
+    /// How often expired documents are purged, seconds [default: 60].
+    #[arg(long, env = "SETTEE_EXPIRY_PURGE_INTERVAL")]
+    pub expiry_purge_interval: Option<u64>,
+    /// PBKDF2 iterations for new `_users` passwords [default: 10000].
+    #[arg(long, env = "SETTEE_PBKDF2_ITERATIONS")]
+    pub pbkdf2_iterations: Option<u32>,
+}
+
+#[derive(serde::Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    data_dir: Option<PathBuf>,
+    http_addr: Option<SocketAddr>,
+    admin: Option<Vec<String>>,
+    max_document_size: Option<usize>,
+    max_request_size: Option<usize>,
+    max_docs_per_bulk: Option<usize>,
+    max_json_depth: Option<usize>,
+    expiry_purge_interval: Option<u64>,
+    pbkdf2_iterations: Option<u32>,
+}
+
+/// Settings after merging flags, environment, file and defaults.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub data_dir: PathBuf,
+    pub http_addr: SocketAddr,
+    pub admins: Vec<(String, String)>,
+    pub max_document_size: usize,
+    pub max_request_size: usize,
+    pub max_docs_per_bulk: usize,
+    pub max_json_depth: usize,
+    pub expiry_purge_interval_secs: u64,
+    pub pbkdf2_iterations: u32,
+}
+
+pub fn default_data_dir() -> PathBuf {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| ".".into());
+    home.join(".local/share/settee")
+}
+
+impl ServeArgs {
+    pub fn settings(&self) -> anyhow::Result<Settings> {
+        let file: FileConfig = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading config file {}", path.display()))?;
+                toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        let defaults = settee_http::HttpConfig::default();
+        let admin_specs = if self.admin.is_empty() {
+            file.admin.unwrap_or_default()
+        } else {
+            self.admin.clone()
+        };
+        let admins = admin_specs
+            .iter()
+            .map(|spec| {
+                spec.split_once(':')
+                    .map(|(user, password)| (user.to_string(), password.to_string()))
+                    .filter(|(user, password)| !user.is_empty() && !password.is_empty())
+                    .with_context(|| format!("--admin must be USER:PASSWORD, got {spec:?}"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Settings {
+            data_dir: self
+                .data_dir
+                .clone()
+                .or(file.data_dir)
+                .unwrap_or_else(default_data_dir),
+            http_addr: self
+                .http_addr
+                .or(file.http_addr)
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 5984))),
+            admins,
+            max_document_size: self
+                .max_document_size
+                .or(file.max_document_size)
+                .unwrap_or(defaults.max_document_size_bytes),
+            max_request_size: self
+                .max_request_size
+                .or(file.max_request_size)
+                .unwrap_or(defaults.max_request_size_bytes),
+            max_docs_per_bulk: self
+                .max_docs_per_bulk
+                .or(file.max_docs_per_bulk)
+                .unwrap_or(defaults.max_docs_per_bulk),
+            max_json_depth: self
+                .max_json_depth
+                .or(file.max_json_depth)
+                .unwrap_or(defaults.max_json_depth),
+            expiry_purge_interval_secs: self
+                .expiry_purge_interval
+                .or(file.expiry_purge_interval)
+                .unwrap_or(60),
+            pbkdf2_iterations: self
+                .pbkdf2_iterations
+                .or(file.pbkdf2_iterations)
+                .unwrap_or(defaults.pbkdf2_iterations),
+        })
+    }
+}

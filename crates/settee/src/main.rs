@@ -1,0 +1,59 @@
+//! The `settee` binary: `settee serve` runs a node, `settee bench ...` runs the load generators.
+
+mod config;
+mod serve;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "settee",
+    version,
+    about = "A JSON document database with CouchDB and Couchbase front doors"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a node.
+    Serve(config::ServeArgs),
+    /// Load generators and experiments (see BENCHMARKS.md).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCommand {
+    /// GET by id and PUT of new documents over the CouchDB HTTP API.
+    Http(settee_bench::http::HttpArgs),
+    /// Seed 003: insert time and disk use with random vs CouchDB-sequential document ids.
+    Ids(settee_bench::ids::IdsArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => serve::run(args).await,
+            Command::Bench(BenchCommand::Http(args)) => {
+                settee_bench::http::run(args).await.map(|_| ())
+            }
+            Command::Bench(BenchCommand::Ids(args)) => {
+                settee_bench::ids::run(args).await.map(|_| ())
+            }
+        }
+    })
+}

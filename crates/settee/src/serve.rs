@@ -1,0 +1,141 @@
+//! `settee serve`: opens the engine in the data directory and runs the front doors until
+//! SIGINT/SIGTERM.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use rand::RngCore;
+use settee_engine::{Engine, EngineOptions};
+use settee_http::{HttpConfig, HttpState};
+
+use crate::config::{ServeArgs, Settings};
+
+/// Databases CouchDB 3 expects on a single node.
+const SYSTEM_DBS: [&str; 2] = ["_users", "_replicator"];
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let mut settings = args.settings()?;
+    std::fs::create_dir_all(&settings.data_dir)
+        .with_context(|| format!("creating data directory {}", settings.data_dir.display()))?;
+    if settings.admins.is_empty() {
+        settings.admins.push(generated_admin(&settings.data_dir)?);
+    }
+    let engine = Arc::new(
+        Engine::open(&settings.data_dir.join("db"), EngineOptions::default())
+            .context("opening the storage engine")?,
+    );
+    let config = http_config(&settings, &settings.data_dir)?;
+    let (shutdown_sender, shutdown_receiver) = tokio::sync::watch::channel(false);
+    let secret = secret_file(&settings.data_dir.join("cookie_secret"), 32)?;
+    let state = Arc::new(HttpState::new(
+        engine.clone(),
+        config,
+        secret,
+        shutdown_receiver.clone(),
+    ));
+    for db in SYSTEM_DBS {
+        if engine.bucket(db).is_none() {
+            settee_http::db_api::create_db(&state, db, 16)
+                .await
+                .map_err(|error| anyhow::anyhow!("creating {db}: {error}"))?;
+        }
+    }
+    let listener = tokio::net::TcpListener::bind(settings.http_addr)
+        .await
+        .with_context(|| format!("binding {}", settings.http_addr))?;
+    let local = listener.local_addr()?;
+    println!(
+        "settee {} listening on http://{local} (data in {})",
+        env!("CARGO_PKG_VERSION"),
+        settings.data_dir.display()
+    );
+    let purger = tokio::spawn(engine.clone().run_expiry_purger(
+        Duration::from_secs(settings.expiry_purge_interval_secs.max(1)),
+        wait_for(shutdown_receiver.clone()),
+    ));
+    let server = tokio::spawn(settee_http::serve(
+        listener,
+        state,
+        wait_for(shutdown_receiver),
+    ));
+    shutdown_signal().await;
+    println!("settee shutting down");
+    let _ = shutdown_sender.send(true);
+    let _ = server.await;
+    let _ = purger.await;
+    Ok(())
+}
+
+async fn wait_for(mut receiver: tokio::sync::watch::Receiver<bool>) {
+    while !*receiver.borrow() {
+        if receiver.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let mut terminate =
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+}
+
+fn http_config(settings: &Settings, data_dir: &Path) -> anyhow::Result<HttpConfig> {
+    let uuid = secret_file(&data_dir.join("server_uuid"), 16)?;
+    Ok(HttpConfig {
+        max_document_size_bytes: settings.max_document_size,
+        max_request_size_bytes: settings.max_request_size,
+        max_docs_per_bulk: settings.max_docs_per_bulk,
+        max_json_depth: settings.max_json_depth,
+        admins: settings.admins.clone(),
+        pbkdf2_iterations: settings.pbkdf2_iterations,
+        server_uuid: settee_engine::hex(&uuid),
+        ..HttpConfig::default()
+    })
+}
+
+/// Random bytes kept in a file, created on first start.
+fn secret_file(path: &Path, len: usize) -> anyhow::Result<Vec<u8>> {
+    if let Ok(existing) = std::fs::read(path) {
+        if existing.len() == len {
+            return Ok(existing);
+        }
+    }
+    let mut bytes = vec![0u8; len];
+    rand::rng().fill_bytes(&mut bytes);
+    std::fs::write(path, &bytes).with_context(|| format!("writing {}", path.display()))?;
+    Ok(bytes)
+}
+
+/// Without a configured admin, a node makes one up once and says where it is: CouchDB 3 has
+/// no admin party, and neither does settee.
+fn generated_admin(data_dir: &Path) -> anyhow::Result<(String, String)> {
+    let path = data_dir.join("admin_password");
+    let password = match std::fs::read_to_string(&path) {
+        Ok(text) if !text.trim().is_empty() => text.trim().to_string(),
+        _ => {
+            let mut bytes = [0u8; 12];
+            rand::rng().fill_bytes(&mut bytes);
+            let password = settee_engine::hex(&bytes);
+            std::fs::write(&path, &password)
+                .with_context(|| format!("writing {}", path.display()))?;
+            password
+        }
+    };
+    println!(
+        "no --admin given: server admin is admin:{password} (kept in {})",
+        path.display()
+    );
+    Ok(("admin".to_string(), password))
+}

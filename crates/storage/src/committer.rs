@@ -1,0 +1,131 @@
+//! Group commit.
+//!
+//! Every [`crate::Store::commit`] sends its batch to one committer thread. The thread blocks for
+//! the first waiting batch, then takes every other batch already queued (up to
+//! `group_commit_bytes_max`), applies them as ONE RocksDB write with `sync = true`, and only then
+//! answers all their waiters. While that fsync runs, new batches queue up and form the next group,
+//! so under load many writes share each fsync and with no load a write pays exactly one.
+//!
+//! Batches are applied in the order they were queued, and a group becomes visible to readers
+//! atomically; callers that need an order (the engine's per-vbucket seqnos) enqueue in that order.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+
+use crate::batch::{Batch, Op};
+use crate::error::StoreError;
+use crate::store::{Cf, Inner};
+
+pub(crate) struct Request {
+    pub batch: Batch,
+    pub done: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// Counters that let tests and benchmarks see group commit working.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub batches: AtomicU64,
+    pub groups: AtomicU64,
+}
+
+pub(crate) struct Committer {
+    /// `None` once shutdown has begun; the mutex only guards the swap, sends clone the sender.
+    pub sender: Mutex<Option<mpsc::Sender<Request>>>,
+    pub thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    pub counters: Arc<Counters>,
+}
+
+pub(crate) fn start(inner: Arc<Inner>, group_bytes_max: usize) -> std::io::Result<Committer> {
+    let (sender, receiver) = mpsc::channel::<Request>();
+    let counters = Arc::new(Counters::default());
+    let thread_counters = counters.clone();
+    let thread = std::thread::Builder::new()
+        .name("settee-committer".into())
+        .spawn(move || run(inner, receiver, group_bytes_max, thread_counters))?;
+    Ok(Committer {
+        sender: Mutex::new(Some(sender)),
+        thread: Mutex::new(Some(thread)),
+        counters,
+    })
+}
+
+fn run(
+    inner: Arc<Inner>,
+    receiver: mpsc::Receiver<Request>,
+    group_bytes_max: usize,
+    counters: Arc<Counters>,
+) {
+    let mut group: Vec<Request> = Vec::new();
+    while let Ok(first) = receiver.recv() {
+        let mut bytes = first.batch.size_bytes();
+        group.push(first);
+        while bytes < group_bytes_max {
+            match receiver.try_recv() {
+                Ok(next) => {
+                    bytes += next.batch.size_bytes();
+                    group.push(next);
+                }
+                Err(_) => break,
+            }
+        }
+        let result = write_group(&inner, &group, &counters);
+        for request in group.drain(..) {
+            let answer = match &result {
+                Ok(()) => Ok(()),
+                Err(reason) => Err(StoreError::Poisoned(reason.clone())),
+            };
+            // A waiter that went away (client disconnected) no longer needs the answer.
+            let _ = request.done.send(answer);
+        }
+    }
+}
+
+fn write_group(inner: &Inner, group: &[Request], counters: &Counters) -> Result<(), String> {
+    if let Some(reason) = inner.poison_reason() {
+        return Err(reason);
+    }
+    let mut write_batch = rocksdb::WriteBatch::default();
+    for request in group {
+        for op in &request.batch.ops {
+            apply(inner, &mut write_batch, op);
+        }
+    }
+    let commit_index = counters.groups.fetch_add(1, Ordering::Relaxed);
+    counters
+        .batches
+        .fetch_add(group.len() as u64, Ordering::Relaxed);
+    if let Some(limit) = inner.fail_commits_after {
+        if commit_index >= limit {
+            let reason = format!("injected failure at commit {commit_index}");
+            inner.poison(reason.clone());
+            return Err(reason);
+        }
+    }
+    let mut options = rocksdb::WriteOptions::default();
+    options.set_sync(true);
+    match inner.db.write_opt(write_batch, &options) {
+        Ok(()) => Ok(()),
+        Err(error) => {
+            // The WAL may or may not hold this group; the only safe answer is to stop writing.
+            let reason = error.to_string();
+            inner.poison(reason.clone());
+            Err(reason)
+        }
+    }
+}
+
+fn apply(inner: &Inner, write_batch: &mut rocksdb::WriteBatch, op: &Op) {
+    let handle = |cf: &Cf| inner.handle(*cf);
+    match op {
+        Op::Put { cf, key, value } => write_batch.put_cf(handle(cf), key, value),
+        Op::Delete { cf, key } => write_batch.delete_cf(handle(cf), key),
+        Op::DeleteRange { cf, from, to } => write_batch.delete_range_cf(handle(cf), from, to),
+    }
+}
+
+/// Whether the store has been poisoned, shared with readers of [`Inner`].
+pub(crate) type PoisonFlag = AtomicBool;

@@ -1,0 +1,26 @@
+//! settee's storage layer: the only crate that links RocksDB.
+//!
+//! A node keeps all its data in one [`Store`]: one RocksDB instance with a column family per kind
+//! of record ([`Cf`]). Callers speak bytes — the key layout of each column family belongs to the
+//! document engine and is described in `docs/format/keys.md`; this crate knows nothing about
+//! documents, buckets or vbuckets.
+//!
+//! Writes are collected into a [`Batch`] and handed to [`Store::commit`], which resolves only
+//! after the batch is in the write-ahead log and the log is fsynced. One committer thread merges
+//! every batch waiting at that moment into a single RocksDB write, so concurrent writers share one
+//! fsync (group commit). A failed write poisons the store: every later commit fails rather than
+//! pretending a lost write could be retried.
+//!
+//! Start reading at [`Store::open`] and [`committer`].
+#![deny(clippy::unwrap_used)]
+
+mod batch;
+pub mod committer;
+mod error;
+mod options;
+mod store;
+
+pub use batch::Batch;
+pub use error::StoreError;
+pub use options::StoreOptions;
+pub use store::{Cf, CommitStats, Entry, Store};

@@ -1,0 +1,295 @@
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Direction,
+    IteratorMode, Options, ReadOptions, DB,
+};
+use tokio::sync::oneshot;
+
+use crate::batch::Batch;
+use crate::committer::{self, Committer, PoisonFlag, Request};
+use crate::error::StoreError;
+use crate::options::StoreOptions;
+
+/// The column families; what each holds is specified in `docs/format/keys.md`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cf {
+    Doc,
+    Seq,
+    Local,
+    Att,
+    Exp,
+    Meta,
+}
+
+impl Cf {
+    pub const ALL: [Cf; 6] = [Cf::Doc, Cf::Seq, Cf::Local, Cf::Att, Cf::Exp, Cf::Meta];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Cf::Doc => "doc",
+            Cf::Seq => "seq",
+            Cf::Local => "local",
+            Cf::Att => "att",
+            Cf::Exp => "exp",
+            Cf::Meta => "meta",
+        }
+    }
+}
+
+/// A key and its value as read from a scan.
+pub type Entry = (Box<[u8]>, Box<[u8]>);
+
+/// How many batches were committed in how many fsynced groups.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    pub batches: u64,
+    pub groups: u64,
+}
+
+pub(crate) struct Inner {
+    pub db: DB,
+    poisoned: PoisonFlag,
+    /// Written once, by the committer, when the first write fails.
+    poison_reason: Mutex<Option<String>>,
+    pub fail_commits_after: Option<u64>,
+}
+
+impl Inner {
+    pub fn handle(&self, cf: Cf) -> &ColumnFamily {
+        // `open` verified that every column family exists, so this cannot fail afterwards.
+        self.db
+            .cf_handle(cf.name())
+            .expect("column family verified at open")
+    }
+
+    pub fn poison(&self, reason: String) {
+        let mut slot = self.poison_reason.lock();
+        if slot.is_none() {
+            *slot = Some(reason);
+        }
+        self.poisoned.store(true, Ordering::Release);
+    }
+
+    pub fn poison_reason(&self) -> Option<String> {
+        if self.poisoned.load(Ordering::Acquire) {
+            Some(self.poison_reason.lock().clone().unwrap_or_default())
+        } else {
+            None
+        }
+    }
+}
+
+/// The node's single RocksDB instance plus its group committer. Cheap to share behind an `Arc`.
+pub struct Store {
+    inner: Arc<Inner>,
+    committer: Committer,
+}
+
+impl Store {
+    pub fn open(path: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
+        std::fs::create_dir_all(path).map_err(|source| StoreError::DataDir {
+            path: path.to_owned(),
+            source,
+        })?;
+        let cache = Cache::new_lru_cache(options.block_cache_bytes);
+        let mut db_options = Options::default();
+        db_options.create_if_missing(true);
+        db_options.create_missing_column_families(true);
+        db_options.set_max_background_jobs(options.background_jobs);
+        db_options.set_bytes_per_sync(1 << 20);
+        db_options.set_keep_log_file_num(4);
+        let descriptors = Cf::ALL
+            .iter()
+            .map(|cf| ColumnFamilyDescriptor::new(cf.name(), cf_options(*cf, options, &cache)))
+            .collect::<Vec<_>>();
+        let db = DB::open_cf_descriptors(&db_options, path, descriptors)?;
+        for cf in Cf::ALL {
+            if db.cf_handle(cf.name()).is_none() {
+                return Err(StoreError::Poisoned(format!(
+                    "column family {} missing after open",
+                    cf.name()
+                )));
+            }
+        }
+        let inner = Arc::new(Inner {
+            db,
+            poisoned: PoisonFlag::new(false),
+            poison_reason: Mutex::new(None),
+            fail_commits_after: options.fail_commits_after,
+        });
+        let committer =
+            committer::start(inner.clone(), options.group_commit_bytes_max).map_err(|source| {
+                StoreError::DataDir {
+                    path: path.to_owned(),
+                    source,
+                }
+            })?;
+        Ok(Store { inner, committer })
+    }
+
+    pub fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.inner.db.get_cf(self.inner.handle(cf), key)?)
+    }
+
+    /// Point reads of many keys in one call (sorted internally by RocksDB).
+    pub fn multi_get(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let handle = self.inner.handle(cf);
+        self.inner
+            .db
+            .multi_get_cf(keys.iter().map(|key| (handle, key.as_slice())))
+            .into_iter()
+            .map(|result| result.map_err(StoreError::from))
+            .collect()
+    }
+
+    /// Iterates `[lower, upper)` in key order, or in reverse order when `reverse` is set.
+    pub fn scan<'a>(
+        &'a self,
+        cf: Cf,
+        lower: &[u8],
+        upper: &[u8],
+        reverse: bool,
+    ) -> impl Iterator<Item = Result<Entry, StoreError>> + 'a {
+        let mut read_options = ReadOptions::default();
+        read_options.set_iterate_lower_bound(lower.to_vec());
+        read_options.set_iterate_upper_bound(upper.to_vec());
+        let mode = if reverse {
+            IteratorMode::End
+        } else {
+            IteratorMode::From(lower, Direction::Forward)
+        };
+        self.inner
+            .db
+            .iterator_cf_opt(self.inner.handle(cf), read_options, mode)
+            .map(|item| item.map_err(StoreError::from))
+    }
+
+    /// The last entry of `[lower, upper)`, if any.
+    pub fn last_in_range(
+        &self,
+        cf: Cf,
+        lower: &[u8],
+        upper: &[u8],
+    ) -> Result<Option<Entry>, StoreError> {
+        self.scan(cf, lower, upper, true).next().transpose()
+    }
+
+    /// Durably applies `batch`: resolves once the group holding it is fsynced.
+    pub fn commit(
+        &self,
+        batch: Batch,
+    ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send + 'static {
+        let receiver = self.enqueue(batch);
+        async move {
+            match receiver {
+                Ok(receiver) => receiver.await.unwrap_or(Err(StoreError::Closed)),
+                Err(error) => Err(error),
+            }
+        }
+    }
+
+    /// [`Store::commit`] for threads that are not async tasks.
+    pub fn commit_blocking(&self, batch: Batch) -> Result<(), StoreError> {
+        self.enqueue(batch)?
+            .blocking_recv()
+            .unwrap_or(Err(StoreError::Closed))
+    }
+
+    fn enqueue(
+        &self,
+        batch: Batch,
+    ) -> Result<oneshot::Receiver<Result<(), StoreError>>, StoreError> {
+        if let Some(reason) = self.inner.poison_reason() {
+            return Err(StoreError::Poisoned(reason));
+        }
+        let (done, receiver) = oneshot::channel();
+        let sender = self.committer.sender.lock().clone();
+        match sender {
+            Some(sender) => sender
+                .send(Request { batch, done })
+                .map_err(|_| StoreError::Closed)?,
+            None => return Err(StoreError::Closed),
+        }
+        Ok(receiver)
+    }
+
+    pub fn commit_stats(&self) -> CommitStats {
+        CommitStats {
+            batches: self.committer.counters.batches.load(Ordering::Relaxed),
+            groups: self.committer.counters.groups.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Full compaction of `[lower, upper)`: drops overwritten and deleted entries from disk.
+    pub fn compact(&self, cf: Cf, lower: &[u8], upper: &[u8]) {
+        self.inner
+            .db
+            .compact_range_cf(self.inner.handle(cf), Some(lower), Some(upper));
+    }
+
+    /// Writes memtables to SST files (for size measurements and benchmarks).
+    pub fn flush(&self) -> Result<(), StoreError> {
+        for cf in Cf::ALL {
+            self.inner.db.flush_cf(self.inner.handle(cf))?;
+        }
+        Ok(())
+    }
+
+    /// Bytes on disk (SST and blob files) that `[lower, upper)` of `cf` occupies, approximately;
+    /// data still in memtables is not counted.
+    pub fn size_on_disk(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> u64 {
+        let range = rocksdb::Range::new(lower, upper);
+        self.inner
+            .db
+            .get_approximate_sizes_cf(self.inner.handle(cf), &[range])
+            .first()
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// A RocksDB integer property of one column family (e.g. `rocksdb.total-sst-files-size`).
+    pub fn property(&self, cf: Cf, name: &str) -> Option<u64> {
+        self.inner
+            .db
+            .property_int_value_cf(self.inner.handle(cf), name)
+            .ok()
+            .flatten()
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        // Closing the channel ends the committer loop after it answers what is queued.
+        self.committer.sender.lock().take();
+        if let Some(thread) = self.committer.thread.lock().take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn cf_options(cf: Cf, options: &StoreOptions, cache: &Cache) -> Options {
+    let mut cf_options = Options::default();
+    cf_options.set_write_buffer_size(options.write_buffer_bytes);
+    cf_options.set_compression_type(DBCompressionType::Lz4);
+    cf_options.set_bottommost_compression_type(DBCompressionType::Zstd);
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(cache);
+    table.set_cache_index_and_filter_blocks(true);
+    table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+    if matches!(cf, Cf::Doc | Cf::Local | Cf::Att | Cf::Meta) {
+        // Point lookups dominate these; scans (seq, exp) do not use the filter.
+        table.set_bloom_filter(10.0, false);
+    }
+    cf_options.set_block_based_table_factory(&table);
+    if cf == Cf::Doc && options.doc_blob_files {
+        cf_options.set_enable_blob_files(true);
+        cf_options.set_min_blob_size(options.blob_min_bytes);
+        cf_options.set_enable_blob_gc(true);
+        cf_options.set_blob_compression_type(DBCompressionType::Lz4);
+    }
+    cf_options
+}

@@ -1,0 +1,82 @@
+//! Group commit and poisoning, observed through the public API.
+use settee_storage::{Batch, Cf, Store, StoreError, StoreOptions};
+
+fn put(key: &str, value: &str) -> Batch {
+    let mut batch = Batch::new();
+    batch.put(Cf::Doc, key.as_bytes(), value.as_bytes());
+    batch
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_commits_share_fsyncs_and_all_land() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store =
+        std::sync::Arc::new(Store::open(dir.path(), &StoreOptions::default()).expect("open"));
+    let mut tasks = Vec::new();
+    for i in 0..400 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store.commit(put(&format!("k{i:04}"), "v")).await
+        }));
+    }
+    for task in tasks {
+        task.await.expect("join").expect("commit");
+    }
+    let stats = store.commit_stats();
+    assert_eq!(stats.batches, 400);
+    assert!(stats.groups <= stats.batches);
+    assert!(stats.groups >= 1);
+    let count = store.scan(Cf::Doc, b"k", b"l", false).count();
+    assert_eq!(count, 400);
+}
+
+#[test]
+fn committed_data_survives_reopen_and_ranges_scan_both_ways() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let store = Store::open(dir.path(), &StoreOptions::default()).expect("open");
+        let mut batch = Batch::new();
+        for key in ["a1", "a2", "a3", "b1"] {
+            batch.put(Cf::Seq, key, key);
+        }
+        store.commit_blocking(batch).expect("commit");
+        let mut batch = Batch::new();
+        batch.delete(Cf::Seq, "a2");
+        store.commit_blocking(batch).expect("commit");
+    }
+    let store = Store::open(dir.path(), &StoreOptions::default()).expect("reopen");
+    let forward: Vec<_> = store
+        .scan(Cf::Seq, b"a", b"b", false)
+        .map(|entry| entry.expect("entry").0.to_vec())
+        .collect();
+    assert_eq!(forward, vec![b"a1".to_vec(), b"a3".to_vec()]);
+    let last = store.last_in_range(Cf::Seq, b"a", b"b").expect("scan");
+    assert_eq!(last.map(|entry| entry.0.to_vec()), Some(b"a3".to_vec()));
+    let mut batch = Batch::new();
+    batch.delete_range(Cf::Seq, "a", "b");
+    store.commit_blocking(batch).expect("commit");
+    assert_eq!(store.scan(Cf::Seq, b"", b"\xff", false).count(), 1);
+    assert_eq!(
+        store.get(Cf::Seq, b"b1").expect("get"),
+        Some(b"b1".to_vec())
+    );
+    assert_eq!(store.get(Cf::Seq, b"a1").expect("get"), None);
+}
+
+#[test]
+fn a_failed_commit_poisons_the_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = StoreOptions {
+        fail_commits_after: Some(2),
+        ..StoreOptions::default()
+    };
+    let store = Store::open(dir.path(), &options).expect("open");
+    store.commit_blocking(put("a", "1")).expect("first");
+    store.commit_blocking(put("b", "2")).expect("second");
+    let third = store.commit_blocking(put("c", "3"));
+    assert!(matches!(third, Err(StoreError::Poisoned(_))), "{third:?}");
+    let fourth = store.commit_blocking(put("d", "4"));
+    assert!(matches!(fourth, Err(StoreError::Poisoned(_))), "{fourth:?}");
+    assert_eq!(store.get(Cf::Doc, b"c").expect("get"), None);
+    assert_eq!(store.get(Cf::Doc, b"a").expect("get"), Some(b"1".to_vec()));
+}

@@ -1,0 +1,39 @@
+# Shared by the scripts: installs what settee needs on a Debian machine, idempotently.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/settee/target}"
+export PATH="$HOME/.cargo/bin:$PATH"
+SETTEE_BIN="$CARGO_TARGET_DIR/release/settee"
+export SETTEE_BIN
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+install_system_packages() {
+  # g++ and libclang-dev build RocksDB from source (Debian's librocksdb is too old).
+  local wanted=(g++ make clang libclang-dev pkg-config curl ca-certificates nodejs npm)
+  local missing=()
+  for package in "${wanted[@]}"; do
+    # nodejs/npm may come from elsewhere (nvm, a tarball): a working command is enough.
+    case "$package" in
+      nodejs) command -v node >/dev/null 2>&1 && continue ;;
+      npm) command -v npm >/dev/null 2>&1 && continue ;;
+    esac
+    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "installing Debian packages: ${missing[*]}"
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  if ! command -v cargo >/dev/null 2>&1; then
+    echo "installing the Rust toolchain (rustup)"
+    curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal >/dev/null
+  fi
+}
+
+build_release() {
+  mkdir -p "$CARGO_TARGET_DIR"
+  (cd "$ROOT" && cargo build --release --locked --bin settee)
+}
