@@ -31,9 +31,44 @@ pub struct IdsArgs {
     /// Store document values in RocksDB blob files (key-value separation).
     #[arg(long)]
     pub blob_files: bool,
+    /// Document bodies: `measurement` (a sensor reading with varied values, like seed 003's
+    /// data-acquisition documents) or `compressible` (a run of one letter: the worst case for
+    /// the ratio, because then the random id's entropy is most of what is stored).
+    #[arg(long, value_enum, default_value = "measurement")]
+    pub body: BodyKind,
+    /// Rounds; the schemes alternate and the report shows each round and the medians.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
     /// Print one JSON object per scheme and one for the ratios.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyKind {
+    Measurement,
+    Compressible,
+}
+
+/// The `n`th document body (~120 bytes); the same sequence for both id schemes.
+fn body(kind: BodyKind, n: usize) -> String {
+    match kind {
+        BodyKind::Compressible => format!("{{\"value\":\"{}\",\"n\":{n}}}", "x".repeat(90)),
+        BodyKind::Measurement => {
+            // A cheap deterministic mix so values vary like real readings.
+            let mix = (n as u64)
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                .rotate_left(17);
+            format!(
+                "{{\"device\":\"sensor-{:04}\",\"ts\":{},\"type\":\"temperature\",\"value\":{}.{:02},\"unit\":\"C\",\"quality\":\"{}\"}}",
+                mix % 1000,
+                1_700_000_000_000u64 + n as u64 * 250 + (mix >> 40) % 250,
+                (mix >> 10) % 40,
+                (mix >> 20) % 100,
+                if mix % 17 == 0 { "suspect" } else { "good" },
+            )
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,11 +174,11 @@ async fn run_scheme(args: &IdsArgs, scheme: Scheme) -> anyhow::Result<IdsReport>
             Scheme::Random => uuid_v4(),
         })
         .collect();
-    let pad = "x".repeat(90);
     let started = Instant::now();
     let semaphore = Arc::new(tokio::sync::Semaphore::new(args.concurrency.max(1)));
     let mut tasks = Vec::new();
-    for chunk in ids.chunks(args.batch.max(1)) {
+    for (chunk_index, chunk) in ids.chunks(args.batch.max(1)).enumerate() {
+        let first = chunk_index * args.batch.max(1);
         let permit = semaphore.clone().acquire_owned().await?;
         let bucket = bucket.clone();
         let updates: Vec<DocUpdate> = chunk
@@ -154,7 +189,7 @@ async fn run_scheme(args: &IdsArgs, scheme: Scheme) -> anyhow::Result<IdsReport>
                 parent: None,
                 history: Vec::new(),
                 deleted: false,
-                body: Bytes::from(format!("{{\"value\":\"{pad}\",\"n\":{index}}}")),
+                body: Bytes::from(body(args.body, first + index)),
                 attachments: Vec::new(),
             })
             .collect();
@@ -177,6 +212,12 @@ async fn run_scheme(args: &IdsArgs, scheme: Scheme) -> anyhow::Result<IdsReport>
     let before = data_size(dir.path());
     bucket.compact().await?;
     let after = data_size(dir.path());
+    if std::env::var_os("SETTEE_BENCH_IDS_BY_KIND").is_some() {
+        eprintln!(
+            "{scheme:?} by column family: {:?}",
+            engine.disk_bytes_by_kind()
+        );
+    }
     let _ = dir_size(dir.path());
     drop(bucket);
     drop(engine);
@@ -191,48 +232,80 @@ async fn run_scheme(args: &IdsArgs, scheme: Scheme) -> anyhow::Result<IdsReport>
 }
 
 pub async fn run(args: IdsArgs) -> anyhow::Result<(IdsReport, IdsReport)> {
-    let sequential = run_scheme(&args, Scheme::Sequential).await?;
-    let random = run_scheme(&args, Scheme::Random).await?;
+    let mut sequential_runs = Vec::new();
+    let mut random_runs = Vec::new();
+    for round in 0..args.rounds.max(1) {
+        // Alternate which scheme goes first so drift in the machine's state hits both.
+        let order = if round % 2 == 0 {
+            [Scheme::Sequential, Scheme::Random]
+        } else {
+            [Scheme::Random, Scheme::Sequential]
+        };
+        for scheme in order {
+            let report = run_scheme(&args, scheme).await?;
+            print_report(&args, round, &report);
+            match scheme {
+                Scheme::Sequential => sequential_runs.push(report),
+                Scheme::Random => random_runs.push(report),
+            }
+        }
+    }
+    let sequential = median(&sequential_runs);
+    let random = median(&random_runs);
     let time_ratio = random.insert_seconds / sequential.insert_seconds;
     let disk_ratio = random.disk_bytes_after_compaction as f64
         / sequential.disk_bytes_after_compaction.max(1) as f64;
     if args.json {
-        for report in [&sequential, &random] {
-            println!(
-                "{}",
-                serde_json::json!({
-                    "scheme": format!("{:?}", report.scheme).to_lowercase(),
-                    "docs": report.docs,
-                    "insert_seconds": report.insert_seconds,
-                    "docs_per_sec": report.docs_per_sec,
-                    "disk_bytes_before_compaction": report.disk_bytes_before_compaction,
-                    "disk_bytes_after_compaction": report.disk_bytes_after_compaction,
-                })
-            );
-        }
         println!(
             "{}",
-            serde_json::json!({"time_ratio_random_over_sequential": time_ratio, "disk_ratio_random_over_sequential": disk_ratio})
+            serde_json::json!({"rounds": args.rounds.max(1), "body": format!("{:?}", args.body).to_lowercase(), "median_time_ratio_random_over_sequential": time_ratio, "median_disk_ratio_random_over_sequential": disk_ratio})
         );
     } else {
-        println!(
-            "{:<11} {:>10} {:>10} {:>12} {:>16} {:>16}",
-            "ids", "docs", "seconds", "docs/s", "disk before MB", "disk after MB"
-        );
-        for report in [&sequential, &random] {
-            println!(
-                "{:<11} {:>10} {:>10.2} {:>12.0} {:>16.1} {:>16.1}",
-                format!("{:?}", report.scheme).to_lowercase(),
-                report.docs,
-                report.insert_seconds,
-                report.docs_per_sec,
-                report.disk_bytes_before_compaction as f64 / 1e6,
-                report.disk_bytes_after_compaction as f64 / 1e6
-            );
-        }
+        println!("medians over {} round(s), {:?} bodies: sequential {:.2}s {:.1} MB, random {:.2}s {:.1} MB", args.rounds.max(1), args.body, sequential.insert_seconds, sequential.disk_bytes_after_compaction as f64 / 1e6, random.insert_seconds, random.disk_bytes_after_compaction as f64 / 1e6);
         println!(
             "random/sequential: time {time_ratio:.2}x, disk after compaction {disk_ratio:.2}x"
         );
     }
     Ok((sequential, random))
+}
+
+/// The run with the median insert time (disk sizes are deterministic up to compaction timing).
+fn median(runs: &[IdsReport]) -> IdsReport {
+    let mut sorted = runs.to_vec();
+    sorted.sort_by(|a, b| a.insert_seconds.total_cmp(&b.insert_seconds));
+    sorted[sorted.len() / 2].clone()
+}
+
+fn print_report(args: &IdsArgs, round: usize, report: &IdsReport) {
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "round": round,
+                "scheme": format!("{:?}", report.scheme).to_lowercase(),
+                "docs": report.docs,
+                "insert_seconds": report.insert_seconds,
+                "docs_per_sec": report.docs_per_sec,
+                "disk_bytes_before_compaction": report.disk_bytes_before_compaction,
+                "disk_bytes_after_compaction": report.disk_bytes_after_compaction,
+            })
+        );
+    } else {
+        if round == 0 && report.scheme == Scheme::Sequential {
+            println!(
+                "{:<6} {:<11} {:>10} {:>10} {:>12} {:>16} {:>16}",
+                "round", "ids", "docs", "seconds", "docs/s", "disk before MB", "disk after MB"
+            );
+        }
+        println!(
+            "{:<6} {:<11} {:>10} {:>10.2} {:>12.0} {:>16.1} {:>16.1}",
+            round,
+            format!("{:?}", report.scheme).to_lowercase(),
+            report.docs,
+            report.insert_seconds,
+            report.docs_per_sec,
+            report.disk_bytes_before_compaction as f64 / 1e6,
+            report.disk_bytes_after_compaction as f64 / 1e6
+        );
+    }
 }

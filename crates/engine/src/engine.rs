@@ -104,6 +104,24 @@ impl Engine {
         &self.clock
     }
 
+    /// Bytes of SST and blob files per column family (what each kind of record costs on disk).
+    pub fn disk_bytes_by_kind(&self) -> Vec<(&'static str, u64)> {
+        Cf::ALL
+            .iter()
+            .map(|cf| {
+                let sst = self
+                    .store
+                    .property(*cf, "rocksdb.total-sst-files-size")
+                    .unwrap_or(0);
+                let blob = self
+                    .store
+                    .property(*cf, "rocksdb.total-blob-file-size")
+                    .unwrap_or(0);
+                (cf.name(), sst + blob)
+            })
+            .collect()
+    }
+
     pub fn store(&self) -> &Arc<Store> {
         &self.store
     }

@@ -49,7 +49,7 @@ enum Feed {
 enum Filter {
     None,
     DocIds(HashSet<String>),
-    Selector(Value),
+    Selector(selector::Selector),
     Design,
 }
 
@@ -142,9 +142,11 @@ fn feed_options(state: &HttpState, req: &Req, body: &Value) -> ApiResult<FeedOpt
         "longpoll" => Feed::Longpoll,
         "continuous" => Feed::Continuous,
         "eventsource" => Feed::EventSource,
-        other => return Err(ApiError::BadRequest(format!(
+        other => {
+            return Err(ApiError::BadRequest(format!(
             "Supported `feed` types: normal, continuous, live, longpoll, eventsource; got {other}"
-        ))),
+        )))
+        }
     };
     let heartbeat_ms = match req.param("heartbeat") {
         None => None,
@@ -179,8 +181,7 @@ fn feed_options(state: &HttpState, req: &Req, body: &Value) -> ApiResult<FeedOpt
             let selector = body.get("selector").cloned().ok_or_else(|| {
                 ApiError::BadRequest("Selector must be specified in POST payload".into())
             })?;
-            selector::validate(&selector)?;
-            Filter::Selector(selector)
+            Filter::Selector(selector::Selector::parse(&selector)?)
         }
         Some("_design") => Filter::Design,
         Some("_view") => return Err(ApiError::NotImplemented("filter=_view needs views".into())),
@@ -244,7 +245,7 @@ fn change_row(
             .as_ref()
             .and_then(|bytes| serde_json::from_slice(bytes).ok())
             .unwrap_or(Value::Null);
-        if !selector::matches(selector, &doc) {
+        if !selector.matches(&doc) {
             return None;
         }
     }

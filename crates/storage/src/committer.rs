@@ -89,10 +89,8 @@ fn write_group(inner: &Inner, group: &[Request], counters: &Counters) -> Result<
         return Err(reason);
     }
     let mut write_batch = rocksdb::WriteBatch::default();
-    for request in group {
-        for op in &request.batch.ops {
-            apply(inner, &mut write_batch, op);
-        }
+    for op in sorted_ops(group) {
+        apply(inner, &mut write_batch, op);
     }
     let commit_index = counters.groups.fetch_add(1, Ordering::Relaxed);
     counters
@@ -115,6 +113,35 @@ fn write_group(inner: &Inner, group: &[Request], counters: &Counters) -> Result<
             inner.poison(reason.clone());
             Err(reason)
         }
+    }
+}
+
+/// The group's operations in (column family, key) order, so RocksDB's memtable inserts walk the
+/// skiplist forward instead of jumping around (profiled: random document ids spent most of
+/// their insert time in `InlineSkipList::FindSpliceForLevel`). The sort is stable and range
+/// deletions are barriers, so operations on the same key keep their order and the result of
+/// the batch is unchanged.
+fn sorted_ops(group: &[Request]) -> Vec<&Op> {
+    let mut ops: Vec<&Op> = group
+        .iter()
+        .flat_map(|request| request.batch.ops.iter())
+        .collect();
+    let mut start = 0;
+    while start < ops.len() {
+        let end = ops[start..]
+            .iter()
+            .position(|op| matches!(op, Op::DeleteRange { .. }))
+            .map_or(ops.len(), |offset| start + offset);
+        ops[start..end].sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
+        start = end + 1;
+    }
+    ops
+}
+
+fn sort_key(op: &Op) -> (usize, &[u8]) {
+    match op {
+        Op::Put { cf, key, .. } | Op::Delete { cf, key } => (*cf as usize, key.as_slice()),
+        Op::DeleteRange { cf, from, .. } => (*cf as usize, from.as_slice()),
     }
 }
 

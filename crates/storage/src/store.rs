@@ -277,6 +277,7 @@ fn cf_options(cf: Cf, options: &StoreOptions, cache: &Cache) -> Options {
     cf_options.set_compression_type(DBCompressionType::Lz4);
     cf_options.set_bottommost_compression_type(DBCompressionType::Zstd);
     let mut table = BlockBasedOptions::default();
+    table.set_block_size(options.block_bytes);
     table.set_block_cache(cache);
     table.set_cache_index_and_filter_blocks(true);
     table.set_pin_l0_filter_and_index_blocks_in_cache(true);
@@ -285,6 +286,12 @@ fn cf_options(cf: Cf, options: &StoreOptions, cache: &Cache) -> Options {
         table.set_bloom_filter(10.0, false);
     }
     cf_options.set_block_based_table_factory(&table);
+    if cf == Cf::Doc {
+        // Writes read the document first; for new ids the key is absent, and a whole-key
+        // bloom filter on the memtable answers that without walking the skiplist.
+        cf_options.set_memtable_prefix_bloom_ratio(0.1);
+        cf_options.set_memtable_whole_key_filtering(true);
+    }
     if cf == Cf::Doc && options.doc_blob_files {
         cf_options.set_enable_blob_files(true);
         cf_options.set_min_blob_size(options.blob_min_bytes);
