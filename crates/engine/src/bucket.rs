@@ -25,6 +25,19 @@ use crate::vbucket::vbucket_of;
 
 /// Key-lock stripes per bucket; documents whose keys hash to one stripe serialise their writes.
 pub const KEY_LOCK_STRIPES: usize = 1024;
+/// Longest document key, in bytes (Couchbase's limit; CouchDB ids are held to it too).
+pub const KEY_BYTES_MAX: usize = 250;
+
+/// Refuses keys the storage layout cannot hold (empty or longer than [`KEY_BYTES_MAX`]).
+pub(crate) fn check_key(key: &[u8]) -> Result<(), EngineError> {
+    if key.is_empty() || key.len() > KEY_BYTES_MAX {
+        return Err(EngineError::Invalid(format!(
+            "key must be 1..={KEY_BYTES_MAX} bytes, got {}",
+            key.len()
+        )));
+    }
+    Ok(())
+}
 
 /// Bucket settings persisted in `meta` (`bucket/conf/{id}`).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -42,14 +55,17 @@ pub struct VbState {
     pub high_seqno: u64,
     pub live: u64,
     pub deleted: u64,
+    /// Bytes of the document records (live and deleted) as stored, before compression.
+    pub record_bytes: u64,
 }
 
 impl VbState {
-    fn encode(&self) -> [u8; 24] {
-        let mut out = [0u8; 24];
+    fn encode(&self) -> [u8; 32] {
+        let mut out = [0u8; 32];
         out[..8].copy_from_slice(&self.high_seqno.to_be_bytes());
         out[8..16].copy_from_slice(&self.live.to_be_bytes());
-        out[16..].copy_from_slice(&self.deleted.to_be_bytes());
+        out[16..24].copy_from_slice(&self.deleted.to_be_bytes());
+        out[24..].copy_from_slice(&self.record_bytes.to_be_bytes());
         out
     }
 
@@ -61,6 +77,7 @@ impl VbState {
             high_seqno: field(0)?,
             live: field(8)?,
             deleted: field(16)?,
+            record_bytes: field(24)?,
         })
     }
 }
@@ -84,6 +101,8 @@ pub(crate) struct Previous {
     pub seqno: u64,
     pub expiry: u32,
     pub deleted: bool,
+    /// Encoded size of the record being replaced.
+    pub record_bytes: u64,
 }
 
 impl Previous {
@@ -92,6 +111,7 @@ impl Previous {
             seqno: record.seqno,
             expiry: record.expiry,
             deleted: record.is_deleted(),
+            record_bytes: record.encoded_len() as u64,
         }
     }
 }
@@ -213,6 +233,14 @@ impl Bucket {
             .unwrap_or_default()
     }
 
+    /// Bytes of all document records as stored (before compression).
+    pub fn record_bytes(&self) -> u64 {
+        self.vb_states
+            .iter()
+            .map(|state| state.lock().record_bytes)
+            .sum()
+    }
+
     /// (live documents, deleted documents).
     pub fn doc_counts(&self) -> (u64, u64) {
         self.vb_states
@@ -323,6 +351,9 @@ impl Bucket {
         if self.dropped.load(std::sync::atomic::Ordering::Acquire) {
             return Err(EngineError::Invalid("database was deleted".into()));
         }
+        for write in writes.iter() {
+            check_key(&write.key)?;
+        }
         let mut batch = Batch::new();
         let mut committed = Vec::with_capacity(writes.len());
         let pending = {
@@ -371,6 +402,7 @@ impl Bucket {
                     keys::exp_key(id, vbucket, previous.expiry, &write.key),
                 );
             }
+            state.record_bytes = state.record_bytes.saturating_sub(previous.record_bytes);
             if previous.deleted {
                 state.deleted = state.deleted.saturating_sub(1);
             } else {
@@ -415,7 +447,9 @@ impl Bucket {
             keys::seq_key(id, vbucket, record.seqno),
             entry.encode(),
         );
-        batch.put(Cf::Doc, doc_key, record.encode());
+        let encoded = record.encode();
+        state.record_bytes += encoded.len() as u64;
+        batch.put(Cf::Doc, doc_key, encoded);
         Committed {
             seqno: record.seqno,
             cas: record.cas,

@@ -27,7 +27,7 @@ mod seqvec;
 mod update;
 pub mod vbucket;
 
-pub use bucket::{Bucket, BucketConfig, Committed, VbState};
+pub use bucket::{Bucket, BucketConfig, Committed, VbState, KEY_BYTES_MAX};
 pub use changes::{ChangeCursor, ChangeEntry};
 pub use engine::{CreateOutcome, Engine, EngineOptions, REVS_LIMIT_DEFAULT};
 pub use error::EngineError;

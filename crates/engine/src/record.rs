@@ -72,6 +72,11 @@ impl DocRecord {
             .collect();
     }
 
+    /// Length of [`DocRecord::encode`]'s output, computed by encoding (records are small).
+    pub fn encoded_len(&self) -> usize {
+        self.encode().len()
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let winner = self.winner();
         let body = winner.map(|leaf| leaf.body.as_ref()).unwrap_or(&[]);

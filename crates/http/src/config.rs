@@ -37,7 +37,7 @@ impl Default for HttpConfig {
             max_request_size_bytes: 64 << 20,
             max_attachment_size_bytes: 64 << 20,
             max_docs_per_bulk: 10_000,
-            max_key_bytes: 250,
+            max_key_bytes: settee_engine::KEY_BYTES_MAX,
             max_json_depth: 100,
             default_vbuckets: 64,
             admins: Vec::new(),

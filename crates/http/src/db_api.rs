@@ -53,12 +53,15 @@ pub fn open(state: &HttpState, req: &Req, db: &str, needed: DbAccess) -> ApiResu
 
 pub fn db_info(bucket: &Bucket) -> serde_json::Value {
     let (live, deleted) = bucket.doc_counts();
+    // file: compressed bytes in SST files (data still in the write-ahead log and memtables is
+    // not counted until flushed); active/external: the records as stored, uncompressed.
     let file = bucket.size_on_disk();
+    let active = bucket.record_bytes();
     json!({
         "db_name": bucket.name(),
         "purge_seq": "0",
         "update_seq": bucket.high_seqnos().encode(),
-        "sizes": {"file": file, "external": file, "active": file},
+        "sizes": {"file": file, "external": active, "active": active},
         "props": {},
         "doc_del_count": deleted,
         "doc_count": live,

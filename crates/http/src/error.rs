@@ -123,8 +123,13 @@ impl ApiError {
 
 impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> ApiError {
-        tracing::error!(%error, "engine error");
-        ApiError::Internal(error.to_string())
+        match error {
+            EngineError::Invalid(reason) => ApiError::BadRequest(reason),
+            error => {
+                tracing::error!(%error, "engine error");
+                ApiError::Internal(error.to_string())
+            }
+        }
     }
 }
 
