@@ -65,7 +65,7 @@ fn body(kind: BodyKind, n: usize) -> String {
                 1_700_000_000_000u64 + n as u64 * 250 + (mix >> 40) % 250,
                 (mix >> 10) % 40,
                 (mix >> 20) % 100,
-                if mix % 17 == 0 { "suspect" } else { "good" },
+                if mix.is_multiple_of(17) { "suspect" } else { "good" },
             )
         }
     }

@@ -48,7 +48,7 @@ pub enum KvOutcome {
 }
 
 /// A live document: present, not deleted, not past its expiry.
-fn live<'a>(record: Option<&'a DocRecord>, now_secs: u32) -> Option<&'a DocRecord> {
+fn live(record: Option<&DocRecord>, now_secs: u32) -> Option<&DocRecord> {
     record.filter(|record| !record.is_deleted() && (record.expiry == 0 || record.expiry > now_secs))
 }
 

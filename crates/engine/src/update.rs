@@ -92,11 +92,14 @@ pub fn md5_of(data: &[u8]) -> [u8; 16] {
     Md5::digest(data).into()
 }
 
+/// Attachment bodies a write adds: (md5, bytes).
+type NewBodies = Vec<([u8; 16], Bytes)>;
+
 fn resolve_attachments(
     inputs: &[AttachmentInput],
     sources: &[&Leaf],
     revpos: u32,
-) -> Result<(Vec<AttachmentMeta>, Vec<([u8; 16], Bytes)>), UpdateOutcome> {
+) -> Result<(Vec<AttachmentMeta>, NewBodies), UpdateOutcome> {
     let mut metas = Vec::with_capacity(inputs.len());
     let mut bodies = Vec::new();
     for input in inputs {

@@ -40,6 +40,9 @@ impl UserCtx {
     }
 }
 
+/// (user name, sha256 of the password given).
+type CredentialKey = (String, [u8; 32]);
+
 pub struct Auth {
     admins: Vec<(String, String)>,
     secret: Vec<u8>,
@@ -47,7 +50,7 @@ pub struct Auth {
     pub pbkdf2_iterations: u32,
     /// (name, sha256(password)) -> (roles, verified at). Guarded by a mutex: short critical
     /// sections, read and written on authenticated requests only.
-    cache: Mutex<HashMap<(String, [u8; 32]), (Vec<String>, Instant)>>,
+    cache: Mutex<HashMap<CredentialKey, (Vec<String>, Instant)>>,
 }
 
 impl Auth {
