@@ -1,0 +1,62 @@
+'use strict';
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { start, http } = require('./harness');
+
+let server;
+test.before(async () => {
+  server = await start();
+  await http('PUT', `${server.url}/bad`);
+});
+test.after(async () => server.stop());
+
+test('malformed JSON is 400 bad_request', async () => {
+  const response = await http('PUT', `${server.url}/bad/doc`, { body: '{"a": ' });
+  assert.equal(response.status, 400);
+  assert.equal(response.json.error, 'bad_request');
+  const bulk = await http('POST', `${server.url}/bad/_bulk_docs`, { body: '{"docs": [}' });
+  assert.equal(bulk.status, 400);
+});
+
+test('a non-object document is refused', async () => {
+  const response = await http('PUT', `${server.url}/bad/doc`, { body: '[1,2,3]' });
+  assert.equal(response.status, 400);
+  assert.deepEqual(response.json, { error: 'bad_request', reason: 'Document must be a JSON object' });
+});
+
+test('unknown special members and underscore ids are refused', async () => {
+  const special = await http('PUT', `${server.url}/bad/doc`, { body: { _foo: 1 } });
+  assert.equal(special.status, 400);
+  assert.equal(special.json.error, 'doc_validation');
+  const underscore = await http('PUT', `${server.url}/bad/_nope`, { body: {} });
+  assert.equal(underscore.status, 400);
+});
+
+test('an oversized document is 413 document_too_large and nothing is stored', async () => {
+  const big = { blob: 'x'.repeat(1_100_000) };
+  const response = await http('PUT', `${server.url}/bad/big`, { body: big });
+  assert.equal(response.status, 413);
+  assert.equal(response.json.error, 'document_too_large');
+  assert.equal((await http('GET', `${server.url}/bad/big`)).status, 404);
+});
+
+test('too-deep JSON and over-long ids are 400', async () => {
+  const deep = '{"a":'.repeat(200) + '1' + '}'.repeat(200);
+  assert.equal((await http('PUT', `${server.url}/bad/deep`, { body: deep })).status, 400);
+  const longId = 'x'.repeat(300);
+  assert.equal((await http('PUT', `${server.url}/bad/${longId}`, { body: {} })).status, 400);
+});
+
+test('wrong revisions are conflicts or bad requests, and lose nothing', async () => {
+  const saved = await http('PUT', `${server.url}/bad/keep`, { body: { v: 1 } });
+  assert.equal((await http('PUT', `${server.url}/bad/keep`, { body: { _rev: 'garbage', v: 2 } })).status, 400);
+  assert.equal((await http('PUT', `${server.url}/bad/keep`, { body: { _rev: '1-0000', v: 2 } })).status, 409);
+  const kept = await http('GET', `${server.url}/bad/keep`);
+  assert.equal(kept.json._rev, saved.json.rev);
+  assert.equal(kept.json.v, 1);
+});
+
+test('the server keeps serving after all of that', async () => {
+  assert.equal((await http('GET', `${server.url}/_up`)).status, 200);
+  assert.equal((await http('PUT', `${server.url}/bad/after`, { body: { fine: true } })).status, 201);
+});

@@ -1,0 +1,91 @@
+// Starts one real `settee serve` per test file on a free loopback port with a fresh data
+// directory, and stops it afterwards. SETTEE_URL points the suite at an already running
+// CouchDB-compatible server instead (admin credentials from SETTEE_ADMIN, default admin:secret).
+'use strict';
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const net = require('node:net');
+
+const ADMIN = process.env.SETTEE_ADMIN || 'admin:secret';
+const [ADMIN_USER, ADMIN_PASSWORD] = ADMIN.split(':');
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitUp(url, deadlineMs) {
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    try {
+      const response = await fetch(`${url}/_up`);
+      if (response.status === 200) return;
+    } catch (_) {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`settee at ${url} did not come up`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+function withAuth(url, user = ADMIN_USER, password = ADMIN_PASSWORD) {
+  const parsed = new URL(url);
+  parsed.username = encodeURIComponent(user);
+  parsed.password = encodeURIComponent(password);
+  return parsed.toString().replace(/\/$/, '');
+}
+
+async function start() {
+  if (process.env.SETTEE_URL) {
+    const url = process.env.SETTEE_URL.replace(/\/$/, '');
+    return { url, adminUrl: withAuth(url), stop: async () => {} };
+  }
+  const bin = process.env.SETTEE_BIN
+    || path.join(os.homedir(), '.cache/settee/target/release/settee');
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'settee-compat-'));
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const child = spawn(bin, [
+    'serve', '--data-dir', dataDir, '--http-addr', `127.0.0.1:${port}`,
+    '--admin', ADMIN, '--max-document-size', '1000000', '--pbkdf2-iterations', '1000',
+  ], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const exited = new Promise((resolve) => child.on('exit', resolve));
+  await waitUp(url, 30000);
+  return {
+    url,
+    adminUrl: withAuth(url),
+    async stop() {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+      await exited;
+      clearTimeout(timer);
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+// Plain HTTP with fetch, for status codes and headers the client libraries hide.
+async function http(method, url, { body, headers = {}, user = ADMIN_USER, password = ADMIN_PASSWORD } = {}) {
+  const auth = user === null ? {} : { authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}` };
+  const init = { method, headers: { ...auth, ...headers } };
+  if (body !== undefined) {
+    init.body = typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
+    if (!init.headers['content-type']) init.headers['content-type'] = 'application/json';
+  }
+  const response = await fetch(url, init);
+  const text = await response.text();
+  let json;
+  try { json = JSON.parse(text); } catch (_) { json = undefined; }
+  return { status: response.status, headers: response.headers, text, json };
+}
+
+module.exports = { start, http, withAuth, ADMIN_USER, ADMIN_PASSWORD };
