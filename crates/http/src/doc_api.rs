@@ -41,7 +41,7 @@ pub fn validate_doc_id(id: &str, max_bytes: usize) -> ApiResult<()> {
 
 /// Who may read or write a document of this database: `_users` lets a user reach their own
 /// document, design documents need a database admin to write.
-fn doc_access(
+pub(crate) fn doc_access(
     state: &HttpState,
     req: &Req,
     db: &str,

@@ -17,6 +17,7 @@ pub mod couch_doc;
 pub mod db_api;
 pub mod doc_api;
 pub mod error;
+pub mod multipart;
 pub mod request;
 pub mod response;
 pub mod router;

@@ -1,0 +1,417 @@
+//! Attachments: standalone GET/HEAD/PUT/DELETE `/{db}/{docid}/{name}`, documents with their
+//! attachments as `multipart/related` (GET with `attachments=true`, PUT), and `open_revs`
+//! answers as JSON or `multipart/mixed`, the way CouchDB's replicator and PouchDB expect them.
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use bytes::Bytes;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Method, Response, StatusCode};
+use serde_json::json;
+use settee_engine::{AttachmentInput, Bucket, DocRecord, Leaf, RevId};
+
+use crate::couch_doc::{parse_doc, parse_rev, render_doc, ParsedDoc, RenderOptions};
+use crate::doc_api::{attachment_fetcher, doc_access, read_doc, save};
+use crate::error::{ApiError, ApiResult};
+use crate::multipart::{self, new_boundary, parse_multipart, write_multipart};
+use crate::request::{check_depth, Req};
+use crate::response::{full, json_bytes, with_header, HttpResponse};
+use crate::router::not_allowed;
+use crate::HttpState;
+
+fn missing_attachment() -> ApiError {
+    ApiError::NotFound("Document is missing attachment".into())
+}
+
+pub async fn attachment(
+    state: &HttpState,
+    req: &mut Req,
+    db: &str,
+    id: &str,
+    name: &str,
+) -> ApiResult<HttpResponse> {
+    match req.method {
+        Method::GET | Method::HEAD => {
+            let bucket = doc_access(state, req, db, id, false)?;
+            get(req, &bucket, id, name)
+        }
+        Method::PUT => {
+            let bucket = doc_access(state, req, db, id, true)?;
+            put(state, req, &bucket, id, name).await
+        }
+        Method::DELETE => {
+            let bucket = doc_access(state, req, db, id, true)?;
+            delete(state, req, &bucket, id, name).await
+        }
+        _ => Err(not_allowed("DELETE,GET,HEAD,PUT")),
+    }
+}
+
+/// The leaf a request names with `?rev=`, or the live winner.
+fn target_leaf<'a>(req: &Req, record: &'a DocRecord) -> ApiResult<&'a Leaf> {
+    match req.param("rev") {
+        Some(text) => record.leaf(&parse_rev(text)?).ok_or_else(ApiError::missing),
+        None => {
+            let winner = record.winner().ok_or_else(ApiError::missing)?;
+            if winner.deleted {
+                return Err(ApiError::deleted());
+            }
+            Ok(winner)
+        }
+    }
+}
+
+fn get(req: &Req, bucket: &Bucket, id: &str, name: &str) -> ApiResult<HttpResponse> {
+    let record = read_doc(bucket, id)?.ok_or_else(ApiError::missing)?;
+    let leaf = target_leaf(req, &record)?;
+    let meta = leaf
+        .attachments
+        .iter()
+        .find(|meta| meta.name == name)
+        .ok_or_else(missing_attachment)?;
+    let digest = BASE64.encode(meta.md5);
+    let tag = format!("\"{digest}\"");
+    if req.header("if-none-match") == Some(tag.as_str()) {
+        let mut response = Response::new(full(Bytes::new()));
+        *response.status_mut() = StatusCode::NOT_MODIFIED;
+        return Ok(with_header(response, "etag", &tag));
+    }
+    let data = attachment_fetcher(bucket, id)(&meta.md5)?;
+    let mut response = Response::new(full(data));
+    if let Ok(value) = HeaderValue::from_str(&meta.content_type) {
+        response.headers_mut().insert(CONTENT_TYPE, value);
+    }
+    let response = with_header(response, "etag", &tag);
+    let response = with_header(response, "content-md5", &digest);
+    Ok(with_header(response, "accept-ranges", "none"))
+}
+
+/// The revision a write names: `?rev=` or `If-Match`.
+fn write_rev(req: &Req) -> ApiResult<Option<RevId>> {
+    match req.param("rev") {
+        Some(text) => Ok(Some(parse_rev(text)?)),
+        None => req
+            .header("if-match")
+            .map(|value| parse_rev(value.trim_matches('"')))
+            .transpose(),
+    }
+}
+
+/// The other attachments of `leaf`, kept as stubs.
+fn stubs_except(leaf: Option<&Leaf>, name: &str) -> Vec<AttachmentInput> {
+    leaf.map(|leaf| {
+        leaf.attachments
+            .iter()
+            .filter(|meta| meta.name != name)
+            .map(|meta| AttachmentInput::Stub {
+                name: meta.name.clone(),
+            })
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+async fn put(
+    state: &HttpState,
+    req: &mut Req,
+    bucket: &Bucket,
+    id: &str,
+    name: &str,
+) -> ApiResult<HttpResponse> {
+    if name.is_empty() || name.len() > state.config.max_key_bytes * 4 {
+        return Err(ApiError::BadRequest(
+            "Attachment name is empty or too long".into(),
+        ));
+    }
+    let rev = write_rev(req)?;
+    let content_type = req
+        .header("content-type")
+        .unwrap_or("application/octet-stream")
+        .to_string();
+    let data = req
+        .body_bytes(state.config.max_attachment_size_bytes)
+        .await?;
+    let record = read_doc(bucket, id)?;
+    let parent = match (&rev, &record) {
+        (Some(rev), Some(record)) => Some(record.leaf(rev).ok_or(ApiError::Conflict)?),
+        (Some(_), None) => return Err(ApiError::Conflict),
+        // A new document holding just this attachment, as CouchDB does.
+        (None, None) => None,
+        (None, Some(record)) => match record.winner() {
+            Some(winner) if winner.deleted => None,
+            _ => return Err(ApiError::Conflict),
+        },
+    };
+    let mut attachments = stubs_except(parent, name);
+    attachments.push(AttachmentInput::Data {
+        name: name.to_string(),
+        content_type,
+        data,
+    });
+    let doc = ParsedDoc {
+        body: parent.map_or_else(|| Bytes::from_static(b"{}"), |leaf| leaf.body.clone()),
+        attachments: Some(attachments),
+        ..ParsedDoc::default()
+    };
+    save(state, req, bucket, id, doc, rev).await
+}
+
+async fn delete(
+    state: &HttpState,
+    req: &Req,
+    bucket: &Bucket,
+    id: &str,
+    name: &str,
+) -> ApiResult<HttpResponse> {
+    let rev = write_rev(req)?.ok_or(ApiError::Conflict)?;
+    let record = read_doc(bucket, id)?.ok_or_else(ApiError::missing)?;
+    let leaf = record.leaf(&rev).ok_or(ApiError::Conflict)?;
+    if !leaf.attachments.iter().any(|meta| meta.name == name) {
+        return Err(missing_attachment());
+    }
+    let doc = ParsedDoc {
+        body: leaf.body.clone(),
+        attachments: Some(stubs_except(Some(leaf), name)),
+        ..ParsedDoc::default()
+    };
+    let mut response = save(state, req, bucket, id, doc, Some(rev)).await?;
+    *response.status_mut() = StatusCode::OK;
+    Ok(response)
+}
+
+/// Whether the client asked for a multipart answer (PouchDB and CouchDB's replicator do).
+pub fn wants_multipart(req: &Req) -> bool {
+    req.header("accept").is_some_and(|accept| {
+        accept.contains("multipart/related") || accept.contains("multipart/mixed")
+    })
+}
+
+/// One document with `"follows": true` attachment stubs, then one part per attachment.
+fn related_parts(
+    bucket: &Bucket,
+    id: &str,
+    record: &DocRecord,
+    leaf: &Leaf,
+    options: &RenderOptions,
+) -> ApiResult<Vec<(Vec<(String, String)>, Bytes)>> {
+    let mut options = options.clone();
+    options.follows = true;
+    let doc = render_doc(id, record, leaf, &options, &attachment_fetcher(bucket, id))?;
+    let mut parts = vec![(
+        vec![("Content-Type".to_string(), "application/json".to_string())],
+        Bytes::from(doc),
+    )];
+    let known_pos = options
+        .atts_since
+        .iter()
+        .filter(|rev| record.tree.contains(rev))
+        .map(|rev| rev.pos)
+        .max();
+    for meta in &leaf.attachments {
+        if known_pos.is_some_and(|pos| u64::from(meta.revpos) <= pos) {
+            continue;
+        }
+        let data = attachment_fetcher(bucket, id)(&meta.md5)?;
+        parts.push((
+            vec![
+                (
+                    "Content-Disposition".to_string(),
+                    format!("attachment; filename={}", json!(meta.name)),
+                ),
+                ("Content-Type".to_string(), meta.content_type.clone()),
+                ("Content-Length".to_string(), data.len().to_string()),
+            ],
+            data,
+        ));
+    }
+    Ok(parts)
+}
+
+fn multipart_response(subtype: &str, parts: &[(Vec<(String, String)>, Bytes)]) -> HttpResponse {
+    let bodies: Vec<&[u8]> = parts.iter().map(|(_, body)| body.as_ref()).collect();
+    let boundary = new_boundary(&bodies);
+    let body = write_multipart(&boundary, parts);
+    let mut response = Response::new(full(body));
+    if let Ok(value) =
+        HeaderValue::from_str(&format!("multipart/{subtype}; boundary=\"{boundary}\""))
+    {
+        response.headers_mut().insert(CONTENT_TYPE, value);
+    }
+    response
+}
+
+pub fn multipart_doc(
+    bucket: &Bucket,
+    id: &str,
+    record: &DocRecord,
+    leaf: &Leaf,
+    options: &RenderOptions,
+) -> ApiResult<HttpResponse> {
+    let parts = related_parts(bucket, id, record, leaf, options)?;
+    let response = multipart_response("related", &parts);
+    Ok(with_header(response, "etag", &format!("\"{}\"", leaf.rev)))
+}
+
+/// `GET /{db}/{docid}?open_revs=all|[...]`: every requested leaf, or `{"missing": rev}`.
+pub fn open_revs(
+    _state: &HttpState,
+    req: &Req,
+    bucket: &Bucket,
+    id: &str,
+    record: Option<&DocRecord>,
+    open_revs: &str,
+    options: &RenderOptions,
+) -> ApiResult<HttpResponse> {
+    let latest = req.bool_param("latest", false)?;
+    let requested: Option<Vec<RevId>> = if open_revs == "all" {
+        None
+    } else {
+        let list: Vec<String> = serde_json::from_str(open_revs).map_err(|_| {
+            ApiError::BadRequest("Invalid open_revs: expected \"all\" or a JSON list".into())
+        })?;
+        Some(
+            list.iter()
+                .map(|text| parse_rev(text))
+                .collect::<ApiResult<_>>()?,
+        )
+    };
+    let mut found: Vec<&Leaf> = Vec::new();
+    let mut missing: Vec<String> = Vec::new();
+    match (&requested, record) {
+        (None, None) => return Err(ApiError::missing()),
+        (None, Some(record)) => found.extend(record.leaves.iter()),
+        (Some(revs), record) => {
+            for rev in revs {
+                let candidates: Vec<RevId> = match record {
+                    Some(record) if latest => {
+                        let leaves = record.tree.leaves_under(rev);
+                        if leaves.is_empty() {
+                            vec![rev.clone()]
+                        } else {
+                            leaves.into_iter().map(|leaf| leaf.rev).collect()
+                        }
+                    }
+                    _ => vec![rev.clone()],
+                };
+                for candidate in candidates {
+                    match record.and_then(|record| record.leaf(&candidate)) {
+                        Some(leaf) if !found.iter().any(|seen| seen.rev == leaf.rev) => {
+                            found.push(leaf)
+                        }
+                        Some(_) => {}
+                        None => missing.push(candidate.to_string()),
+                    }
+                }
+            }
+        }
+    }
+    let multipart = req
+        .header("accept")
+        .is_some_and(|accept| accept.contains("multipart/mixed"));
+    if multipart {
+        let mut parts = Vec::new();
+        for leaf in &found {
+            let record = record.ok_or_else(ApiError::missing)?;
+            if options.attachments && !leaf.attachments.is_empty() {
+                let inner = related_parts(bucket, id, record, leaf, options)?;
+                let bodies: Vec<&[u8]> = inner.iter().map(|(_, body)| body.as_ref()).collect();
+                let boundary = new_boundary(&bodies);
+                parts.push((
+                    vec![(
+                        "Content-Type".to_string(),
+                        format!("multipart/related; boundary=\"{boundary}\""),
+                    )],
+                    write_multipart(&boundary, &inner),
+                ));
+            } else {
+                let doc = render_doc(id, record, leaf, options, &attachment_fetcher(bucket, id))?;
+                parts.push((
+                    vec![("Content-Type".to_string(), "application/json".to_string())],
+                    Bytes::from(doc),
+                ));
+            }
+        }
+        for rev in &missing {
+            parts.push((
+                vec![(
+                    "Content-Type".to_string(),
+                    "application/json; error=\"true\"".to_string(),
+                )],
+                Bytes::from(json!({"missing": rev}).to_string()),
+            ));
+        }
+        return Ok(multipart_response("mixed", &parts));
+    }
+    let mut out = b"[".to_vec();
+    let mut first = true;
+    for leaf in &found {
+        let record = record.ok_or_else(ApiError::missing)?;
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        out.extend_from_slice(b"{\"ok\":");
+        out.extend_from_slice(&render_doc(
+            id,
+            record,
+            leaf,
+            options,
+            &attachment_fetcher(bucket, id),
+        )?);
+        out.push(b'}');
+    }
+    for rev in &missing {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        out.extend_from_slice(json!({"missing": rev}).to_string().as_bytes());
+    }
+    out.push(b']');
+    Ok(json_bytes(StatusCode::OK, out))
+}
+
+/// `PUT /{db}/{docid}` with `multipart/related`: the JSON document first, its `"follows": true`
+/// attachments' bodies after it, in order.
+pub async fn parse_multipart_doc(
+    state: &HttpState,
+    req: &mut Req,
+    id: &str,
+) -> ApiResult<ParsedDoc> {
+    let content_type = req.header("content-type").unwrap_or("").to_string();
+    let boundary = multipart::boundary(&content_type)
+        .ok_or_else(|| ApiError::BadRequest("multipart/related needs a boundary".into()))?;
+    let body = req.body_bytes(state.config.max_request_size_bytes).await?;
+    let parts = parse_multipart(&body, &boundary)
+        .map_err(|reason| ApiError::BadRequest(format!("bad multipart body: {reason}")))?;
+    let (first, rest) = parts
+        .split_first()
+        .ok_or_else(|| ApiError::BadRequest("empty multipart body".into()))?;
+    if first.body.len() > state.config.max_document_size_bytes {
+        return Err(ApiError::DocumentTooLarge(id.to_string()));
+    }
+    check_depth(&first.body, state.config.max_json_depth)?;
+    let mut doc = parse_doc(&first.body)?;
+    if doc.follows.len() > rest.len() {
+        return Err(ApiError::BadRequest(format!(
+            "multipart body has {} attachment parts for {} attachments that follow",
+            rest.len(),
+            doc.follows.len()
+        )));
+    }
+    let mut attachments = doc.attachments.take().unwrap_or_default();
+    for ((name, content_type, length), part) in doc.follows.drain(..).zip(rest) {
+        if length.is_some_and(|length| length != part.body.len() as u64) {
+            return Err(ApiError::BadRequest(format!(
+                "attachment {name} has the wrong length"
+            )));
+        }
+        attachments.push(AttachmentInput::Data {
+            name,
+            content_type,
+            data: part.body.clone(),
+        });
+    }
+    doc.attachments = Some(attachments);
+    Ok(doc)
+}
