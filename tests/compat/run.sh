@@ -7,4 +7,4 @@ if [ ! -d node_modules ] || [ package-lock.json -nt "$stamp" ]; then
   # --ignore-scripts: leveldown ships prebuilt binaries in the package; nothing needs compiling.
   npm ci --no-audit --no-fund --ignore-scripts
 fi
-exec node --test --test-concurrency=1 ./*.test.js
+exec node --test ./*.test.js

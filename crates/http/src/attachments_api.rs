@@ -201,12 +201,7 @@ fn related_parts(
         vec![("Content-Type".to_string(), "application/json".to_string())],
         Bytes::from(doc),
     )];
-    let known_pos = options
-        .atts_since
-        .iter()
-        .filter(|rev| record.tree.contains(rev))
-        .map(|rev| rev.pos)
-        .max();
+    let known_pos = options.known_attachment_pos(record);
     for meta in &leaf.attachments {
         if known_pos.is_some_and(|pos| u64::from(meta.revpos) <= pos) {
             continue;

@@ -149,12 +149,7 @@ pub async fn bulk_get(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<H
         return Err(not_allowed("POST"));
     }
     let bucket = open(state, req, db, DbAccess::Member)?;
-    let body = req
-        .json_body(
-            state.config.max_request_size_bytes,
-            state.config.max_json_depth,
-        )
-        .await?;
+    let body = req.json_body_within(&state.config).await?;
     let docs = body
         .get("docs")
         .and_then(|docs| docs.as_array())
@@ -267,12 +262,7 @@ pub async fn all_docs(
     let keys = match req.method {
         Method::GET | Method::HEAD => req.json_param("keys")?,
         Method::POST => {
-            let body = req
-                .json_body(
-                    state.config.max_request_size_bytes,
-                    state.config.max_json_depth,
-                )
-                .await?;
+            let body = req.json_body_within(&state.config).await?;
             body.get("keys").cloned()
         }
         _ => return Err(not_allowed("GET,HEAD,POST")),
@@ -528,12 +518,7 @@ async fn revs_body(state: &HttpState, req: &mut Req) -> ApiResult<Vec<(String, V
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let body = req
-        .json_body(
-            state.config.max_request_size_bytes,
-            state.config.max_json_depth,
-        )
-        .await?;
+    let body = req.json_body_within(&state.config).await?;
     let requests = revs_request(&body)?;
     if requests.len() > state.config.max_docs_per_bulk {
         return Err(ApiError::RequestTooLarge);

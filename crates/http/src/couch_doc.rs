@@ -204,6 +204,18 @@ pub struct RenderOptions {
     pub follows: bool,
 }
 
+impl RenderOptions {
+    /// The newest generation among `atts_since` revisions this document has: attachments
+    /// added at or before it are known to the client and go out as stubs.
+    pub fn known_attachment_pos(&self, record: &DocRecord) -> Option<u64> {
+        self.atts_since
+            .iter()
+            .filter(|rev| record.tree.contains(rev))
+            .map(|rev| rev.pos)
+            .max()
+    }
+}
+
 /// Renders one revision of a document as CouchDB JSON. `fetch` returns attachment bodies.
 pub fn render_doc(
     id: &str,
@@ -327,12 +339,7 @@ fn render_attachments(
     options: &RenderOptions,
     fetch: &dyn Fn(&[u8; 16]) -> ApiResult<Bytes>,
 ) -> ApiResult<()> {
-    let known_pos = options
-        .atts_since
-        .iter()
-        .filter(|rev| record.tree.contains(rev))
-        .map(|rev| rev.pos)
-        .max();
+    let known_pos = options.known_attachment_pos(record);
     out.push('{');
     for (index, meta) in leaf.attachments.iter().enumerate() {
         if index > 0 {

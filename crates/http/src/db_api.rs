@@ -136,12 +136,7 @@ pub async fn security(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<H
         }
         Method::PUT => {
             let bucket = open(state, req, db, DbAccess::Admin)?;
-            let body = req
-                .json_body(
-                    state.config.max_request_size_bytes,
-                    state.config.max_json_depth,
-                )
-                .await?;
+            let body = req.json_body_within(&state.config).await?;
             validate_security(&body)?;
             bucket.set_security(body).await?;
             Ok(ok_true(StatusCode::OK))
@@ -184,12 +179,7 @@ pub async fn revs_limit(state: &HttpState, req: &mut Req, db: &str) -> ApiResult
         }
         Method::PUT => {
             let bucket = open(state, req, db, DbAccess::Admin)?;
-            let body = req
-                .json_body(
-                    state.config.max_request_size_bytes,
-                    state.config.max_json_depth,
-                )
-                .await?;
+            let body = req.json_body_within(&state.config).await?;
             let limit = body
                 .as_u64()
                 .filter(|limit| (1..=u64::from(u32::MAX)).contains(limit))
@@ -230,12 +220,7 @@ pub async fn purge(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Http
         return Err(not_allowed("POST"));
     }
     let bucket = open(state, req, db, DbAccess::Admin)?;
-    let body = req
-        .json_body(
-            state.config.max_request_size_bytes,
-            state.config.max_json_depth,
-        )
-        .await?;
+    let body = req.json_body_within(&state.config).await?;
     let Some(requests) = body.as_object() else {
         return Err(ApiError::BadRequest(
             "Request body must be a JSON object".into(),

@@ -104,6 +104,15 @@ impl Req {
         parse_json(&bytes, max_depth)
     }
 
+    /// [`Req::json_body`] with the server's configured request size and depth limits.
+    pub async fn json_body_within(
+        &mut self,
+        config: &crate::HttpConfig,
+    ) -> ApiResult<serde_json::Value> {
+        self.json_body(config.max_request_size_bytes, config.max_json_depth)
+            .await
+    }
+
     pub fn require_json_content_type(&self) -> ApiResult<()> {
         match self.header("content-type") {
             Some(value) if value.starts_with("application/json") => Ok(()),

@@ -93,12 +93,7 @@ pub async fn dbs_info(state: &HttpState, req: &mut Req) -> ApiResult<HttpRespons
     let names: Vec<String> = match req.method {
         Method::GET | Method::HEAD => list_options(req, state.engine.bucket_names())?,
         Method::POST => {
-            let body = req
-                .json_body(
-                    state.config.max_request_size_bytes,
-                    state.config.max_json_depth,
-                )
-                .await?;
+            let body = req.json_body_within(&state.config).await?;
             let keys = body
                 .get("keys")
                 .and_then(|keys| keys.as_array())
