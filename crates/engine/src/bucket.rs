@@ -144,6 +144,10 @@ pub struct Bucket {
     security: RwLock<serde_json::Value>,
     /// Set when the bucket is deleted, so stale handles refuse to write.
     pub(crate) dropped: std::sync::atomic::AtomicBool,
+    /// Purges so far (CouchDB `purge_seq`); written only by `purge`, which holds `purge_lock`
+    /// across its commit so the persisted value never goes backwards.
+    pub(crate) purge_seq: std::sync::atomic::AtomicU64,
+    pub(crate) purge_lock: tokio::sync::Mutex<()>,
 }
 
 impl Bucket {
@@ -176,6 +180,14 @@ impl Bucket {
                 .map_err(|error| EngineError::Corrupt(format!("security object: {error}")))?,
             None => serde_json::json!({}),
         };
+        let purge_seq = match store.get(Cf::Meta, &keys::meta::bucket_purge_seq(id))? {
+            Some(raw) => u64::from_be_bytes(
+                raw.as_slice()
+                    .try_into()
+                    .map_err(|_| EngineError::Corrupt("purge seq".into()))?,
+            ),
+            None => 0,
+        };
         let (changed, _) = tokio::sync::watch::channel(0);
         Ok(Bucket {
             id,
@@ -193,6 +205,8 @@ impl Bucket {
             revs_limit: RwLock::new(config.revs_limit),
             security: RwLock::new(security),
             dropped: std::sync::atomic::AtomicBool::new(false),
+            purge_seq: std::sync::atomic::AtomicU64::new(purge_seq),
+            purge_lock: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -253,6 +267,11 @@ impl Bucket {
 
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changed.subscribe()
+    }
+
+    /// How many purges this bucket has seen.
+    pub fn purge_seq(&self) -> u64 {
+        self.purge_seq.load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub fn security(&self) -> serde_json::Value {
@@ -348,13 +367,22 @@ impl Bucket {
         &self,
         writes: &mut [PlannedWrite],
     ) -> Result<Vec<Committed>, EngineError> {
+        self.commit_writes_with(writes, Batch::new()).await
+    }
+
+    /// [`Bucket::commit_writes`] plus `extra` operations in the same atomic batch.
+    pub(crate) async fn commit_writes_with(
+        &self,
+        writes: &mut [PlannedWrite],
+        extra: Batch,
+    ) -> Result<Vec<Committed>, EngineError> {
         if self.dropped.load(std::sync::atomic::Ordering::Acquire) {
             return Err(EngineError::Invalid("database was deleted".into()));
         }
         for write in writes.iter() {
             check_key(&write.key)?;
         }
-        let mut batch = Batch::new();
+        let mut batch = extra;
         let mut committed = Vec::with_capacity(writes.len());
         let pending = {
             let mut vbuckets: Vec<u16> = writes.iter().map(|write| write.vbucket).collect();

@@ -83,7 +83,17 @@ impl Bucket {
             record: (!record.leaves.is_empty()).then_some(record),
             new_attachments: Vec::new(),
         }];
-        self.commit_writes(&mut writes).await?;
+        let _purging = self.purge_lock.lock().await;
+        let next = self.purge_seq() + 1;
+        let mut counter = Batch::new();
+        counter.put(
+            Cf::Meta,
+            keys::meta::bucket_purge_seq(self.id),
+            next.to_be_bytes().to_vec(),
+        );
+        self.commit_writes_with(&mut writes, counter).await?;
+        self.purge_seq
+            .store(next, std::sync::atomic::Ordering::Release);
         Ok(purged)
     }
 

@@ -59,7 +59,7 @@ pub fn db_info(bucket: &Bucket) -> serde_json::Value {
     let active = bucket.record_bytes();
     json!({
         "db_name": bucket.name(),
-        "purge_seq": "0",
+        "purge_seq": bucket.purge_seq().to_string(),
         "update_seq": bucket.high_seqnos().encode(),
         "sizes": {"file": file, "external": active, "active": active},
         "props": {},
