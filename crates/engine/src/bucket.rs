@@ -148,6 +148,8 @@ pub struct Bucket {
     /// across its commit so the persisted value never goes backwards.
     pub(crate) purge_seq: std::sync::atomic::AtomicU64,
     pub(crate) purge_lock: tokio::sync::Mutex<()>,
+    /// True while `compact` runs (CouchDB's `compact_running`).
+    pub(crate) compacting: std::sync::atomic::AtomicBool,
 }
 
 impl Bucket {
@@ -207,6 +209,7 @@ impl Bucket {
             dropped: std::sync::atomic::AtomicBool::new(false),
             purge_seq: std::sync::atomic::AtomicU64::new(purge_seq),
             purge_lock: tokio::sync::Mutex::new(()),
+            compacting: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -267,6 +270,10 @@ impl Bucket {
 
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changed.subscribe()
+    }
+
+    pub fn is_compacting(&self) -> bool {
+        self.compacting.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// How many purges this bucket has seen.

@@ -19,6 +19,17 @@ impl Bucket {
     /// Compacts the bucket: removes attachment bodies no leaf references, then asks RocksDB to
     /// rewrite the bucket's ranges so overwritten and deleted entries leave the disk.
     pub async fn compact(&self) -> Result<(), EngineError> {
+        use std::sync::atomic::Ordering;
+        if self.compacting.swap(true, Ordering::AcqRel) {
+            // Already running: CouchDB also answers a second request without starting another.
+            return Ok(());
+        }
+        let result = self.compact_now().await;
+        self.compacting.store(false, Ordering::Release);
+        result
+    }
+
+    async fn compact_now(&self) -> Result<(), EngineError> {
         let mut batch = Batch::new();
         let (lower, upper) = keys::bucket_range(self.id);
         let mut referenced: Option<(Vec<u8>, HashSet<[u8; 16]>)> = None;

@@ -66,7 +66,7 @@ pub fn db_info(bucket: &Bucket) -> serde_json::Value {
         "doc_del_count": deleted,
         "doc_count": live,
         "disk_format_version": 8,
-        "compact_running": false,
+        "compact_running": bucket.is_compacting(),
         "cluster": {"q": bucket.vbuckets(), "n": 1, "w": 1, "r": 1},
         "instance_start_time": "0",
     })
