@@ -134,6 +134,12 @@ pub struct Bucket {
     /// One mutex per vbucket; held only while assigning seqnos and enqueueing a batch, never
     /// across an await, so a parking_lot mutex is right.
     vb_states: Vec<Mutex<VbState>>,
+    /// Per vbucket, the highest seqno whose write is durable and readable. `VbState::high_seqno`
+    /// runs ahead of it while a group waits for its fsync; change feeds must only ever report
+    /// positions up to this one, or a client resuming there would skip the pending change.
+    /// Raised with `fetch_max` after each commit: the committer applies groups in order, so
+    /// everything at or below the maximum is visible.
+    visible_high: Vec<std::sync::atomic::AtomicU64>,
     /// Held across the fsync wait (async), so tokio mutexes.
     key_locks: Vec<tokio::sync::Mutex<()>>,
     /// Bumped after every committed write; change feeds wait on it.
@@ -199,6 +205,10 @@ impl Bucket {
             store,
             clock,
             hlc,
+            visible_high: vb_states
+                .iter()
+                .map(|state| std::sync::atomic::AtomicU64::new(state.lock().high_seqno))
+                .collect(),
             vb_states,
             key_locks: (0..KEY_LOCK_STRIPES)
                 .map(|_| tokio::sync::Mutex::new(()))
@@ -233,12 +243,12 @@ impl Bucket {
         self.clock.now_secs()
     }
 
-    /// The highest seqno of every vbucket.
+    /// The highest durable, readable seqno of every vbucket.
     pub fn high_seqnos(&self) -> SeqVector {
         SeqVector::from_seqnos(
-            self.vb_states
+            self.visible_high
                 .iter()
-                .map(|state| state.lock().high_seqno)
+                .map(|seqno| seqno.load(std::sync::atomic::Ordering::Acquire))
                 .collect(),
         )
     }
@@ -417,6 +427,12 @@ impl Bucket {
             self.store.commit(batch)
         };
         pending.await?;
+        for (write, done) in writes.iter().zip(&committed) {
+            if done.seqno != 0 {
+                self.visible_high[write.vbucket as usize]
+                    .fetch_max(done.seqno, std::sync::atomic::Ordering::AcqRel);
+            }
+        }
         self.changed.send_modify(|version| *version += 1);
         Ok(committed)
     }
