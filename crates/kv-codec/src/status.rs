@@ -1,0 +1,47 @@
+//! Response status codes (kv_engine `docs/BinaryProtocol.md`, "Response Status"). The error
+//! map the server hands out (`GET_ERROR_MAP`) describes each of these to the SDKs.
+
+pub const SUCCESS: u16 = 0x0000;
+pub const KEY_ENOENT: u16 = 0x0001;
+pub const KEY_EEXISTS: u16 = 0x0002;
+pub const E2BIG: u16 = 0x0003;
+pub const EINVAL: u16 = 0x0004;
+pub const NOT_STORED: u16 = 0x0005;
+pub const DELTA_BADVAL: u16 = 0x0006;
+pub const NOT_MY_VBUCKET: u16 = 0x0007;
+pub const NO_BUCKET: u16 = 0x0008;
+pub const LOCKED: u16 = 0x0009;
+pub const AUTH_STALE: u16 = 0x001f;
+pub const AUTH_ERROR: u16 = 0x0020;
+pub const AUTH_CONTINUE: u16 = 0x0021;
+pub const ERANGE: u16 = 0x0022;
+pub const ROLLBACK: u16 = 0x0023;
+pub const EACCESS: u16 = 0x0024;
+pub const NOT_INITIALIZED: u16 = 0x0025;
+pub const UNKNOWN_FRAME_INFO: u16 = 0x0080;
+pub const UNKNOWN_COMMAND: u16 = 0x0081;
+pub const ENOMEM: u16 = 0x0082;
+pub const NOT_SUPPORTED: u16 = 0x0083;
+pub const EINTERNAL: u16 = 0x0084;
+pub const EBUSY: u16 = 0x0085;
+pub const ETMPFAIL: u16 = 0x0086;
+pub const XATTR_EINVAL: u16 = 0x0087;
+pub const UNKNOWN_COLLECTION: u16 = 0x0088;
+pub const CANNOT_APPLY_COLLECTIONS_MANIFEST: u16 = 0x008a;
+pub const UNKNOWN_SCOPE: u16 = 0x008c;
+pub const DURABILITY_INVALID_LEVEL: u16 = 0x00a0;
+pub const DURABILITY_IMPOSSIBLE: u16 = 0x00a1;
+pub const SUBDOC_PATH_ENOENT: u16 = 0x00c0;
+pub const SUBDOC_PATH_MISMATCH: u16 = 0x00c1;
+pub const SUBDOC_PATH_EINVAL: u16 = 0x00c2;
+pub const SUBDOC_PATH_E2BIG: u16 = 0x00c3;
+pub const SUBDOC_DOC_E2DEEP: u16 = 0x00c4;
+pub const SUBDOC_VALUE_CANTINSERT: u16 = 0x00c5;
+pub const SUBDOC_DOC_NOT_JSON: u16 = 0x00c6;
+pub const SUBDOC_NUM_ERANGE: u16 = 0x00c7;
+pub const SUBDOC_DELTA_EINVAL: u16 = 0x00c8;
+pub const SUBDOC_PATH_EEXISTS: u16 = 0x00c9;
+pub const SUBDOC_VALUE_ETOODEEP: u16 = 0x00ca;
+pub const SUBDOC_INVALID_COMBO: u16 = 0x00cb;
+pub const SUBDOC_MULTI_PATH_FAILURE: u16 = 0x00cc;
+pub const SUBDOC_SUCCESS_DELETED: u16 = 0x00cd;
