@@ -115,7 +115,7 @@ start_settee() {
     port_free "$settee_port"
     mkdir -p "$tmp/settee"
     "$settee_bin" serve --data-dir "$tmp/settee" --http-addr "127.0.0.1:$settee_port" \
-        --admin admin:password >"$tmp/settee.log" 2>&1 &
+        --kv-addr 127.0.0.1:0 --mgmt-addr 127.0.0.1:0 --admin admin:password >"$tmp/settee.log" 2>&1 &
     server_pids[settee]=$!
     wait_up settee "http://127.0.0.1:$settee_port/_up"
 }

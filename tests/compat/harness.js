@@ -56,6 +56,7 @@ async function start() {
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(bin, [
     'serve', '--data-dir', dataDir, '--http-addr', `127.0.0.1:${port}`,
+    '--kv-addr', '127.0.0.1:0', '--mgmt-addr', '127.0.0.1:0',
     '--admin', ADMIN, '--max-document-size', '1000000', '--pbkdf2-iterations', '1000',
   ], { stdio: ['ignore', 'ignore', 'inherit'] });
   const exited = new Promise((resolve) => child.on('exit', resolve));

@@ -156,6 +156,8 @@ pub struct Bucket {
     pub(crate) purge_lock: tokio::sync::Mutex<()>,
     /// True while `compact` runs (CouchDB's `compact_running`).
     pub(crate) compacting: std::sync::atomic::AtomicBool,
+    /// `GET_LOCKED` locks by key; in memory only (a restart releases them, as on Couchbase).
+    pub(crate) kv_locks: Mutex<std::collections::HashMap<Vec<u8>, crate::kv::KvLock>>,
 }
 
 impl Bucket {
@@ -220,6 +222,7 @@ impl Bucket {
             purge_seq: std::sync::atomic::AtomicU64::new(purge_seq),
             purge_lock: tokio::sync::Mutex::new(()),
             compacting: std::sync::atomic::AtomicBool::new(false),
+            kv_locks: Mutex::new(std::collections::HashMap::new()),
         })
     }
 

@@ -37,19 +37,130 @@ pub enum KvMutation {
     Touch {
         expiry: u32,
     },
+    /// Memcached APPEND / PREPEND: raw bytes joined to the current value; flags and expiry
+    /// stay. A missing document is `NotStored`.
+    Concat {
+        data: Bytes,
+        prepend: bool,
+        cas: u64,
+    },
+    /// Memcached INCREMENT / DECREMENT of a value that is an ASCII unsigned decimal.
+    /// Decrement stops at 0, increment wraps at 2^64. A missing document is created with
+    /// `initial` (and `expiry`), or is `NotFound` when `initial` is `None`.
+    Counter {
+        delta: u64,
+        decrement: bool,
+        initial: Option<u64>,
+        expiry: u32,
+        cas: u64,
+    },
+}
+
+impl KvMutation {
+    fn cas_mut(&mut self) -> Option<&mut u64> {
+        match self {
+            KvMutation::Store { cas, .. }
+            | KvMutation::Remove { cas }
+            | KvMutation::Concat { cas, .. }
+            | KvMutation::Counter { cas, .. } => Some(cas),
+            KvMutation::Touch { .. } => None,
+        }
+    }
+}
+
+/// A `GET_LOCKED` lock: writers must present `cas` until `until_ns` (clock time).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KvLock {
+    pub cas: u64,
+    pub until_ns: u64,
+}
+
+/// Metadata of a document, tombstones included (`GET_META`, the SDKs' `exists`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvMeta {
+    pub deleted: bool,
+    pub item_flags: u32,
+    pub expiry: u32,
+    /// Revision generation: how many times the document was written.
+    pub rev_seqno: u64,
+    pub cas: u64,
+    pub json: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockOutcome {
+    Locked(KvValue),
+    NotFound,
+    AlreadyLocked,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnlockOutcome {
+    Unlocked,
+    NotFound,
+    NotLocked,
+    CasMismatch,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KvOutcome {
-    Stored { cas: u64, seqno: u64, rev: RevId },
+    Stored {
+        cas: u64,
+        seqno: u64,
+        rev: RevId,
+    },
+    /// A counter's new value.
+    Counted {
+        cas: u64,
+        seqno: u64,
+        value: u64,
+    },
     NotFound,
     Exists,
     CasMismatch,
+    /// Locked by `GET_LOCKED` and the right CAS was not given.
+    Locked,
+    /// APPEND/PREPEND to a missing document.
+    NotStored,
+    /// INCREMENT/DECREMENT of a value that is not an unsigned decimal number.
+    NotANumber,
 }
 
 /// A live document: present, not deleted, not past its expiry.
 fn live(record: Option<&DocRecord>, now_secs: u32) -> Option<&DocRecord> {
     record.filter(|record| !record.is_deleted() && (record.expiry == 0 || record.expiry > now_secs))
+}
+
+fn is_json(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
+}
+
+/// The counter value a mutation leaves, when it is a counter.
+pub(crate) fn counter_result(
+    current: Option<&DocRecord>,
+    mutation: &KvMutation,
+    now_secs: u32,
+) -> Option<u64> {
+    let KvMutation::Counter {
+        delta,
+        decrement,
+        initial,
+        ..
+    } = mutation
+    else {
+        return None;
+    };
+    match live(current, now_secs).and_then(|record| record.winner()) {
+        None => *initial,
+        Some(winner) => {
+            let old: u64 = std::str::from_utf8(&winner.body).ok()?.parse().ok()?;
+            Some(if *decrement {
+                old.saturating_sub(*delta)
+            } else {
+                old.wrapping_add(*delta)
+            })
+        }
+    }
 }
 
 pub(crate) fn plan_kv(
@@ -107,6 +218,53 @@ pub(crate) fn plan_kv(
                 false,
             )
         }
+        KvMutation::Concat { data, prepend, cas } => {
+            let Some(record) = alive else {
+                return Err(KvOutcome::NotStored);
+            };
+            check_cas(*cas)?;
+            let winner = record.winner().ok_or(KvOutcome::NotStored)?;
+            let mut joined = Vec::with_capacity(winner.body.len() + data.len());
+            if *prepend {
+                joined.extend_from_slice(data);
+                joined.extend_from_slice(&winner.body);
+            } else {
+                joined.extend_from_slice(&winner.body);
+                joined.extend_from_slice(data);
+            }
+            let json = is_json(&joined);
+            (
+                Bytes::from(joined),
+                json,
+                record.item_flags,
+                record.expiry,
+                false,
+            )
+        }
+        KvMutation::Counter {
+            initial,
+            expiry,
+            cas,
+            ..
+        } => {
+            match alive {
+                None if initial.is_none() => return Err(KvOutcome::NotFound),
+                None => {}
+                Some(_) => check_cas(*cas)?,
+            }
+            let value = counter_result(current, mutation, now_secs).ok_or(KvOutcome::NotANumber)?;
+            let (item_flags, expiry) = match alive {
+                Some(record) => (record.item_flags, record.expiry),
+                None => (0, *expiry),
+            };
+            (
+                Bytes::from(value.to_string()),
+                true,
+                item_flags,
+                expiry,
+                false,
+            )
+        }
     };
     let mut record = current.cloned().unwrap_or_else(empty_record);
     let parent = record.winner().map(|leaf| leaf.rev.clone());
@@ -142,10 +300,19 @@ impl Bucket {
     pub async fn kv_mutate(
         &self,
         key: &[u8],
-        mutation: KvMutation,
+        mut mutation: KvMutation,
     ) -> Result<KvOutcome, EngineError> {
         let _guards = self.lock_keys(std::iter::once(key)).await;
         let current = self.read_record(key)?;
+        let lock = self.current_lock(key);
+        if let Some(lock) = lock {
+            // A locked document takes writes only from the lock holder, who proves it with
+            // the CAS GET_LOCKED returned; that write releases the lock.
+            match (mutation.cas_mut(), current.as_ref()) {
+                (Some(cas), Some(record)) if *cas == lock.cas => *cas = record.cas,
+                _ => return Ok(KvOutcome::Locked),
+            }
+        }
         let (record, rev) = match plan_kv(
             current.as_ref(),
             &mutation,
@@ -162,17 +329,118 @@ impl Bucket {
             record: Some(record),
             new_attachments: Vec::new(),
         }];
+        let counter = counter_result(current.as_ref(), &mutation, self.now_secs());
         let committed = self.commit_writes(&mut writes).await?;
-        Ok(KvOutcome::Stored {
-            cas: committed[0].cas,
-            seqno: committed[0].seqno,
-            rev,
+        if lock.is_some() {
+            self.kv_locks.lock().remove(key);
+        }
+        Ok(match counter {
+            Some(value) => KvOutcome::Counted {
+                cas: committed[0].cas,
+                seqno: committed[0].seqno,
+                value,
+            },
+            None => KvOutcome::Stored {
+                cas: committed[0].cas,
+                seqno: committed[0].seqno,
+                rev,
+            },
         })
+    }
+
+    /// The unexpired lock on `key`, dropping an expired one.
+    pub(crate) fn current_lock(&self, key: &[u8]) -> Option<KvLock> {
+        let mut locks = self.kv_locks.lock();
+        let lock = *locks.get(key)?;
+        if lock.until_ns <= self.clock.now_ns() {
+            locks.remove(key);
+            return None;
+        }
+        Some(lock)
+    }
+
+    /// `GET_LOCKED`: the live value, locked for `lock_secs` against writers that do not
+    /// present the returned CAS.
+    pub async fn kv_get_and_lock(
+        &self,
+        key: &[u8],
+        lock_secs: u32,
+    ) -> Result<LockOutcome, EngineError> {
+        let _guards = self.lock_keys(std::iter::once(key)).await;
+        let Some(mut value) = self.kv_get_unlocked(key)? else {
+            return Ok(LockOutcome::NotFound);
+        };
+        if self.current_lock(key).is_some() {
+            return Ok(LockOutcome::AlreadyLocked);
+        }
+        let lock = KvLock {
+            cas: self.hlc.next(self.clock.as_ref()),
+            until_ns: self
+                .clock
+                .now_ns()
+                .saturating_add(u64::from(lock_secs) * 1_000_000_000),
+        };
+        self.kv_locks.lock().insert(key.to_vec(), lock);
+        value.cas = lock.cas;
+        Ok(LockOutcome::Locked(value))
+    }
+
+    /// `UNLOCK_KEY` with the CAS `GET_LOCKED` returned.
+    pub async fn kv_unlock(&self, key: &[u8], cas: u64) -> Result<UnlockOutcome, EngineError> {
+        let _guards = self.lock_keys(std::iter::once(key)).await;
+        if self.kv_get_unlocked(key)?.is_none() {
+            return Ok(UnlockOutcome::NotFound);
+        }
+        match self.current_lock(key) {
+            None => Ok(UnlockOutcome::NotLocked),
+            Some(lock) if lock.cas != cas => Ok(UnlockOutcome::CasMismatch),
+            Some(_) => {
+                self.kv_locks.lock().remove(key);
+                Ok(UnlockOutcome::Unlocked)
+            }
+        }
+    }
+
+    /// Metadata, tombstones included; expired documents read as absent.
+    pub fn kv_meta(&self, key: &[u8]) -> Result<Option<KvMeta>, EngineError> {
+        let Some(record) = self.read_record(key)? else {
+            return Ok(None);
+        };
+        if !record.is_deleted() && self.is_expired(record.expiry) {
+            return Ok(None);
+        }
+        let Some(winner) = record.winner() else {
+            return Ok(None);
+        };
+        Ok(Some(KvMeta {
+            deleted: record.is_deleted(),
+            item_flags: record.item_flags,
+            expiry: record.expiry,
+            rev_seqno: winner.rev.pos,
+            cas: record.cas,
+            json: winner.json,
+        }))
     }
 
     /// The live value of `key`: (body, json, item_flags, cas, expiry). Expired documents read as
     /// absent (lazy expiry); the purger turns them into deletions later.
+    /// A locked document reads with CAS `u64::MAX`, as on Couchbase Server, so only the lock
+    /// holder can write it.
     pub fn kv_get(&self, key: &[u8]) -> Result<Option<KvValue>, EngineError> {
+        let mut value = self.kv_get_unlocked(key)?;
+        if let Some(value) = value.as_mut() {
+            if self.has_locks() && self.current_lock(key).is_some() {
+                value.cas = u64::MAX;
+            }
+        }
+        Ok(value)
+    }
+
+    fn has_locks(&self) -> bool {
+        !self.kv_locks.lock().is_empty()
+    }
+
+    fn kv_get_unlocked(&self, key: &[u8]) -> Result<Option<KvValue>, EngineError> {
         let Some((header, body)) = self.read_winner(key)? else {
             return Ok(None);
         };

@@ -52,15 +52,11 @@ impl HttpState {
     pub fn new(
         engine: Arc<Engine>,
         config: HttpConfig,
+        users: Arc<settee_auth::Users>,
         cookie_secret: Vec<u8>,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> HttpState {
-        let auth = auth::Auth::new(
-            config.admins.clone(),
-            cookie_secret,
-            config.session_timeout_secs,
-            config.pbkdf2_iterations,
-        );
+        let auth = auth::Auth::new(users, cookie_secret, config.session_timeout_secs);
         HttpState {
             engine,
             config,

@@ -18,6 +18,15 @@ pub struct ServeArgs {
     /// CouchDB API listen address [default: 127.0.0.1:5984].
     #[arg(long, env = "SETTEE_HTTP_ADDR")]
     pub http_addr: Option<SocketAddr>,
+    /// Couchbase KV (memcached binary protocol) listen address [default: 127.0.0.1:11210].
+    #[arg(long, env = "SETTEE_KV_ADDR")]
+    pub kv_addr: Option<SocketAddr>,
+    /// Couchbase management (`/pools`) listen address [default: 127.0.0.1:8091].
+    #[arg(long, env = "SETTEE_MGMT_ADDR")]
+    pub mgmt_addr: Option<SocketAddr>,
+    /// Offer SASL PLAIN on the KV port (sends the password in clear; for old clients only).
+    #[arg(long, env = "SETTEE_KV_ALLOW_PLAIN")]
+    pub kv_allow_plain: bool,
     /// Server admin as USER:PASSWORD (repeatable). Without one, a password is generated once
     /// and kept in the data directory.
     #[arg(long, env = "SETTEE_ADMIN", value_delimiter = ',')]
@@ -47,6 +56,9 @@ pub struct ServeArgs {
 struct FileConfig {
     data_dir: Option<PathBuf>,
     http_addr: Option<SocketAddr>,
+    kv_addr: Option<SocketAddr>,
+    mgmt_addr: Option<SocketAddr>,
+    kv_allow_plain: Option<bool>,
     admin: Option<Vec<String>>,
     max_document_size: Option<usize>,
     max_request_size: Option<usize>,
@@ -61,6 +73,9 @@ struct FileConfig {
 pub struct Settings {
     pub data_dir: PathBuf,
     pub http_addr: SocketAddr,
+    pub kv_addr: SocketAddr,
+    pub mgmt_addr: SocketAddr,
+    pub kv_allow_plain: bool,
     pub admins: Vec<(String, String)>,
     pub max_document_size: usize,
     pub max_request_size: usize,
@@ -112,6 +127,15 @@ impl ServeArgs {
                 .http_addr
                 .or(file.http_addr)
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 5984))),
+            kv_addr: self
+                .kv_addr
+                .or(file.kv_addr)
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 11210))),
+            mgmt_addr: self
+                .mgmt_addr
+                .or(file.mgmt_addr)
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8091))),
+            kv_allow_plain: self.kv_allow_plain || file.kv_allow_plain.unwrap_or(false),
             admins,
             max_document_size: self
                 .max_document_size

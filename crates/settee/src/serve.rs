@@ -29,9 +29,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = http_config(&settings, &settings.data_dir)?;
     let (shutdown_sender, shutdown_receiver) = tokio::sync::watch::channel(false);
     let secret = secret_file(&settings.data_dir.join("cookie_secret"), 32)?;
+    let users = Arc::new(settee_auth::Users::new(
+        settings.admins.clone(),
+        settings.pbkdf2_iterations,
+    ));
+    let server_uuid = config.server_uuid.clone();
     let state = Arc::new(HttpState::new(
         engine.clone(),
         config,
+        users.clone(),
         secret,
         shutdown_receiver.clone(),
     ));
@@ -46,11 +52,42 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", settings.http_addr))?;
     let local = listener.local_addr()?;
+    let kv_listener = tokio::net::TcpListener::bind(settings.kv_addr)
+        .await
+        .with_context(|| format!("binding the KV port {}", settings.kv_addr))?;
+    let mgmt_listener = tokio::net::TcpListener::bind(settings.mgmt_addr)
+        .await
+        .with_context(|| format!("binding the management port {}", settings.mgmt_addr))?;
+    let kv_state = Arc::new(settee_kv::KvState {
+        engine: engine.clone(),
+        users,
+        config: settee_kv::KvConfig {
+            kv_addr: kv_listener.local_addr()?,
+            mgmt_addr: mgmt_listener.local_addr()?,
+            max_value_bytes: settee_kv::MAX_VALUE_BYTES_DEFAULT,
+            allow_plain: settings.kv_allow_plain,
+            server_uuid,
+        },
+    });
     println!(
         "settee {} listening on http://{local} (data in {})",
         env!("CARGO_PKG_VERSION"),
         settings.data_dir.display()
     );
+    println!(
+        "settee couchbase kv on {} and management on http://{}",
+        kv_state.config.kv_addr, kv_state.config.mgmt_addr
+    );
+    let kv_server = tokio::spawn(settee_kv::serve(
+        kv_listener,
+        kv_state.clone(),
+        wait_for(shutdown_receiver.clone()),
+    ));
+    let mgmt_server = tokio::spawn(settee_kv::mgmt::serve(
+        mgmt_listener,
+        kv_state,
+        wait_for(shutdown_receiver.clone()),
+    ));
     let purger = tokio::spawn(engine.clone().run_expiry_purger(
         Duration::from_secs(settings.expiry_purge_interval_secs.max(1)),
         wait_for(shutdown_receiver.clone()),
@@ -64,6 +101,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     println!("settee shutting down");
     let _ = shutdown_sender.send(true);
     let _ = server.await;
+    let _ = kv_server.await;
+    let _ = mgmt_server.await;
     let _ = purger.await;
     Ok(())
 }

@@ -14,6 +14,8 @@ pub const ADMIN: &str = "admin:secret";
 pub struct Server {
     pub child: Child,
     pub addr: String,
+    /// The Couchbase KV door's address.
+    pub kv_addr: String,
     pub data_dir: PathBuf,
 }
 
@@ -28,6 +30,10 @@ impl Server {
                 "serve",
                 "--http-addr",
                 "127.0.0.1:0",
+                "--kv-addr",
+                "127.0.0.1:0",
+                "--mgmt-addr",
+                "127.0.0.1:0",
                 "--admin",
                 ADMIN,
                 "--data-dir",
@@ -41,21 +47,27 @@ impl Server {
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
         let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
+        let mut addr = None;
+        let kv_addr = loop {
             assert!(Instant::now() < deadline, "settee did not start");
             let line = lines
                 .next()
                 .expect("settee exited before listening")
                 .expect("line");
             if let Some(rest) = line.split("listening on http://").nth(1) {
+                addr = Some(rest.split_whitespace().next().expect("address").to_string());
+            }
+            if let Some(rest) = line.split("couchbase kv on ").nth(1) {
                 break rest.split_whitespace().next().expect("address").to_string();
             }
         };
+        let addr = addr.expect("http address printed before the kv address");
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
         Server {
             child,
             addr,
+            kv_addr,
             data_dir: data_dir.to_owned(),
         }
     }

@@ -1,0 +1,16 @@
+//! Users and permissions shared by the HTTP and KV doors: server admins from the configuration,
+//! accounts in the `_users` database, each bucket's `_security` object, and SCRAM (RFC 5802),
+//! the SASL mechanism the Couchbase SDKs authenticate with.
+//!
+//! Must not know: HTTP, the KV wire format, storage keys.
+
+mod access;
+pub mod scram;
+mod users;
+
+pub use access::{db_access, default_security, DbAccess, UserCtx};
+pub use users::{now_secs, Users, SCRAM_ITERATIONS, USERS_DB, USER_PREFIX};
+
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

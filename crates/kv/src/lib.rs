@@ -1,0 +1,69 @@
+//! The Couchbase KV front door. A connection speaks the memcached binary protocol with
+//! Couchbase's extensions (`settee-kv-codec`); requests become calls on the same document
+//! engine the HTTP door uses, so every KV mutation is also a CouchDB revision.
+//!
+//! Request flow: `connection.rs` reads frames, `session.rs` answers the handshake
+//! (HELLO, SASL, SELECT_BUCKET, config) and runs data operations (`ops.rs`); cheap reads are
+//! answered inline into the connection's output buffer, writes become futures (run on the
+//! runtime's worker threads when the client negotiated UnorderedExecution).
+//! `mgmt.rs` serves the `/pools` endpoints on the management port.
+//!
+//! Must not know: HTTP API shapes of CouchDB, RocksDB, storage keys.
+
+mod cluster;
+mod connection;
+pub mod mgmt;
+mod ops;
+mod session;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use settee_auth::Users;
+use settee_engine::Engine;
+use tokio::net::TcpListener;
+
+/// Couchbase's default item size limit.
+pub const MAX_VALUE_BYTES_DEFAULT: usize = 20 * 1024 * 1024;
+
+#[derive(Clone, Debug)]
+pub struct KvConfig {
+    /// The KV address clients reach (advertised in the cluster map).
+    pub kv_addr: SocketAddr,
+    /// The management address advertised in the cluster map.
+    pub mgmt_addr: SocketAddr,
+    pub max_value_bytes: usize,
+    /// Offer SASL PLAIN (password in clear) on plain TCP.
+    pub allow_plain: bool,
+    pub server_uuid: String,
+}
+
+pub struct KvState {
+    pub engine: Arc<Engine>,
+    pub users: Arc<Users>,
+    pub config: KvConfig,
+}
+
+/// Serves the KV protocol on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<KvState>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    tokio::spawn(connection::run(stream, state.clone()));
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "kv accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+}

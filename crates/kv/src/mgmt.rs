@@ -1,0 +1,191 @@
+//! The management port's read-only `/pools` endpoints, which go-couchbase-based tools and
+//! gocbcorex read to find the buckets and their vbucket maps. Newer SDKs never call them.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use settee_auth::{db_access, DbAccess, UserCtx};
+use settee_engine::Bucket;
+use tokio::net::TcpListener;
+
+use crate::{cluster, KvState};
+
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<KvState>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut shutdown => return,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((stream, _)) = accepted else {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            continue;
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(handle(&state, request)) }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+fn json(status: StatusCode, body: serde_json::Value) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("Content-Type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap_or_default()
+}
+
+fn user_of<B>(state: &KvState, request: &Request<B>) -> Option<UserCtx> {
+    let header = request
+        .headers()
+        .get(hyper::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let encoded = header.strip_prefix("Basic ")?;
+    let decoded = String::from_utf8(BASE64.decode(encoded.trim()).ok()?).ok()?;
+    let (name, password) = decoded.split_once(':')?;
+    let roles = state.users.verify_password(&state.engine, name, password)?;
+    Some(UserCtx {
+        name: Some(name.to_string()),
+        roles,
+        authenticated: Some("default"),
+    })
+}
+
+/// The host the client used, so advertised addresses work through whatever it connected to.
+fn host_of<B>(request: &Request<B>) -> String {
+    request
+        .headers()
+        .get(hyper::header::HOST)
+        .and_then(|host| host.to_str().ok())
+        .and_then(|host| host.rsplit_once(':').map(|(name, _)| name).or(Some(host)))
+        .unwrap_or("127.0.0.1")
+        .to_string()
+}
+
+fn with_host(value: serde_json::Value, host: &str) -> serde_json::Value {
+    let text = value.to_string().replace("$HOST", host);
+    serde_json::from_str(&text).unwrap_or(value)
+}
+
+fn bucket_info(state: &KvState, bucket: &Bucket, host: &str) -> serde_json::Value {
+    let mut info = cluster::bucket_config(bucket, &state.config);
+    info["uri"] = format!("/pools/default/buckets/{}", bucket.name()).into();
+    info["streamingUri"] = format!("/pools/default/bucketsStreaming/{}", bucket.name()).into();
+    info["bucketType"] = "membase".into();
+    info["authType"] = "sasl".into();
+    info["saslPassword"] = "".into();
+    info["nodes"] = node_list(state);
+    with_host(info, host)
+}
+
+fn node_list(state: &KvState) -> serde_json::Value {
+    serde_json::json!([{
+        "hostname": format!("$HOST:{}", state.config.mgmt_addr.port()),
+        "ports": {"direct": state.config.kv_addr.port()},
+        "services": ["kv"],
+        "status": "healthy",
+        "clusterMembership": "active",
+        "version": concat!("7.6.0-settee-", env!("CARGO_PKG_VERSION")),
+        "thisNode": true,
+        "couchApiBase": format!("http://$HOST:{}/", state.config.mgmt_addr.port()),
+    }])
+}
+
+fn handle<B>(state: &KvState, request: Request<B>) -> Response<Full<Bytes>> {
+    let Some(user) = user_of(state, &request) else {
+        return Response::builder()
+            .status(StatusCode::UNAUTHORIZED)
+            .header(
+                "WWW-Authenticate",
+                "Basic realm=\"Couchbase Server Admin / REST\"",
+            )
+            .body(Full::new(Bytes::new()))
+            .unwrap_or_default();
+    };
+    if request.method() != hyper::Method::GET {
+        return json(
+            StatusCode::METHOD_NOT_ALLOWED,
+            serde_json::json!({"error": "method not allowed"}),
+        );
+    }
+    let host = host_of(&request);
+    let uuid = &state.config.server_uuid;
+    let visible = |name: &str| {
+        state
+            .engine
+            .bucket(name)
+            .filter(|bucket| !name.starts_with('_') && db_access(bucket, &user) >= DbAccess::Member)
+    };
+    let path = request.uri().path().trim_end_matches('/');
+    match path.split('/').collect::<Vec<_>>().as_slice() {
+        ["", "pools"] => json(
+            StatusCode::OK,
+            serde_json::json!({
+                "isAdminCreds": user.is_admin(),
+                "isEnterprise": false,
+                "implementationVersion": concat!("7.6.0-settee-", env!("CARGO_PKG_VERSION")),
+                "componentsVersion": {},
+                "uuid": uuid,
+                "pools": [{
+                    "name": "default",
+                    "uri": format!("/pools/default?uuid={uuid}"),
+                    "streamingUri": format!("/poolsStreaming/default?uuid={uuid}"),
+                }],
+            }),
+        ),
+        ["", "pools", "default"] => json(
+            StatusCode::OK,
+            with_host(
+                serde_json::json!({
+                    "name": "default",
+                    "nodes": node_list(state),
+                    "buckets": {"uri": format!("/pools/default/buckets?uuid={uuid}")},
+                }),
+                &host,
+            ),
+        ),
+        ["", "pools", "default", "buckets"] => {
+            let buckets: Vec<serde_json::Value> = state
+                .engine
+                .bucket_names()
+                .iter()
+                .filter_map(|name| visible(name))
+                .map(|bucket| bucket_info(state, &bucket, &host))
+                .collect();
+            json(StatusCode::OK, buckets.into())
+        }
+        ["", "pools", "default", "buckets", name] | ["", "pools", "default", "b", name] => {
+            match visible(name) {
+                Some(bucket) => json(StatusCode::OK, bucket_info(state, &bucket, &host)),
+                None => json(
+                    StatusCode::NOT_FOUND,
+                    serde_json::json!({"error": "Requested resource not found."}),
+                ),
+            }
+        }
+        _ => json(
+            StatusCode::NOT_FOUND,
+            serde_json::json!({"error": "not found"}),
+        ),
+    }
+}

@@ -1,0 +1,638 @@
+//! One connection's state and its handshake: HELLO, SASL (SCRAM-SHA512/256/1, PLAIN when
+//! allowed), error map, SELECT_BUCKET, cluster config, collections. Data operations are in
+//! `ops.rs`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use settee_auth::scram::{Mechanism, ScramServer};
+use settee_auth::{db_access, DbAccess, UserCtx, SCRAM_ITERATIONS};
+use settee_engine::Bucket;
+use settee_kv_codec::{encode_response, feature, leb128, opcode, status, Frame, FramingExtras};
+
+use crate::ops::{self, OpCtx};
+use crate::{cluster, KvState};
+
+/// HELLO features this connection negotiated.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Features {
+    pub json: bool,
+    pub xerror: bool,
+    pub collections: bool,
+    pub mutation_seqno: bool,
+    pub unordered: bool,
+    pub snappy: bool,
+    pub select_bucket: bool,
+    pub xattr: bool,
+}
+
+/// What the connection loop does with a request.
+pub(crate) enum Handled {
+    /// Answered (or silently accepted) into the output buffer.
+    Done,
+    /// Answered later: the future yields the encoded reply bytes (empty for a quiet success).
+    Later(BoxFuture<'static, Vec<u8>>),
+    /// Flush the output and close the connection.
+    Close,
+}
+
+pub(crate) struct Session {
+    state: Arc<KvState>,
+    pub features: Features,
+    user: Option<UserCtx>,
+    scram: Option<ScramServer>,
+    bucket: Option<Arc<Bucket>>,
+}
+
+/// Appends a reply to `frame`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn reply(
+    out: &mut Vec<u8>,
+    frame_opcode: u8,
+    opaque: u32,
+    status: u16,
+    cas: u64,
+    datatype: u8,
+    extras: &[u8],
+    key: &[u8],
+    value: &[u8],
+) {
+    encode_response(
+        out,
+        frame_opcode,
+        status,
+        opaque,
+        cas,
+        datatype,
+        extras,
+        key,
+        &[value],
+    );
+}
+
+/// An error reply; with Xerror negotiated it carries a JSON context, as Couchbase's do.
+pub(crate) fn error_reply(
+    out: &mut Vec<u8>,
+    features: &Features,
+    frame_opcode: u8,
+    opaque: u32,
+    code: u16,
+    context: &str,
+) {
+    if features.xerror && !context.is_empty() {
+        let body = serde_json::json!({"error": {"context": context}}).to_string();
+        reply(
+            out,
+            frame_opcode,
+            opaque,
+            code,
+            0,
+            settee_kv_codec::datatype::JSON,
+            &[],
+            &[],
+            body.as_bytes(),
+        );
+    } else {
+        reply(out, frame_opcode, opaque, code, 0, 0, &[], &[], &[]);
+    }
+}
+
+impl Session {
+    pub fn new(state: Arc<KvState>) -> Session {
+        Session {
+            state,
+            features: Features::default(),
+            user: None,
+            scram: None,
+            bucket: None,
+        }
+    }
+
+    pub fn handle(&mut self, frame: &Frame<'_>, bytes: &Bytes, out: &mut Vec<u8>) -> Handled {
+        let features = self.features;
+        let err = |out: &mut Vec<u8>, code: u16, context: &str| {
+            error_reply(out, &features, frame.opcode, frame.opaque, code, context)
+        };
+        if !frame.magic.is_request() || frame.magic == settee_kv_codec::Magic::ServerRequest {
+            // Replies to server pushes (none are sent yet) and stray responses are dropped.
+            return Handled::Done;
+        }
+        let framing = match FramingExtras::parse(frame.framing_extras) {
+            Ok(framing) => framing,
+            Err(settee_kv_codec::FramingExtrasError::BadDurabilityLevel(_)) => {
+                err(
+                    out,
+                    status::DURABILITY_INVALID_LEVEL,
+                    "Invalid durability level",
+                );
+                return Handled::Done;
+            }
+            Err(error) => {
+                err(out, status::UNKNOWN_FRAME_INFO, &error.to_string());
+                return Handled::Done;
+            }
+        };
+        match frame.opcode {
+            opcode::HELLO => self.hello(frame, out),
+            opcode::NOOP => reply(out, frame.opcode, frame.opaque, 0, 0, 0, &[], &[], &[]),
+            opcode::VERSION => reply(
+                out,
+                frame.opcode,
+                frame.opaque,
+                0,
+                0,
+                0,
+                &[],
+                &[],
+                concat!("7.6.0-settee-", env!("CARGO_PKG_VERSION")).as_bytes(),
+            ),
+            opcode::QUIT => {
+                reply(out, frame.opcode, frame.opaque, 0, 0, 0, &[], &[], &[]);
+                return Handled::Close;
+            }
+            opcode::QUITQ => return Handled::Close,
+            opcode::GET_ERROR_MAP => {
+                let version = match frame.value {
+                    [high, low] => u16::from_be_bytes([*high, *low]),
+                    _ => {
+                        err(out, status::EINVAL, "GET_ERROR_MAP takes a 2-byte version");
+                        return Handled::Done;
+                    }
+                };
+                let map = cluster::error_map(version).to_string();
+                reply(
+                    out,
+                    frame.opcode,
+                    frame.opaque,
+                    0,
+                    0,
+                    0,
+                    &[],
+                    &[],
+                    map.as_bytes(),
+                );
+            }
+            opcode::SASL_LIST_MECHS => {
+                let mut mechs = "SCRAM-SHA512 SCRAM-SHA256 SCRAM-SHA1".to_string();
+                if self.state.config.allow_plain {
+                    mechs.push_str(" PLAIN");
+                }
+                reply(
+                    out,
+                    frame.opcode,
+                    frame.opaque,
+                    0,
+                    0,
+                    0,
+                    &[],
+                    &[],
+                    mechs.as_bytes(),
+                );
+            }
+            opcode::SASL_AUTH => self.sasl_auth(frame, out),
+            opcode::SASL_STEP => self.sasl_step(frame, out),
+            opcode::SELECT_BUCKET => self.select_bucket(frame, out),
+            opcode::GET_CLUSTER_CONFIG => {
+                let config = match &self.bucket {
+                    Some(bucket) => cluster::bucket_config(bucket, &self.state.config),
+                    None => cluster::node_config(&self.state.config),
+                };
+                reply(
+                    out,
+                    frame.opcode,
+                    frame.opaque,
+                    0,
+                    0,
+                    if self.features.json {
+                        settee_kv_codec::datatype::JSON
+                    } else {
+                        0
+                    },
+                    &[],
+                    &[],
+                    config.to_string().as_bytes(),
+                );
+            }
+            opcode::GET_COLLECTIONS_MANIFEST => {
+                if self.bucket.is_none() {
+                    err(out, status::NO_BUCKET, "No bucket selected");
+                } else {
+                    reply(
+                        out,
+                        frame.opcode,
+                        frame.opaque,
+                        0,
+                        0,
+                        0,
+                        &[],
+                        &[],
+                        cluster::MANIFEST.as_bytes(),
+                    );
+                }
+            }
+            opcode::GET_COLLECTION_ID => self.collection_id(frame, out),
+            _ => return self.data_op(frame, bytes, framing, out),
+        }
+        Handled::Done
+    }
+
+    fn hello(&mut self, frame: &Frame<'_>, out: &mut Vec<u8>) {
+        let mut accepted: Vec<u16> = Vec::new();
+        let mut features = Features::default();
+        for pair in frame.value.chunks_exact(2) {
+            let code = u16::from_be_bytes([pair[0], pair[1]]);
+            let take = match code {
+                feature::TCP_NODELAY
+                | feature::ALT_REQUEST_SUPPORT
+                | feature::SYNC_REPLICATION
+                | feature::VATTR => true,
+                feature::XATTR => {
+                    features.xattr = true;
+                    true
+                }
+                feature::XERROR => {
+                    features.xerror = true;
+                    true
+                }
+                feature::SELECT_BUCKET => {
+                    features.select_bucket = true;
+                    true
+                }
+                feature::JSON => {
+                    features.json = true;
+                    true
+                }
+                feature::COLLECTIONS => {
+                    features.collections = true;
+                    true
+                }
+                feature::MUTATION_SEQNO => {
+                    features.mutation_seqno = true;
+                    true
+                }
+                feature::UNORDERED_EXECUTION => {
+                    features.unordered = true;
+                    true
+                }
+                feature::SNAPPY => {
+                    features.snappy = true;
+                    true
+                }
+                _ => false,
+            };
+            if take && !accepted.contains(&code) {
+                accepted.push(code);
+            }
+        }
+        let accepted: Vec<u8> = accepted
+            .iter()
+            .flat_map(|code| code.to_be_bytes())
+            .collect();
+        // A HELLO replaces the whole feature set (kv_engine semantics).
+        self.features = features;
+        reply(
+            out,
+            frame.opcode,
+            frame.opaque,
+            0,
+            0,
+            0,
+            &[],
+            &[],
+            &accepted,
+        );
+    }
+
+    fn sasl_auth(&mut self, frame: &Frame<'_>, out: &mut Vec<u8>) {
+        let features = self.features;
+        self.scram = None;
+        if frame.key == b"PLAIN" {
+            if !self.state.config.allow_plain {
+                error_reply(
+                    out,
+                    &features,
+                    frame.opcode,
+                    frame.opaque,
+                    status::AUTH_ERROR,
+                    "PLAIN is not enabled on this port",
+                );
+                return;
+            }
+            // authzid \0 authcid \0 password
+            let mut parts = frame.value.splitn(3, |byte| *byte == 0);
+            let (_, name, password) = (parts.next(), parts.next(), parts.next());
+            let name = name.and_then(|name| std::str::from_utf8(name).ok());
+            let password = password.and_then(|password| std::str::from_utf8(password).ok());
+            let roles = match (name, password) {
+                (Some(name), Some(password)) => self
+                    .state
+                    .users
+                    .verify_password(&self.state.engine, name, password)
+                    .map(|roles| (name.to_string(), roles)),
+                _ => None,
+            };
+            match roles {
+                Some((name, roles)) => {
+                    self.authenticated(name, roles);
+                    reply(
+                        out,
+                        frame.opcode,
+                        frame.opaque,
+                        0,
+                        0,
+                        0,
+                        &[],
+                        &[],
+                        b"Authenticated",
+                    );
+                }
+                None => error_reply(
+                    out,
+                    &features,
+                    frame.opcode,
+                    frame.opaque,
+                    status::AUTH_ERROR,
+                    "Authentication failed",
+                ),
+            }
+            return;
+        }
+        let Some(mechanism) = Mechanism::from_name(frame.key) else {
+            error_reply(
+                out,
+                &features,
+                frame.opcode,
+                frame.opaque,
+                status::AUTH_ERROR,
+                "Unsupported SASL mechanism",
+            );
+            return;
+        };
+        let engine = self.state.engine.clone();
+        let users = self.state.users.clone();
+        match ScramServer::start(
+            mechanism,
+            frame.value,
+            |name| users.scram_secret(&engine, name, mechanism),
+            SCRAM_ITERATIONS,
+        ) {
+            Ok((server, server_first)) => {
+                self.scram = Some(server);
+                reply(
+                    out,
+                    frame.opcode,
+                    frame.opaque,
+                    status::AUTH_CONTINUE,
+                    0,
+                    0,
+                    &[],
+                    &[],
+                    server_first.as_bytes(),
+                );
+            }
+            Err(_) => error_reply(
+                out,
+                &features,
+                frame.opcode,
+                frame.opaque,
+                status::AUTH_ERROR,
+                "Malformed SCRAM message",
+            ),
+        }
+    }
+
+    fn sasl_step(&mut self, frame: &Frame<'_>, out: &mut Vec<u8>) {
+        let features = self.features;
+        let Some(server) = self.scram.take() else {
+            error_reply(
+                out,
+                &features,
+                frame.opcode,
+                frame.opaque,
+                status::AUTH_ERROR,
+                "No SASL exchange in progress",
+            );
+            return;
+        };
+        if Mechanism::from_name(frame.key) != Some(server.mechanism()) {
+            error_reply(
+                out,
+                &features,
+                frame.opcode,
+                frame.opaque,
+                status::AUTH_ERROR,
+                "SASL mechanism changed mid-exchange",
+            );
+            return;
+        }
+        let name = server.username().to_string();
+        match server.finish(frame.value) {
+            Ok(server_final) => {
+                let roles = self
+                    .state
+                    .users
+                    .roles(&self.state.engine, &name)
+                    .unwrap_or_default();
+                self.authenticated(name, roles);
+                reply(
+                    out,
+                    frame.opcode,
+                    frame.opaque,
+                    0,
+                    0,
+                    0,
+                    &[],
+                    &[],
+                    server_final.as_bytes(),
+                );
+            }
+            Err(_) => error_reply(
+                out,
+                &features,
+                frame.opcode,
+                frame.opaque,
+                status::AUTH_ERROR,
+                "Authentication failed",
+            ),
+        }
+    }
+
+    fn authenticated(&mut self, name: String, roles: Vec<String>) {
+        self.user = Some(UserCtx {
+            name: Some(name),
+            roles,
+            authenticated: Some("sasl"),
+        });
+        // A new identity starts without a bucket, as on Couchbase Server.
+        self.bucket = None;
+    }
+
+    fn select_bucket(&mut self, frame: &Frame<'_>, out: &mut Vec<u8>) {
+        let features = self.features;
+        let allowed = std::str::from_utf8(frame.key)
+            .ok()
+            .and_then(|name| self.state.engine.bucket(name))
+            .filter(|bucket| {
+                self.user
+                    .as_ref()
+                    .is_some_and(|user| db_access(bucket, user) >= DbAccess::Member)
+            });
+        match allowed {
+            Some(bucket) => {
+                self.bucket = Some(bucket);
+                reply(out, frame.opcode, frame.opaque, 0, 0, 0, &[], &[], &[]);
+            }
+            None => {
+                // Unknown and forbidden look the same, so bucket names do not leak.
+                error_reply(
+                    out,
+                    &features,
+                    frame.opcode,
+                    frame.opaque,
+                    status::EACCESS,
+                    "No access to bucket",
+                );
+            }
+        }
+    }
+
+    fn collection_id(&mut self, frame: &Frame<'_>, out: &mut Vec<u8>) {
+        let features = self.features;
+        if self.bucket.is_none() {
+            error_reply(
+                out,
+                &features,
+                frame.opcode,
+                frame.opaque,
+                status::NO_BUCKET,
+                "No bucket selected",
+            );
+            return;
+        }
+        let path = if frame.key.is_empty() {
+            frame.value
+        } else {
+            frame.key
+        };
+        let path = std::str::from_utf8(path).unwrap_or("");
+        let (scope, collection) = path.split_once('.').unwrap_or((path, ""));
+        let scope_ok = scope.is_empty() || scope == "_default";
+        let collection_ok = collection.is_empty() || collection == "_default";
+        let mut extras = [0u8; 12];
+        if !scope_ok {
+            error_reply(
+                out,
+                &features,
+                frame.opcode,
+                frame.opaque,
+                status::UNKNOWN_SCOPE,
+                "Unknown scope",
+            );
+        } else if !collection_ok {
+            error_reply(
+                out,
+                &features,
+                frame.opcode,
+                frame.opaque,
+                status::UNKNOWN_COLLECTION,
+                "Unknown collection",
+            );
+        } else {
+            extras[..8].copy_from_slice(&0u64.to_be_bytes());
+            reply(out, frame.opcode, frame.opaque, 0, 0, 0, &extras, &[], &[]);
+        }
+    }
+
+    fn data_op(
+        &mut self,
+        frame: &Frame<'_>,
+        bytes: &Bytes,
+        framing: FramingExtras,
+        out: &mut Vec<u8>,
+    ) -> Handled {
+        let features = self.features;
+        let (base, quiet) = opcode::unquiet(frame.opcode);
+        if !ops::is_data_op(base) {
+            error_reply(
+                out,
+                &features,
+                frame.opcode,
+                frame.opaque,
+                status::UNKNOWN_COMMAND,
+                "Unknown command",
+            );
+            return Handled::Done;
+        }
+        let Some(bucket) = self.bucket.clone() else {
+            error_reply(
+                out,
+                &features,
+                frame.opcode,
+                frame.opaque,
+                status::NO_BUCKET,
+                "No bucket selected",
+            );
+            return Handled::Done;
+        };
+        if frame.vbucket() >= bucket.vbuckets() && base != opcode::STAT {
+            let config = cluster::bucket_config(&bucket, &self.state.config).to_string();
+            reply(
+                out,
+                frame.opcode,
+                frame.opaque,
+                status::NOT_MY_VBUCKET,
+                0,
+                0,
+                &[],
+                &[],
+                config.as_bytes(),
+            );
+            return Handled::Done;
+        }
+        let key = if features.collections && base != opcode::STAT {
+            match leb128::decode_u32(frame.key) {
+                Some((0, used)) => &frame.key[used..],
+                Some(_) => {
+                    let body = br#"{"manifest_uid":"0"}"#;
+                    reply(
+                        out,
+                        frame.opcode,
+                        frame.opaque,
+                        status::UNKNOWN_COLLECTION,
+                        0,
+                        settee_kv_codec::datatype::JSON,
+                        &0u64.to_be_bytes(),
+                        &[],
+                        body,
+                    );
+                    return Handled::Done;
+                }
+                None => {
+                    error_reply(
+                        out,
+                        &features,
+                        frame.opcode,
+                        frame.opaque,
+                        status::EINVAL,
+                        "Invalid collection id prefix",
+                    );
+                    return Handled::Done;
+                }
+            }
+        } else {
+            frame.key
+        };
+        let ctx = OpCtx {
+            state: self.state.clone(),
+            bucket,
+            features,
+            opcode: frame.opcode,
+            base,
+            quiet,
+            opaque: frame.opaque,
+            framing,
+        };
+        ops::run(ctx, frame, key, bytes, out)
+    }
+}
