@@ -264,8 +264,27 @@ pub fn encode_request(
 }
 
 /// Appends a server-initiated request (magic 0x82), e.g. a cluster-map change notification.
-pub fn encode_server_request(out: &mut Vec<u8>, opcode: u8, opaque: u32, extras: &[u8], key: &[u8], value: &[u8]) {
-    encode(out, Magic::ServerRequest, opcode, 0, 0, opaque, 0, &[], extras, key, &[value]);
+pub fn encode_server_request(
+    out: &mut Vec<u8>,
+    opcode: u8,
+    opaque: u32,
+    extras: &[u8],
+    key: &[u8],
+    value: &[u8],
+) {
+    encode(
+        out,
+        Magic::ServerRequest,
+        opcode,
+        0,
+        0,
+        opaque,
+        0,
+        &[],
+        extras,
+        key,
+        &[value],
+    );
 }
 
 #[cfg(test)]
@@ -297,7 +316,18 @@ mod tests {
     #[test]
     fn alt_request_carries_framing_extras_and_a_one_byte_key_length() {
         let mut out = Vec::new();
-        encode_request(&mut out, 0x01, 9, 7, 42, 1, &[0x11, 0x01], &[0; 8], b"k", b"{}");
+        encode_request(
+            &mut out,
+            0x01,
+            9,
+            7,
+            42,
+            1,
+            &[0x11, 0x01],
+            &[0; 8],
+            b"k",
+            b"{}",
+        );
         assert_eq!(out[0], 0x08);
         assert_eq!(out[2], 2);
         assert_eq!(out[3], 1);
@@ -331,7 +361,17 @@ mod tests {
     #[test]
     fn asks_for_more_until_the_frame_is_whole() {
         let mut out = Vec::new();
-        encode_response(&mut out, 0x00, 0, 1, 2, 0, &[0, 0, 0, 0], b"", &[b"hello", b" world"]);
+        encode_response(
+            &mut out,
+            0x00,
+            0,
+            1,
+            2,
+            0,
+            &[0, 0, 0, 0],
+            b"",
+            &[b"hello", b" world"],
+        );
         for cut in 0..out.len() {
             match decode(&out[..cut], MAX).unwrap() {
                 Decoded::Incomplete(needed) => assert!(needed > cut),

@@ -154,7 +154,10 @@ mod tests {
             FramingExtras::parse(&[0x13, 1]),
             Err(FramingExtrasError::Truncated)
         );
-        assert_eq!(FramingExtras::parse(&[0xf0]), Err(FramingExtrasError::Truncated));
+        assert_eq!(
+            FramingExtras::parse(&[0xf0]),
+            Err(FramingExtrasError::Truncated)
+        );
     }
 
     #[test]

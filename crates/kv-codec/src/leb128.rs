@@ -41,7 +41,10 @@ mod tests {
         assert_eq!(decode_u32(&[0x00, 0xff]), Some((0, 1)));
         assert_eq!(decode_u32(&[0x08]), Some((8, 1)));
         assert_eq!(decode_u32(&[0x80, 0x01]), Some((128, 2)));
-        assert_eq!(decode_u32(&[0xff, 0xff, 0xff, 0xff, 0x0f]), Some((u32::MAX, 5)));
+        assert_eq!(
+            decode_u32(&[0xff, 0xff, 0xff, 0xff, 0x0f]),
+            Some((u32::MAX, 5))
+        );
         assert_eq!(decode_u32(&[0xff, 0xff, 0xff, 0xff, 0x1f]), None);
         assert_eq!(decode_u32(&[0x80]), None);
         assert_eq!(decode_u32(&[]), None);
