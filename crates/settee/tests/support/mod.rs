@@ -93,6 +93,17 @@ impl Server {
     }
 }
 
+/// A test that panics must not leave its server running (it would hold the test's output
+/// pipe open and the port busy).
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 pub struct Response {
     pub status: u16,
     pub headers: Vec<(String, String)>,

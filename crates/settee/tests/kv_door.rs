@@ -1,0 +1,473 @@
+//! The Couchbase KV door of a real `settee serve`, driven over TCP with the shared frame codec:
+//! handshake and auth, the operations' statuses, one document through both doors, and
+//! malformed frames that must close only their own connection and lose nothing.
+//! (The official SDKs are exercised by tests/compat-kv; this test pins wire-level details.)
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use settee_auth::scram::{Mechanism, ScramClient};
+use settee_kv_codec::{decode, encode_request, feature, opcode, status, Decoded};
+use support::{Client, Server};
+
+struct Reply {
+    status: u16,
+    cas: u64,
+    extras: Vec<u8>,
+    value: Vec<u8>,
+    opaque: u32,
+}
+
+struct Kv {
+    stream: TcpStream,
+    buffer: Vec<u8>,
+    opaque: u32,
+    vbuckets: u16,
+}
+
+impl Kv {
+    fn connect(addr: &str) -> Kv {
+        let stream = TcpStream::connect(addr).expect("connect kv");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        Kv {
+            stream,
+            buffer: Vec::new(),
+            opaque: 0,
+            vbuckets: 64,
+        }
+    }
+
+    fn send(&mut self, op: u8, key: &[u8], extras: &[u8], value: &[u8], cas: u64) -> u32 {
+        self.opaque += 1;
+        let vbucket = settee_engine::vbucket::vbucket_of(key, self.vbuckets);
+        let mut frame = Vec::new();
+        encode_request(
+            &mut frame,
+            op,
+            vbucket,
+            self.opaque,
+            cas,
+            0,
+            &[],
+            extras,
+            key,
+            value,
+        );
+        self.stream.write_all(&frame).unwrap();
+        self.opaque
+    }
+
+    fn read(&mut self) -> Option<Reply> {
+        loop {
+            if let Ok(Decoded::Frame(frame, used)) = decode(&self.buffer, 1 << 26) {
+                let reply = Reply {
+                    status: frame.status(),
+                    cas: frame.cas,
+                    extras: frame.extras.to_vec(),
+                    value: frame.value.to_vec(),
+                    opaque: frame.opaque,
+                };
+                self.buffer.drain(..used);
+                return Some(reply);
+            }
+            let mut chunk = [0u8; 65536];
+            match self.stream.read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(read) => self.buffer.extend_from_slice(&chunk[..read]),
+            }
+        }
+    }
+
+    /// True when the server closed the connection (EOF), false on a reply or a read timeout.
+    fn closed_by_server(&mut self) -> bool {
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut chunk = [0u8; 1024];
+        matches!(self.stream.read(&mut chunk), Ok(0))
+            || matches!(self.stream.read(&mut chunk), Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset)
+    }
+
+    fn call(&mut self, op: u8, key: &[u8], extras: &[u8], value: &[u8], cas: u64) -> Reply {
+        let opaque = self.send(op, key, extras, value, cas);
+        let reply = self.read().expect("reply");
+        assert_eq!(reply.opaque, opaque);
+        reply
+    }
+
+    fn hello(&mut self, features: &[u16]) -> Vec<u16> {
+        let value: Vec<u8> = features
+            .iter()
+            .flat_map(|code| code.to_be_bytes())
+            .collect();
+        let reply = self.call(opcode::HELLO, b"kv_door test", &[], &value, 0);
+        assert_eq!(reply.status, 0);
+        reply
+            .value
+            .chunks(2)
+            .map(|pair| u16::from_be_bytes([pair[0], pair[1]]))
+            .collect()
+    }
+
+    fn auth(&mut self, user: &str, password: &str) -> u16 {
+        let mut client = ScramClient::new(
+            Mechanism::Sha512,
+            user,
+            password,
+            "fyko+d2lbbFgONRv9qkxdawL",
+        );
+        let first = self.call(
+            opcode::SASL_AUTH,
+            b"SCRAM-SHA512",
+            &[],
+            client.client_first().as_bytes(),
+            0,
+        );
+        if first.status != status::AUTH_CONTINUE {
+            return first.status;
+        }
+        let server_first = String::from_utf8(first.value).unwrap();
+        let last = client.client_final(&server_first).unwrap();
+        let reply = self.call(opcode::SASL_STEP, b"SCRAM-SHA512", &[], last.as_bytes(), 0);
+        if reply.status == 0 {
+            assert!(client.verify_server(std::str::from_utf8(&reply.value).unwrap()));
+        }
+        reply.status
+    }
+
+    fn open(addr: &str, user: &str, password: &str, bucket: &str) -> Kv {
+        let mut kv = Kv::connect(addr);
+        kv.hello(&[feature::XERROR, feature::SELECT_BUCKET, feature::JSON]);
+        assert_eq!(kv.auth(user, password), 0);
+        assert_eq!(
+            kv.call(opcode::SELECT_BUCKET, bucket.as_bytes(), &[], &[], 0)
+                .status,
+            0
+        );
+        kv
+    }
+}
+
+fn store_extras(flags: u32, expiry: u32) -> Vec<u8> {
+    let mut extras = flags.to_be_bytes().to_vec();
+    extras.extend_from_slice(&expiry.to_be_bytes());
+    extras
+}
+
+fn counter_extras(delta: u64, initial: u64, expiry: u32) -> Vec<u8> {
+    let mut extras = delta.to_be_bytes().to_vec();
+    extras.extend_from_slice(&initial.to_be_bytes());
+    extras.extend_from_slice(&expiry.to_be_bytes());
+    extras
+}
+
+fn setup(server: &Server) {
+    let mut http = Client::connect(&server.addr).unwrap();
+    assert_eq!(http.request("PUT", "/default", None).unwrap().status, 201);
+    assert_eq!(http.request("PUT", "/private", None).unwrap().status, 201);
+    let user = br#"{"name":"alice","password":"alicepw","roles":[],"type":"user"}"#;
+    assert_eq!(
+        http.request("PUT", "/_users/org.couchdb.user:alice", Some(user))
+            .unwrap()
+            .status,
+        201
+    );
+    let security =
+        br#"{"admins":{"names":[],"roles":[]},"members":{"names":["alice"],"roles":[]}}"#;
+    assert_eq!(
+        http.request("PUT", "/default/_security", Some(security))
+            .unwrap()
+            .status,
+        200
+    );
+}
+
+#[test]
+fn handshake_operations_and_both_doors() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    setup(&server);
+
+    // Authentication: wrong password and an account without access to a bucket.
+    let mut kv = Kv::connect(&server.kv_addr);
+    let accepted = kv.hello(&[feature::XERROR, feature::SELECT_BUCKET, 0x7777]);
+    assert_eq!(accepted, vec![feature::XERROR, feature::SELECT_BUCKET]);
+    assert_eq!(kv.auth("alice", "wrong"), status::AUTH_ERROR);
+    assert_eq!(
+        kv.call(opcode::GET, b"k", &[], &[], 0).status,
+        status::NO_BUCKET
+    );
+    assert_eq!(kv.auth("alice", "alicepw"), 0);
+    assert_eq!(
+        kv.call(opcode::SELECT_BUCKET, b"private", &[], &[], 0)
+            .status,
+        status::EACCESS
+    );
+    assert_eq!(
+        kv.call(opcode::SELECT_BUCKET, b"nope", &[], &[], 0).status,
+        status::EACCESS
+    );
+    assert_eq!(
+        kv.call(opcode::SELECT_BUCKET, b"default", &[], &[], 0)
+            .status,
+        0
+    );
+    let config = kv.call(opcode::GET_CLUSTER_CONFIG, b"", &[], &[], 0);
+    let config: serde_json::Value = serde_json::from_slice(&config.value).unwrap();
+    assert_eq!(
+        config["vBucketServerMap"]["vBucketMap"]
+            .as_array()
+            .unwrap()
+            .len(),
+        64
+    );
+    let kv_port: u16 = server.kv_addr.rsplit(':').next().unwrap().parse().unwrap();
+    assert_eq!(config["nodesExt"][0]["services"]["kv"], kv_port);
+
+    // Store family and CAS.
+    let set = kv.call(
+        opcode::SET,
+        b"doc",
+        &store_extras(0x0200_0000, 0),
+        br#"{"a":1}"#,
+        0,
+    );
+    assert_eq!(set.status, 0);
+    let get = kv.call(opcode::GET, b"doc", &[], &[], 0);
+    assert_eq!((get.status, get.cas), (0, set.cas));
+    assert_eq!(get.extras, 0x0200_0000u32.to_be_bytes());
+    assert_eq!(get.value, br#"{"a":1}"#);
+    let add = kv.call(opcode::ADD, b"doc", &store_extras(0, 0), b"{}", 0);
+    assert_eq!(add.status, status::KEY_EEXISTS);
+    let stale = kv.call(
+        opcode::REPLACE,
+        b"doc",
+        &store_extras(0, 0),
+        b"{}",
+        set.cas + 1,
+    );
+    assert_eq!(stale.status, status::KEY_EEXISTS);
+    let missing = kv.call(opcode::REPLACE, b"absent", &store_extras(0, 0), b"{}", 0);
+    assert_eq!(missing.status, status::KEY_ENOENT);
+    let bad = kv.call(opcode::SET, b"doc", &[1, 2, 3], b"{}", 0);
+    assert_eq!(bad.status, status::EINVAL);
+    let long_key = vec![b'k'; 251];
+    assert_eq!(
+        kv.call(opcode::SET, &long_key, &store_extras(0, 0), b"{}", 0)
+            .status,
+        status::EINVAL
+    );
+
+    // Counters and append.
+    let created = kv.call(opcode::INCREMENT, b"ctr", &counter_extras(5, 10, 0), &[], 0);
+    assert_eq!(
+        (created.status, created.value.clone()),
+        (0, 10u64.to_be_bytes().to_vec())
+    );
+    let bumped = kv.call(opcode::INCREMENT, b"ctr", &counter_extras(5, 10, 0), &[], 0);
+    assert_eq!(bumped.value, 15u64.to_be_bytes());
+    let floor = kv.call(
+        opcode::DECREMENT,
+        b"ctr",
+        &counter_extras(100, 0, 0),
+        &[],
+        0,
+    );
+    assert_eq!(floor.value, 0u64.to_be_bytes());
+    let no_create = kv.call(
+        opcode::INCREMENT,
+        b"ctr2",
+        &counter_extras(1, 0, u32::MAX),
+        &[],
+        0,
+    );
+    assert_eq!(no_create.status, status::KEY_ENOENT);
+    assert_eq!(
+        kv.call(opcode::INCREMENT, b"doc", &counter_extras(1, 0, 0), &[], 0)
+            .status,
+        status::DELTA_BADVAL
+    );
+    kv.call(opcode::SET, b"text", &store_extras(0, 0), b"middle", 0);
+    kv.call(opcode::APPEND, b"text", &[], b"-end", 0);
+    kv.call(opcode::PREPEND, b"text", &[], b"start-", 0);
+    assert_eq!(
+        kv.call(opcode::GET, b"text", &[], &[], 0).value,
+        b"start-middle-end"
+    );
+    assert_eq!(
+        kv.call(opcode::APPEND, b"absent", &[], b"x", 0).status,
+        status::NOT_STORED
+    );
+
+    // Locks: others see CAS -1 and cannot write; the holder can; unlock needs the lock CAS.
+    let locked = kv.call(opcode::GET_LOCKED, b"doc", &5u32.to_be_bytes(), &[], 0);
+    assert_eq!(locked.status, 0);
+    assert_eq!(kv.call(opcode::GET, b"doc", &[], &[], 0).cas, u64::MAX);
+    assert_eq!(
+        kv.call(opcode::SET, b"doc", &store_extras(0, 0), b"{}", 0)
+            .status,
+        status::LOCKED
+    );
+    assert_eq!(
+        kv.call(opcode::GET_LOCKED, b"doc", &[], &[], 0).status,
+        status::LOCKED
+    );
+    assert_eq!(
+        kv.call(opcode::UNLOCK_KEY, b"doc", &[], &[], locked.cas + 1)
+            .status,
+        status::LOCKED
+    );
+    assert_eq!(
+        kv.call(opcode::UNLOCK_KEY, b"doc", &[], &[], locked.cas)
+            .status,
+        0
+    );
+    let relock = kv.call(opcode::GET_LOCKED, b"doc", &[], &[], 0);
+    let holder = kv.call(
+        opcode::SET,
+        b"doc",
+        &store_extras(0x0200_0000, 0),
+        br#"{"b":2}"#,
+        relock.cas,
+    );
+    assert_eq!(holder.status, 0);
+    assert_ne!(kv.call(opcode::GET, b"doc", &[], &[], 0).cas, u64::MAX);
+
+    // GET_META sees tombstones; touch and expiry.
+    let meta = kv.call(opcode::GET_META, b"doc", &[], &[], 0);
+    assert_eq!((meta.status, &meta.extras[..4]), (0, &[0u8, 0, 0, 0][..]));
+    kv.call(opcode::SET, b"gone", &store_extras(0, 0), b"{}", 0);
+    assert_eq!(kv.call(opcode::DELETE, b"gone", &[], &[], 0).status, 0);
+    let tomb = kv.call(opcode::GET_META, b"gone", &[], &[], 0);
+    assert_eq!((tomb.status, &tomb.extras[..4]), (0, &[0u8, 0, 0, 1][..]));
+    assert_eq!(
+        kv.call(opcode::GET, b"gone", &[], &[], 0).status,
+        status::KEY_ENOENT
+    );
+    assert_eq!(
+        kv.call(opcode::DELETE, b"gone", &[], &[], 0).status,
+        status::KEY_ENOENT
+    );
+    kv.call(opcode::SET, b"short", &store_extras(0, 1), b"{}", 0);
+    assert_eq!(
+        kv.call(opcode::TOUCH, b"text", &100u32.to_be_bytes(), &[], 0)
+            .status,
+        0
+    );
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(
+        kv.call(opcode::GET, b"short", &[], &[], 0).status,
+        status::KEY_ENOENT
+    );
+    assert_eq!(kv.call(opcode::GET, b"text", &[], &[], 0).status, 0);
+
+    // Quiet gets answer only hits; NOOP flushes the pipeline.
+    kv.send(opcode::GETQ, b"absent", &[], &[], 0);
+    let hit = kv.send(opcode::GETQ, b"doc", &[], &[], 0);
+    let noop = kv.send(opcode::NOOP, b"", &[], &[], 0);
+    assert_eq!(kv.read().unwrap().opaque, hit);
+    assert_eq!(kv.read().unwrap().opaque, noop);
+    assert_eq!(
+        kv.call(0xee, b"", &[], &[], 0).status,
+        status::UNKNOWN_COMMAND
+    );
+
+    // One document, two doors: every mutation changes both the CAS and the revision.
+    let mut http = Client::connect(&server.addr).unwrap();
+    let first = http.request("GET", "/default/doc", None).unwrap().json();
+    assert_eq!(first["b"], 2);
+    let rev1 = first["_rev"].as_str().unwrap().to_string();
+    let cas1 = kv.call(opcode::GET, b"doc", &[], &[], 0).cas;
+    let put = http
+        .request(
+            "PUT",
+            &format!("/default/doc?rev={rev1}"),
+            Some(br#"{"c":3}"#),
+        )
+        .unwrap();
+    assert_eq!(put.status, 201);
+    let put_generation: u64 = put.json()["rev"]
+        .as_str()
+        .unwrap()
+        .split('-')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let after_http = kv.call(opcode::GET, b"doc", &[], &[], 0);
+    assert_eq!(after_http.value, br#"{"c":3}"#);
+    assert_ne!(after_http.cas, cas1);
+    kv.call(
+        opcode::SET,
+        b"doc",
+        &store_extras(0, 0),
+        br#"{"d":4}"#,
+        after_http.cas,
+    );
+    let last = http.request("GET", "/default/doc", None).unwrap().json();
+    assert_eq!(last["d"], 4);
+    assert!(last["_rev"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("{}-", put_generation + 1)));
+    server.stop();
+}
+
+#[test]
+fn malformed_frames_close_only_their_connection_and_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    setup(&server);
+    let mut good = Kv::open(&server.kv_addr, "admin", "secret", "default");
+    for index in 0..200 {
+        let key = format!("key-{index}");
+        let reply = good.call(
+            opcode::SET,
+            key.as_bytes(),
+            &store_extras(0, 0),
+            b"\"v\"",
+            0,
+        );
+        assert_eq!(reply.status, 0);
+    }
+    let garbage: [&[u8]; 3] = [
+        // Unknown magic.
+        &[0x42; 24],
+        // Sections longer than the body.
+        &[
+            0x80, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0,
+        ],
+        // A body length far above any limit.
+        &[
+            0x80, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0,
+        ],
+    ];
+    for bytes in garbage {
+        let mut bad = Kv::open(&server.kv_addr, "admin", "secret", "default");
+        bad.stream.write_all(bytes).unwrap();
+        assert!(
+            bad.closed_by_server(),
+            "server must close a connection sending {bytes:?}"
+        );
+        // The well-behaved connection is unaffected.
+        assert_eq!(good.call(opcode::GET, b"key-7", &[], &[], 0).status, 0);
+    }
+    // Nothing acknowledged is lost, even across a crash.
+    let data_dir = server.data_dir.clone();
+    server.kill9();
+    let server = Server::start(&data_dir);
+    let mut kv = Kv::open(&server.kv_addr, "admin", "secret", "default");
+    for index in 0..200 {
+        let key = format!("key-{index}");
+        assert_eq!(
+            kv.call(opcode::GET, key.as_bytes(), &[], &[], 0).value,
+            b"\"v\""
+        );
+    }
+    server.stop();
+}
