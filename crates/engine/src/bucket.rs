@@ -158,6 +158,8 @@ pub struct Bucket {
     pub(crate) compacting: std::sync::atomic::AtomicBool,
     /// `GET_LOCKED` locks by key; in memory only (a restart releases them, as on Couchbase).
     pub(crate) kv_locks: Mutex<std::collections::HashMap<Vec<u8>, crate::kv::KvLock>>,
+    /// `kv_locks.len()`, readable without the mutex on every GET.
+    pub(crate) kv_lock_count: std::sync::atomic::AtomicUsize,
 }
 
 impl Bucket {
@@ -223,6 +225,7 @@ impl Bucket {
             purge_lock: tokio::sync::Mutex::new(()),
             compacting: std::sync::atomic::AtomicBool::new(false),
             kv_locks: Mutex::new(std::collections::HashMap::new()),
+            kv_lock_count: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 

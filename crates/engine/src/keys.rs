@@ -42,6 +42,27 @@ pub fn doc_key(bucket_id: u32, vbucket: u16, key: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A document key built on the stack (no allocation), for hot read paths.
+pub struct DocKeyBuf {
+    bytes: [u8; PREFIX_LEN + crate::bucket::KEY_BYTES_MAX],
+    len: usize,
+}
+
+impl DocKeyBuf {
+    /// `None` for keys longer than the document key limit.
+    pub fn new(bucket_id: u32, vbucket: u16, key: &[u8]) -> Option<DocKeyBuf> {
+        let mut bytes = [0u8; PREFIX_LEN + crate::bucket::KEY_BYTES_MAX];
+        let len = PREFIX_LEN + key.len();
+        bytes.get_mut(PREFIX_LEN..len)?.copy_from_slice(key);
+        bytes[..PREFIX_LEN].copy_from_slice(&vb_prefix(bucket_id, vbucket));
+        Some(DocKeyBuf { bytes, len })
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
 /// Same layout as a document key; a separate name keeps the call sites honest.
 pub fn local_key(bucket_id: u32, vbucket: u16, key: &[u8]) -> Vec<u8> {
     doc_key(bucket_id, vbucket, key)

@@ -7,7 +7,7 @@ use settee_revtree::RevId;
 
 use crate::bucket::{Bucket, PlannedWrite, Previous};
 use crate::error::EngineError;
-use crate::record::{DocRecord, Leaf};
+use crate::record::{DocRecord, Header, Leaf};
 use crate::update::{empty_record, finish, revision_hash};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -332,7 +332,7 @@ impl Bucket {
         let counter = counter_result(current.as_ref(), &mutation, self.now_secs());
         let committed = self.commit_writes(&mut writes).await?;
         if lock.is_some() {
-            self.kv_locks.lock().remove(key);
+            self.release_lock(key);
         }
         Ok(match counter {
             Some(value) => KvOutcome::Counted {
@@ -348,12 +348,21 @@ impl Bucket {
         })
     }
 
+    fn release_lock(&self, key: &[u8]) {
+        let mut locks = self.kv_locks.lock();
+        locks.remove(key);
+        self.kv_lock_count
+            .store(locks.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// The unexpired lock on `key`, dropping an expired one.
     pub(crate) fn current_lock(&self, key: &[u8]) -> Option<KvLock> {
         let mut locks = self.kv_locks.lock();
         let lock = *locks.get(key)?;
         if lock.until_ns <= self.clock.now_ns() {
             locks.remove(key);
+            self.kv_lock_count
+                .store(locks.len(), std::sync::atomic::Ordering::Relaxed);
             return None;
         }
         Some(lock)
@@ -380,7 +389,11 @@ impl Bucket {
                 .now_ns()
                 .saturating_add(u64::from(lock_secs) * 1_000_000_000),
         };
-        self.kv_locks.lock().insert(key.to_vec(), lock);
+        let mut locks = self.kv_locks.lock();
+        locks.insert(key.to_vec(), lock);
+        self.kv_lock_count
+            .store(locks.len(), std::sync::atomic::Ordering::Relaxed);
+        drop(locks);
         value.cas = lock.cas;
         Ok(LockOutcome::Locked(value))
     }
@@ -395,7 +408,7 @@ impl Bucket {
             None => Ok(UnlockOutcome::NotLocked),
             Some(lock) if lock.cas != cas => Ok(UnlockOutcome::CasMismatch),
             Some(_) => {
-                self.kv_locks.lock().remove(key);
+                self.release_lock(key);
                 Ok(UnlockOutcome::Unlocked)
             }
         }
@@ -437,7 +450,40 @@ impl Bucket {
     }
 
     fn has_locks(&self) -> bool {
-        !self.kv_locks.lock().is_empty()
+        self.kv_lock_count
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+    }
+
+    /// The live value of `key` lent to `read` without copying (the KV door's GET path:
+    /// the value goes from RocksDB's pinned block straight into the reply buffer).
+    pub fn kv_read<R>(
+        &self,
+        key: &[u8],
+        read: impl FnOnce(KvRef<'_>) -> R,
+    ) -> Result<Option<R>, EngineError> {
+        let vbucket = self.vbucket_of(key);
+        let Some(doc_key) = crate::keys::DocKeyBuf::new(self.id, vbucket, key) else {
+            return Ok(None);
+        };
+        let locked = self.has_locks() && self.current_lock(key).is_some();
+        let now = self.now_secs();
+        let result = self
+            .store
+            .get_with(settee_storage::Cf::Doc, doc_key.as_slice(), |raw| {
+                let header = Header::decode(raw)?;
+                if header.deleted || (header.expiry != 0 && header.expiry <= now) {
+                    return Ok(None);
+                }
+                Ok(Some(read(KvRef {
+                    body: header.body(raw)?,
+                    json: header.json,
+                    item_flags: header.item_flags,
+                    cas: if locked { u64::MAX } else { header.cas },
+                    expiry: header.expiry,
+                })))
+            })?;
+        result.transpose().map(Option::flatten)
     }
 
     fn kv_get_unlocked(&self, key: &[u8]) -> Result<Option<KvValue>, EngineError> {
@@ -455,6 +501,16 @@ impl Bucket {
             expiry: header.expiry,
         }))
     }
+}
+
+/// A live value borrowed from storage for the duration of a `kv_read` callback.
+#[derive(Clone, Copy, Debug)]
+pub struct KvRef<'a> {
+    pub body: &'a [u8],
+    pub json: bool,
+    pub item_flags: u32,
+    pub cas: u64,
+    pub expiry: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -31,7 +31,9 @@ pub use bucket::{Bucket, BucketConfig, Committed, VbState, KEY_BYTES_MAX};
 pub use changes::{ChangeCursor, ChangeEntry};
 pub use engine::{CreateOutcome, Engine, EngineOptions, REVS_LIMIT_DEFAULT};
 pub use error::EngineError;
-pub use kv::{KvMeta, KvMutation, KvOutcome, KvValue, LockOutcome, StoreMode, UnlockOutcome};
+pub use kv::{
+    KvMeta, KvMutation, KvOutcome, KvRef, KvValue, LockOutcome, StoreMode, UnlockOutcome,
+};
 pub use local::LocalOutcome;
 pub use read::{DocScan, ScanRange};
 pub use record::{AttachmentMeta, DocRecord, Leaf};

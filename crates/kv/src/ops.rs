@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use settee_engine::{
-    Bucket, KvMutation, KvOutcome, KvValue, LockOutcome, StoreMode, UnlockOutcome, KEY_BYTES_MAX,
+    Bucket, KvMutation, KvOutcome, KvRef, KvValue, LockOutcome, StoreMode, UnlockOutcome,
+    KEY_BYTES_MAX,
 };
 use settee_kv_codec::{datatype, opcode, status, Frame, FramingExtras};
 
@@ -103,6 +104,20 @@ impl OpCtx {
 
     /// GET-style reply: 4 bytes of flags, optionally the key, the value.
     fn value_reply(&self, out: &mut Vec<u8>, key: &[u8], value: &KvValue) {
+        self.value_reply_ref(
+            out,
+            key,
+            KvRef {
+                body: &value.body,
+                json: value.json,
+                item_flags: value.item_flags,
+                cas: value.cas,
+                expiry: value.expiry,
+            },
+        );
+    }
+
+    fn value_reply_ref(&self, out: &mut Vec<u8>, key: &[u8], value: KvRef<'_>) {
         let flags = Self::flags_of(value.item_flags, value.json).to_be_bytes();
         let mut dt = if value.json && self.features.json {
             datatype::JSON
@@ -115,7 +130,7 @@ impl OpCtx {
             &[]
         };
         if self.features.snappy && value.body.len() >= COMPRESS_MIN_BYTES {
-            if let Ok(compressed) = snap::raw::Encoder::new().compress_vec(&value.body) {
+            if let Ok(compressed) = snap::raw::Encoder::new().compress_vec(value.body) {
                 if compressed.len() < value.body.len() / 8 * 7 {
                     dt |= datatype::SNAPPY;
                     reply(
@@ -196,8 +211,11 @@ pub(crate) fn run(
     }
     match ctx.base {
         opcode::GET | opcode::GETK => {
-            match ctx.bucket.kv_get(key) {
-                Ok(Some(value)) => ctx.value_reply(out, key, &value),
+            match ctx
+                .bucket
+                .kv_read(key, |value| ctx.value_reply_ref(out, key, value))
+            {
+                Ok(Some(())) => {}
                 Ok(None) if ctx.quiet => {}
                 Ok(None) => ctx.error(out, status::KEY_ENOENT, "Not found"),
                 Err(error) => ctx.error(out, status::EINTERNAL, &error.to_string()),

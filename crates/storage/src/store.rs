@@ -135,6 +135,21 @@ impl Store {
         Ok(self.inner.db.get_cf(self.inner.handle(cf), key)?)
     }
 
+    /// A point read that lends the value to `read` instead of copying it out (the block
+    /// cache's bytes stay pinned while `read` runs).
+    pub fn get_with<R>(
+        &self,
+        cf: Cf,
+        key: &[u8],
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>, StoreError> {
+        Ok(self
+            .inner
+            .db
+            .get_pinned_cf(self.inner.handle(cf), key)?
+            .map(|value| read(&value)))
+    }
+
     /// Point reads of many keys in one call (sorted internally by RocksDB).
     pub fn multi_get(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let handle = self.inner.handle(cf);
