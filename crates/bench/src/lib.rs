@@ -5,7 +5,18 @@
 //! phase over N keep-alive connections and returns one [`http::PhaseReport`] per phase. It speaks
 //! only the public CouchDB HTTP API, so the same numbers can be taken from settee, CouchDB or
 //! pouchdb-server (see `scripts/bench-http-vs-pouchdb.sh`). Start reading at `http/mod.rs`.
+//!
+//! [`kv`] does the same over the memcached binary protocol (frames from `settee-kv-codec`):
+//! [`kv::KvArgs`], [`kv::run`], pipelined GET/SET against settee's Couchbase KV door or a plain
+//! memcached (`scripts/bench-kv-vs-memcached.sh`). Start reading at `kv/mod.rs`.
+//!
+//! Both share the documents they write (`docs.rs`), the per-phase histograms and the table they
+//! print (`report.rs`). [`ids`] drives the document engine in-process instead (seed 003).
 #![deny(clippy::unwrap_used)]
 
+mod cpu;
+mod docs;
 pub mod http;
 pub mod ids;
+pub mod kv;
+mod report;

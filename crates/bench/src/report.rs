@@ -1,4 +1,5 @@
-//! Per-phase results: counting while the load runs, and printing once it is over.
+//! Per-phase results of every load generator (`bench http`, `bench kv`): counting while the load
+//! runs, and printing once it is over, in one table and one JSON shape.
 
 use std::fmt::Write as _;
 
@@ -9,13 +10,14 @@ const LATENCY_MAX_US: u64 = 60_000_000;
 /// Three significant digits: 0.1% resolution at every magnitude.
 const LATENCY_SIGNIFICANT_DIGITS: u8 = 3;
 
-/// The result of one phase (`get` or `put`) of [`super::run`].
+/// The result of one phase (`get`, `put`, `set`, `load`) of a load generator's run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PhaseReport {
     pub name: String,
-    /// Requests answered with a 2xx status.
+    /// Requests that succeeded (HTTP: a 2xx status; KV: status 0 and the expected value).
     pub ops: u64,
-    /// Requests answered with any other status, plus failed connects and broken connections.
+    /// Requests answered with any other status, plus failed connects and requests lost with a
+    /// broken connection.
     pub errors: u64,
     /// Wall time of the phase, from the first request to the last response.
     pub seconds: f64,

@@ -31,6 +31,8 @@ enum BenchCommand {
     Http(settee_bench::http::HttpArgs),
     /// Seed 003: insert time and disk use with random vs CouchDB-sequential document ids.
     Ids(settee_bench::ids::IdsArgs),
+    /// GET/SET over the memcached binary protocol (settee's KV door or a plain memcached).
+    Kv(settee_bench::kv::KvArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -54,6 +56,7 @@ fn main() -> anyhow::Result<()> {
             Command::Bench(BenchCommand::Ids(args)) => {
                 settee_bench::ids::run(args).await.map(|_| ())
             }
+            Command::Bench(BenchCommand::Kv(args)) => settee_bench::kv::run(args).await.map(|_| ()),
         }
     })
 }

@@ -14,9 +14,9 @@ use tokio::sync::Barrier;
 use tokio::task::JoinSet;
 
 use super::connection::Connection;
-use super::report::{PhaseReport, Tally};
-use super::setup::doc_id;
 use super::target::Target;
+use crate::docs::doc_id;
+use crate::report::{PhaseReport, Tally};
 
 /// How long past the end of a phase a task may wait for its last response before it is cut off
 /// (and that request counted as an error), so a stalled server cannot hang the bench.

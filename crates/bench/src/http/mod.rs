@@ -3,11 +3,11 @@
 //! [`run`] resolves the [`HttpArgs`] into a target (`target.rs`), recreates and preloads the
 //! database over one connection (`setup.rs`), then runs each phase (`load.rs`): one tokio task per
 //! connection (`connection.rs`), sending requests back to back for a fixed time and counting into
-//! a per-task histogram that is merged into a [`PhaseReport`] at the end (`report.rs`).
+//! a per-task histogram that is merged into a [`PhaseReport`] at the end (`crate::report`, shared
+//! with `bench kv`).
 
 mod connection;
 mod load;
-mod report;
 mod setup;
 mod target;
 
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 
-pub use report::{format_json_lines, format_table, PhaseReport};
+pub use crate::report::{format_json_lines, format_table, PhaseReport};
 
 use load::Workload;
 use setup::SetupClient;
@@ -102,7 +102,7 @@ pub async fn run(args: HttpArgs) -> anyhow::Result<Vec<PhaseReport>> {
         reports.push(phase("get", &target, workload, &args, duration).await?);
     }
     if runs_put {
-        let body = setup::doc_body(args.doc_size_bytes);
+        let body = crate::docs::doc_body(args.doc_size_bytes);
         let workload = Arc::new(Workload::put(&target, body, rand::random()));
         reports.push(phase("put", &target, workload, &args, duration).await?);
     }

@@ -7,22 +7,10 @@ use hyper::{Method, Request, StatusCode};
 
 use super::connection::Connection;
 use super::target::Target;
+use crate::docs::{doc_body, doc_id};
 
 /// Documents per `_bulk_docs` request while preloading.
 pub(crate) const BULK_BATCH_DOCS: usize = 1000;
-
-/// The id of preloaded document `index`; the GET phase reads these.
-pub(crate) fn doc_id(index: usize) -> String {
-    format!("doc-{index:08}")
-}
-
-/// `{"v":"xxxx"}` padded so the whole JSON text is `doc_size_bytes` long (or 9 bytes, the
-/// shortest such body, when asked for less).
-pub(crate) fn doc_body(doc_size_bytes: usize) -> Bytes {
-    const ENVELOPE: &str = r#"{"v":""}"#;
-    let padding = doc_size_bytes.saturating_sub(ENVELOPE.len()).max(1);
-    Bytes::from(format!(r#"{{"v":"{}"}}"#, "x".repeat(padding)))
-}
 
 /// A single connection for the few setup requests, which need their response bodies.
 pub(crate) struct SetupClient<'a> {
@@ -133,17 +121,6 @@ fn check_bulk_results(response: &[u8]) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn doc_body_has_requested_size() {
-        for size in [9, 10, 200, 4096] {
-            let body = doc_body(size);
-            assert_eq!(body.len(), size);
-            let parsed: serde_json::Value = serde_json::from_slice(&body).expect("valid JSON");
-            assert!(parsed["v"].is_string());
-        }
-        assert_eq!(&doc_body(0)[..], br#"{"v":"x"}"#);
-    }
 
     #[test]
     fn bulk_results_report_rejections() {
