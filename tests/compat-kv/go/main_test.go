@@ -1,0 +1,301 @@
+// Package compatkv drives the official Go SDK (gocb v2) against a real settee process.
+//
+// TestMain starts one `settee serve` for the whole package with a fresh data directory and free
+// loopback ports, prepares it through the CouchDB HTTP API (buckets `default`, `private`,
+// `small?q=8`; user alice who may use `default` only), connects an admin cluster, runs the tests,
+// and stops everything afterwards (the process group, then the data directory).
+package compatkv
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/couchbase/gocb/v2"
+)
+
+const (
+	// Short enough that an expected timeout costs little, long enough for a loaded CI machine.
+	kvTimeout      = 2500 * time.Millisecond
+	connectTimeout = 10 * time.Second
+	readyTimeout   = 15 * time.Second
+)
+
+var (
+	admin = gocb.PasswordAuthenticator{Username: "admin", Password: "secret"}
+	alice = gocb.PasswordAuthenticator{Username: "alice", Password: "alicepw"}
+
+	srv        *settee
+	cluster    *gocb.Cluster
+	collection *gocb.Collection
+	keyCounter atomic.Int64
+)
+
+type settee struct {
+	httpPort, kvPort, mgmtPort int
+	httpURL, connectionString  string
+	process                    *exec.Cmd
+	dataDir                    string
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	gocb.SetLogger(sdkLog)
+	var err error
+	srv, err = startSettee()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting settee:", err)
+		return 1
+	}
+	defer srv.stop()
+	cluster, err = srv.connect(admin, kvTimeout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "connecting:", err)
+		return 1
+	}
+	defer cluster.Close(nil)
+	bucket := cluster.Bucket("default")
+	if err := waitUntilReady(bucket); err != nil {
+		fmt.Fprintln(os.Stderr, "bucket default not ready:", err)
+		return 1
+	}
+	collection = bucket.DefaultCollection()
+	return m.Run()
+}
+
+func freePort() (int, error) {
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer listener.Close()
+	return listener.Addr().(*net.TCPAddr).Port, nil
+}
+
+func startSettee() (*settee, error) {
+	binary := os.Getenv("SETTEE_BIN")
+	if binary == "" {
+		home, _ := os.UserHomeDir()
+		binary = filepath.Join(home, ".cache/settee/target/release/settee")
+	}
+	dataDir, err := os.MkdirTemp("", "settee-compat-kv-go-")
+	if err != nil {
+		return nil, err
+	}
+	s := &settee{dataDir: dataDir}
+	for _, port := range []*int{&s.httpPort, &s.kvPort, &s.mgmtPort} {
+		if *port, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	s.httpURL = fmt.Sprintf("http://127.0.0.1:%d", s.httpPort)
+	s.connectionString = fmt.Sprintf("couchbase://127.0.0.1:%d", s.kvPort)
+	s.process = exec.Command(binary, "serve", "--data-dir", dataDir,
+		"--http-addr", fmt.Sprintf("127.0.0.1:%d", s.httpPort),
+		"--kv-addr", fmt.Sprintf("127.0.0.1:%d", s.kvPort),
+		"--mgmt-addr", fmt.Sprintf("127.0.0.1:%d", s.mgmtPort),
+		"--admin", "admin:secret", "--pbkdf2-iterations", "1000")
+	s.process.Stderr = os.Stderr
+	s.process.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := s.process.Start(); err != nil {
+		os.RemoveAll(dataDir)
+		return nil, err
+	}
+	if err := s.waitUp(); err != nil {
+		s.stop()
+		return nil, err
+	}
+	if err := s.prepare(); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *settee) waitUp() error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		response, err := http.Get(s.httpURL + "/_up")
+		if err == nil {
+			response.Body.Close()
+			if response.StatusCode == 200 {
+				conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", s.kvPort), 2*time.Second)
+				if err == nil {
+					conn.Close()
+					return nil
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("settee did not come up")
+}
+
+func (s *settee) prepare() error {
+	steps := []struct {
+		method, path string
+		body         any
+		statuses     []int
+	}{
+		{"PUT", "/default", nil, []int{201}},
+		{"PUT", "/private", nil, []int{201}},
+		{"PUT", "/small?q=8", nil, []int{201}},
+		{"PUT", "/_users/org.couchdb.user:alice",
+			map[string]any{"name": "alice", "password": "alicepw", "roles": []string{}, "type": "user"},
+			[]int{201, 202}},
+		{"PUT", "/default/_security", map[string]any{
+			"admins":  map[string]any{"names": []string{}, "roles": []string{}},
+			"members": map[string]any{"names": []string{"alice"}, "roles": []string{}},
+		}, []int{200}},
+	}
+	for _, step := range steps {
+		status, body, err := s.http(step.method, step.path, step.body)
+		if err != nil {
+			return err
+		}
+		ok := false
+		for _, expected := range step.statuses {
+			ok = ok || status == expected
+		}
+		if !ok {
+			return fmt.Errorf("%s %s answered %d: %s", step.method, step.path, status, body)
+		}
+	}
+	return nil
+}
+
+func (s *settee) stop() {
+	if s.process != nil && s.process.Process != nil {
+		pgid := s.process.Process.Pid
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = s.process.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			<-done
+		}
+	}
+	os.RemoveAll(s.dataDir)
+}
+
+// http sends one request to the CouchDB door as the admin; body nil means no body.
+func (s *settee) http(method, path string, body any) (int, []byte, error) {
+	var reader io.Reader
+	if body != nil {
+		encoded, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		reader = bytes.NewReader(encoded)
+	}
+	request, err := http.NewRequest(method, s.httpURL+path, reader)
+	if err != nil {
+		return 0, nil, err
+	}
+	request.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("admin:secret")))
+	if body != nil {
+		request.Header.Set("Content-Type", "application/json")
+	}
+	response, err := http.DefaultClient.Do(request)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer response.Body.Close()
+	raw, err := io.ReadAll(response.Body)
+	return response.StatusCode, raw, err
+}
+
+func (s *settee) connect(user gocb.PasswordAuthenticator, kv time.Duration) (*gocb.Cluster, error) {
+	return gocb.Connect(s.connectionString, gocb.ClusterOptions{
+		Authenticator:  user,
+		TimeoutsConfig: gocb.TimeoutsConfig{ConnectTimeout: connectTimeout, KVTimeout: kv},
+	})
+}
+
+func waitUntilReady(bucket *gocb.Bucket) error {
+	return bucket.WaitUntilReady(readyTimeout, &gocb.WaitUntilReadyOptions{
+		ServiceTypes: []gocb.ServiceType{gocb.ServiceTypeKeyValue},
+	})
+}
+
+// uniqueKey returns a document id unique to the test.
+func uniqueKey(t *testing.T) string {
+	return fmt.Sprintf("go::%s::%d::%d", t.Name(), time.Now().UnixNano(), keyCounter.Add(1))
+}
+
+// outcome carries an SDK call's (value, error) pair so a test can write res(call()).must(t).
+type outcome[T any] struct {
+	value T
+	err   error
+}
+
+func res[T any](value T, err error) outcome[T] { return outcome[T]{value, err} }
+
+func (o outcome[T]) must(t *testing.T) T {
+	t.Helper()
+	if o.err != nil {
+		t.Fatalf("unexpected error: %v", o.err)
+	}
+	return o.value
+}
+
+func noError(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("unexpected error: %v", err)
+	}
+}
+
+// isError fails the test unless err matches target (errors.Is through the SDK's wrappers).
+func isError(t *testing.T, err error, target error) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("expected %v, got success", target)
+	}
+	if !errors.Is(err, target) {
+		t.Fatalf("expected %v, got %v", target, err)
+	}
+}
+
+func contentOf[T any](t *testing.T, result *gocb.GetResult) T {
+	t.Helper()
+	var value T
+	noError(t, result.Content(&value))
+	return value
+}
+
+func getContent[T any](t *testing.T, c *gocb.Collection, key string) T {
+	t.Helper()
+	return contentOf[T](t, res(c.Get(key, nil)).must(t))
+}
+
+func jsonEqual(t *testing.T, got, want any) {
+	t.Helper()
+	gotJSON, _ := json.Marshal(got)
+	wantJSON, _ := json.Marshal(want)
+	if !bytes.Equal(gotJSON, wantJSON) {
+		t.Fatalf("got %s, want %s", gotJSON, wantJSON)
+	}
+}
+
+func exists(t *testing.T, c *gocb.Collection, key string) bool {
+	t.Helper()
+	return res(c.Exists(key, nil)).must(t).Exists()
+}
