@@ -237,6 +237,12 @@ pub(crate) fn plan_replicated(
         attachments,
     });
     finish(&mut record, revs_limit);
+    // A document written through the CouchDB door is JSON: Couchbase clients read it with the
+    // common "JSON" flags, as if an SDK had stored it.
+    let mut record = record;
+    if record.winner().is_some_and(|winner| winner.json) {
+        record.item_flags = COMMON_FLAGS_JSON;
+    }
     Ok(Plan {
         record,
         rev: newest.clone(),
@@ -244,6 +250,9 @@ pub(crate) fn plan_replicated(
         unchanged: false,
     })
 }
+
+/// Couchbase "common flags" for a JSON value (format 2 in the top byte).
+pub const COMMON_FLAGS_JSON: u32 = 0x0200_0000;
 
 pub(crate) fn empty_record() -> DocRecord {
     DocRecord {

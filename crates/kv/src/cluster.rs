@@ -47,7 +47,7 @@ pub fn bucket_config(bucket: &Bucket, config: &KvConfig) -> serde_json::Value {
         "nodeLocator": "vbucket",
         "collectionsManifestUid": "0",
         "bucketCapabilitiesVer": "",
-        "bucketCapabilities": ["collections", "xattr", "cccp", "nodesExt", "couchapi", "dcp", "cbhello", "touch", "cas", "subdoc.ReplaceBodyWithXattr"],
+        "bucketCapabilities": ["collections", "durableWrite", "xattr", "cccp", "nodesExt", "couchapi", "dcp", "cbhello", "touch", "cas"],
         "vBucketServerMap": {
             "hashAlgorithm": "CRC",
             "numReplicas": 0,

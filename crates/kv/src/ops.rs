@@ -19,9 +19,6 @@ const RELATIVE_EXPIRY_MAX: u32 = 30 * 24 * 3600;
 /// Couchbase's GET_LOCKED defaults: 15 s, at most 30 s.
 const LOCK_SECS_DEFAULT: u32 = 15;
 const LOCK_SECS_MAX: u32 = 30;
-/// Common flags "JSON" (format 2 in the top byte), reported for JSON stored without flags
-/// (documents written through the HTTP door).
-const COMMON_FLAGS_JSON: u32 = 0x0200_0000;
 /// Replies are snappy-compressed (when negotiated) only from this size up.
 const COMPRESS_MIN_BYTES: usize = 4096;
 
@@ -94,12 +91,9 @@ impl OpCtx {
         }
     }
 
-    fn flags_of(value_flags: u32, json: bool) -> u32 {
-        if value_flags == 0 && json {
-            COMMON_FLAGS_JSON
-        } else {
-            value_flags
-        }
+    /// Flags are returned exactly as stored (HTTP writes store the JSON common flags).
+    fn flags_of(value_flags: u32, _json: bool) -> u32 {
+        value_flags
     }
 
     /// GET-style reply: 4 bytes of flags, optionally the key, the value.
@@ -205,7 +199,8 @@ pub(crate) fn run(
     bytes: &Bytes,
     out: &mut Vec<u8>,
 ) -> Handled {
-    if ctx.base != opcode::STAT && (key.is_empty() || key.len() > KEY_BYTES_MAX) {
+    let keyless = matches!(ctx.base, opcode::STAT | opcode::OBSERVE_SEQNO);
+    if !keyless && (key.is_empty() || key.len() > KEY_BYTES_MAX) {
         ctx.error(out, status::EINVAL, "Invalid key length");
         return Handled::Done;
     }
@@ -257,6 +252,14 @@ pub(crate) fn run(
             Handled::Done
         }
         opcode::OBSERVE_SEQNO => {
+            if frame.value.len() != 8 {
+                ctx.error(
+                    out,
+                    status::EINVAL,
+                    "OBSERVE_SEQNO takes an 8-byte vbucket uuid",
+                );
+                return Handled::Done;
+            }
             let vbucket = frame.vbucket();
             let uuid = vbucket_uuid(&ctx.bucket, vbucket);
             let high = ctx.bucket.high_seqnos().get(vbucket);

@@ -590,7 +590,8 @@ impl Session {
             );
             return Handled::Done;
         }
-        let key = if features.collections && base != opcode::STAT {
+        let keyless = matches!(base, opcode::STAT | opcode::OBSERVE_SEQNO);
+        let key = if features.collections && !keyless {
             match leb128::decode_u32(frame.key) {
                 Some((0, used)) => &frame.key[used..],
                 Some(_) => {

@@ -13,14 +13,22 @@ import (
 
 const concurrentCount = 2000
 
-// parallel runs op(n) for every n in [0, count) at once and returns the first error.
+// inFlightMax stays under gocbcore's per-connection request queue (2048 by default), which
+// otherwise fails requests client-side with "queue overflowed" before they reach the server.
+const inFlightMax = 1000
+
+// parallel runs op(n) for every n in [0, count), up to inFlightMax at once, and returns the
+// first error.
 func parallel(count int, op func(n int) error) error {
 	var wait sync.WaitGroup
 	errs := make(chan error, count)
+	slots := make(chan struct{}, inFlightMax)
 	for n := 0; n < count; n++ {
 		wait.Add(1)
+		slots <- struct{}{}
 		go func(n int) {
 			defer wait.Done()
+			defer func() { <-slots }()
 			if err := op(n); err != nil {
 				errs <- err
 			}
