@@ -13,6 +13,7 @@
 #   SKIP_BUILD        1: use SETTEE_BIN as it is
 #   SERVERS           which servers to measure, in order (default "memcached settee")
 #   CONNECTIONS       connection counts to run, one measurement each (default "1 16 64")
+#   ROUNDS            times to repeat the whole series; ratios use the medians (default 1)
 #   DURATION          measured seconds per measurement (default 10)
 #   WARMUP            unmeasured seconds before each measurement (default 2)
 #   PIPELINE          requests in flight per connection (default 16)
@@ -38,6 +39,7 @@ SETTEE_BIN=${settee_bin_override:-$SETTEE_BIN}
 bench_cmd=${BENCH_CMD:-"$SETTEE_BIN bench kv"}
 servers=${SERVERS:-memcached settee}
 connections_list=${CONNECTIONS:-1 16 64}
+rounds=${ROUNDS:-1}
 duration=${DURATION:-10}
 warmup=${WARMUP:-2}
 pipeline=${PIPELINE:-16}
@@ -192,9 +194,10 @@ for server in $servers; do
 done
 
 results=$tmp/results.tsv
+for round in $(seq 1 "$rounds"); do
 for connections in $connections_list; do
     for server in $servers; do
-        log "$server: $connections connections x $pipeline in flight, ${duration}s (+${warmup}s warm-up)"
+        log "round $round, $server: $connections connections x $pipeline in flight, ${duration}s (+${warmup}s warm-up)"
         before=$(cpu_ticks "${server_pids[$server]}")
         json=$(bench_kv "$server" --no-load --connections "$connections" --get-ratio "$get_ratio" \
             --duration "$duration" --warmup "$warmup" --json)
@@ -206,11 +209,12 @@ for connections in $connections_list; do
         server_us=$(awk -v ticks=$((after - before)) -v hz="$clock_ticks_per_sec" -v ops="$ops" \
             -v share="$(awk -v d="$duration" -v w="$warmup" 'BEGIN { print d / (d + w) }')" \
             'BEGIN { if (ops > 0) printf "%.2f", ticks / hz * share * 1e6 / ops; else print "-" }')
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$server" "$connections" \
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$server" "$connections" \
             "$(field ops_per_sec "$line")" "$(field p50_us "$line")" "$(field p99_us "$line")" \
             "$(field p999_us "$line")" "$(field errors "$line")" \
             "$(field client_cpu_us_per_op "$line")" "$server_us" >>"$results"
     done
+done
 done
 
 echo
@@ -218,21 +222,33 @@ echo "GET ratio $get_ratio, $keys keys, $value_size-byte values, $pipeline in fl
     "${duration}s each; memcached -t $memcached_threads; $(nproc) CPUs shared by client and server"
 awk -F'\t' '
     BEGIN {
-        printf "%-10s %5s %12s %8s %8s %8s %7s %13s %13s\n", "server", "conns", "ops/s", "p50 us",
-            "p99 us", "p999 us", "errors", "client us/op", "server us/op"
+        printf "%-5s %-10s %5s %12s %8s %8s %8s %7s %13s %13s\n", "round", "server", "conns",
+            "ops/s", "p50 us", "p99 us", "p999 us", "errors", "client us/op", "server us/op"
     }
     {
-        printf "%-10s %5s %12.0f %8s %8s %8s %7s %13.2f %13s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9
-        rate[$1, $2] = $3
-        if (!($2 in seen)) { seen[$2] = 1; order[++n] = $2 }
+        printf "%-5s %-10s %5s %12.0f %8s %8s %8s %7s %13.2f %13s\n", $1, $2, $3, $4, $5, $6, $7,
+            $8, $9, $10
+        rates[$2, $3, ++count[$2, $3]] = $4
+        if (!($3 in seen)) { seen[$3] = 1; order[++n] = $3 }
+    }
+    # The median of the rates of (server, conns); 0 when that server did not run.
+    function median(server, conns,    k, i, j, v, tmp) {
+        k = count[server, conns]
+        if (k == 0) return 0
+        for (i = 1; i <= k; i++) v[i] = rates[server, conns, i]
+        for (i = 2; i <= k; i++)
+            for (j = i; j > 1 && v[j - 1] > v[j]; j--) { tmp = v[j]; v[j] = v[j - 1]; v[j - 1] = tmp }
+        return k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
     }
     END {
         print ""
         for (i = 1; i <= n; i++) {
             c = order[i]
-            if (rate["memcached", c] > 0 && (("settee", c) in rate)) {
-                printf "settee/memcached GET ops/s at %s connections: %.2fx\n", c,
-                    rate["settee", c] / rate["memcached", c]
+            m = median("memcached", c)
+            s = median("settee", c)
+            if (m > 0 && s > 0) {
+                printf "settee/memcached GET ops/s at %s connections: %.2fx (medians: %.0f / %.0f, %d round(s))\n",
+                    c, s / m, s, m, count["settee", c]
             }
         }
     }' "$results"
