@@ -9,8 +9,11 @@ pub mod scram;
 mod users;
 
 pub use access::{db_access, default_security, DbAccess, UserCtx};
-pub use users::{now_secs, Users, SCRAM_ITERATIONS, USERS_DB, USER_PREFIX};
+pub use users::{
+    now_secs, Users, PBKDF2_ITERATIONS_DEFAULT, SCRAM_ITERATIONS, USERS_DB, USER_PREFIX,
+};
 
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Equality whose time does not depend on where the inputs differ (for secrets).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

@@ -155,7 +155,7 @@ pub struct ScramServer {
     secret: Option<ScramSecret>,
 }
 
-fn attribute<'a>(part: &'a str, name: char) -> Option<&'a str> {
+fn attribute(part: &str, name: char) -> Option<&str> {
     let mut chars = part.chars();
     (chars.next()? == name && chars.next()? == '=').then(|| &part[2..])
 }

@@ -16,6 +16,8 @@ use crate::scram::{Mechanism, ScramSecret};
 
 pub const USERS_DB: &str = "_users";
 pub const USER_PREFIX: &str = "org.couchdb.user:";
+/// PBKDF2 rounds of new `_users` passwords (CouchDB-style HTTP hashing).
+pub const PBKDF2_ITERATIONS_DEFAULT: u32 = 10_000;
 /// PBKDF2 rounds of SCRAM secrets. The client pays them once per connection, so they are
 /// fewer than CouchDB's HTTP password hashing (which the server pays, once per cache miss).
 pub const SCRAM_ITERATIONS: u32 = 10_000;

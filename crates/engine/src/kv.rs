@@ -131,7 +131,8 @@ fn live(record: Option<&DocRecord>, now_secs: u32) -> Option<&DocRecord> {
     record.filter(|record| !record.is_deleted() && (record.expiry == 0 || record.expiry > now_secs))
 }
 
-fn is_json(bytes: &[u8]) -> bool {
+/// Whether `bytes` is one JSON value (what the `json` bit of a stored value means).
+pub fn is_json(bytes: &[u8]) -> bool {
     serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
 }
 
@@ -511,6 +512,18 @@ pub struct KvRef<'a> {
     pub item_flags: u32,
     pub cas: u64,
     pub expiry: u32,
+}
+
+impl KvValue {
+    pub fn as_ref(&self) -> KvRef<'_> {
+        KvRef {
+            body: &self.body,
+            json: self.json,
+            item_flags: self.item_flags,
+            cas: self.cas,
+            expiry: self.expiry,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

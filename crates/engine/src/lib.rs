@@ -32,7 +32,7 @@ pub use changes::{ChangeCursor, ChangeEntry};
 pub use engine::{CreateOutcome, Engine, EngineOptions, REVS_LIMIT_DEFAULT};
 pub use error::EngineError;
 pub use kv::{
-    KvMeta, KvMutation, KvOutcome, KvRef, KvValue, LockOutcome, StoreMode, UnlockOutcome,
+    is_json, KvMeta, KvMutation, KvOutcome, KvRef, KvValue, LockOutcome, StoreMode, UnlockOutcome,
 };
 pub use local::LocalOutcome;
 pub use read::{DocScan, ScanRange};

@@ -35,7 +35,10 @@ async fn purge_counts_and_survives_restart() {
             hash: "aaa".into(),
         };
         assert_eq!(
-            bucket.purge(b"doc", &[loser.clone()]).await.expect("purge"),
+            bucket
+                .purge(b"doc", std::slice::from_ref(&loser))
+                .await
+                .expect("purge"),
             vec![loser]
         );
         assert_eq!(bucket.purge_seq(), 1);

@@ -187,13 +187,16 @@ pub fn wants_multipart(req: &Req) -> bool {
 }
 
 /// One document with `"follows": true` attachment stubs, then one part per attachment.
+/// One MIME part: its headers and its body.
+type Part = (Vec<(String, String)>, Bytes);
+
 fn related_parts(
     bucket: &Bucket,
     id: &str,
     record: &DocRecord,
     leaf: &Leaf,
     options: &RenderOptions,
-) -> ApiResult<Vec<(Vec<(String, String)>, Bytes)>> {
+) -> ApiResult<Vec<Part>> {
     let mut options = options.clone();
     options.follows = true;
     let doc = render_doc(id, record, leaf, &options, &attachment_fetcher(bucket, id))?;

@@ -11,6 +11,7 @@ use hyper::header::HeaderMap;
 use settee_engine::{hex, Bucket, Engine};
 use sha2::Sha256;
 
+use settee_auth::constant_time_eq;
 pub use settee_auth::{
     db_access, default_security, now_secs, DbAccess, UserCtx, Users, USERS_DB, USER_PREFIX,
 };
@@ -117,10 +118,6 @@ impl Auth {
 
 fn bad_credentials() -> ApiError {
     ApiError::Unauthorized("Name or password is incorrect.".into())
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {

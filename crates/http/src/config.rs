@@ -16,10 +16,6 @@ pub struct HttpConfig {
     pub max_json_depth: usize,
     /// Vbuckets of a database created without `?q=`.
     pub default_vbuckets: u16,
-    /// Server admins as `(name, password)`.
-    pub admins: Vec<(String, String)>,
-    /// PBKDF2 iterations for new `_users` passwords.
-    pub pbkdf2_iterations: u32,
     /// Cookie session lifetime (CouchDB `[chttpd_auth] timeout`, 600 s).
     pub session_timeout_secs: u64,
     /// `_changes` heartbeat/timeout upper bound.
@@ -40,8 +36,6 @@ impl Default for HttpConfig {
             max_key_bytes: settee_engine::KEY_BYTES_MAX,
             max_json_depth: 100,
             default_vbuckets: 64,
-            admins: Vec::new(),
-            pbkdf2_iterations: 10_000,
             session_timeout_secs: 600,
             changes_timeout_max_ms: 3_600_000,
             max_open_feeds: 10_000,

@@ -71,9 +71,9 @@ pub fn parse_multipart(body: &[u8], boundary: &str) -> Result<Vec<Part>, String>
         let next = find(body, &delimiter, body_start).ok_or("missing closing boundary")?;
         // The line end before the delimiter belongs to the delimiter.
         let mut body_end = next;
-        if body_end >= body_start + 1 && body[body_end - 1] == b'\n' {
+        if body_end > body_start && body[body_end - 1] == b'\n' {
             body_end -= 1;
-            if body_end >= body_start + 1 && body[body_end - 1] == b'\r' {
+            if body_end > body_start && body[body_end - 1] == b'\r' {
                 body_end -= 1;
             }
         }

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use settee_kv_codec::{decode, Decoded, HEADER_LEN};
@@ -92,7 +92,7 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
                 };
                 let was_unordered = session.features.unordered;
                 let handled = match &mut queue {
-                    Queue::Ordered(pending) if pending.len() > 0 => {
+                    Queue::Ordered(pending) if !pending.is_empty() => {
                         // Keep order: even an inline answer waits behind queued ones.
                         let mut inline = Vec::new();
                         let handled = session.handle(&frame, &bytes, &mut inline);
@@ -159,10 +159,9 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
         if input.capacity() - input.len() < HEADER_LEN {
             input.reserve(READ_BUFFER_BYTES);
         }
-        // Compact the buffer's consumed prefix cheaply when it is empty.
+        // After a large frame, give the memory back once the buffer is empty again.
         if input.is_empty() && input.capacity() > 4 * READ_BUFFER_BYTES {
             input = BytesMut::with_capacity(READ_BUFFER_BYTES);
         }
-        let _ = input.remaining();
     }
 }

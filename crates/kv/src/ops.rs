@@ -5,8 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use settee_engine::{
-    Bucket, KvMutation, KvOutcome, KvRef, KvValue, LockOutcome, StoreMode, UnlockOutcome,
-    KEY_BYTES_MAX,
+    Bucket, KvMutation, KvOutcome, KvRef, LockOutcome, StoreMode, UnlockOutcome, KEY_BYTES_MAX,
 };
 use settee_kv_codec::{datatype, opcode, status, Frame, FramingExtras};
 
@@ -32,6 +31,12 @@ pub(crate) struct OpCtx {
     pub quiet: bool,
     pub opaque: u32,
     pub framing: FramingExtras,
+}
+
+/// Operations addressed to a vbucket or the bucket, not to a document: their key field is
+/// empty (or a stat group) and carries no collection prefix.
+pub(crate) fn is_keyless(base: u8) -> bool {
+    matches!(base, opcode::STAT | opcode::OBSERVE_SEQNO)
 }
 
 pub(crate) fn is_data_op(base: u8) -> bool {
@@ -74,10 +79,6 @@ fn be_u64(bytes: &[u8]) -> u64 {
     u64::from_be_bytes(bytes[..8].try_into().unwrap_or([0; 8]))
 }
 
-fn is_json(bytes: &[u8]) -> bool {
-    serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
-}
-
 impl OpCtx {
     fn error(&self, out: &mut Vec<u8>, code: u16, context: &str) {
         error_reply(out, &self.features, self.opcode, self.opaque, code, context);
@@ -91,28 +92,9 @@ impl OpCtx {
         }
     }
 
-    /// Flags are returned exactly as stored (HTTP writes store the JSON common flags).
-    fn flags_of(value_flags: u32, _json: bool) -> u32 {
-        value_flags
-    }
-
-    /// GET-style reply: 4 bytes of flags, optionally the key, the value.
-    fn value_reply(&self, out: &mut Vec<u8>, key: &[u8], value: &KvValue) {
-        self.value_reply_ref(
-            out,
-            key,
-            KvRef {
-                body: &value.body,
-                json: value.json,
-                item_flags: value.item_flags,
-                cas: value.cas,
-                expiry: value.expiry,
-            },
-        );
-    }
-
-    fn value_reply_ref(&self, out: &mut Vec<u8>, key: &[u8], value: KvRef<'_>) {
-        let flags = Self::flags_of(value.item_flags, value.json).to_be_bytes();
+    /// GET-style reply: 4 bytes of flags (as stored), optionally the key, the value.
+    fn value_reply(&self, out: &mut Vec<u8>, key: &[u8], value: KvRef<'_>) {
+        let flags = value.item_flags.to_be_bytes();
         let mut dt = if value.json && self.features.json {
             datatype::JSON
         } else {
@@ -151,7 +133,7 @@ impl OpCtx {
             dt,
             &flags,
             key,
-            &value.body,
+            value.body,
         );
     }
 
@@ -199,8 +181,7 @@ pub(crate) fn run(
     bytes: &Bytes,
     out: &mut Vec<u8>,
 ) -> Handled {
-    let keyless = matches!(ctx.base, opcode::STAT | opcode::OBSERVE_SEQNO);
-    if !keyless && (key.is_empty() || key.len() > KEY_BYTES_MAX) {
+    if !is_keyless(ctx.base) && (key.is_empty() || key.len() > KEY_BYTES_MAX) {
         ctx.error(out, status::EINVAL, "Invalid key length");
         return Handled::Done;
     }
@@ -208,7 +189,7 @@ pub(crate) fn run(
         opcode::GET | opcode::GETK => {
             match ctx
                 .bucket
-                .kv_read(key, |value| ctx.value_reply_ref(out, key, value))
+                .kv_read(key, |value| ctx.value_reply(out, key, value))
             {
                 Ok(Some(())) => {}
                 Ok(None) if ctx.quiet => {}
@@ -222,9 +203,7 @@ pub(crate) fn run(
                 Ok(Some(meta)) => {
                     let mut extras = Vec::with_capacity(21);
                     extras.extend_from_slice(&u32::from(meta.deleted).to_be_bytes());
-                    extras.extend_from_slice(
-                        &OpCtx::flags_of(meta.item_flags, meta.json).to_be_bytes(),
-                    );
+                    extras.extend_from_slice(&meta.item_flags.to_be_bytes());
                     extras.extend_from_slice(&meta.expiry.to_be_bytes());
                     extras.extend_from_slice(&meta.rev_seqno.to_be_bytes());
                     if frame.extras == [2] {
@@ -348,11 +327,8 @@ fn mutation(
     let extras = frame.extras;
     let cas = frame.cas;
     let now = ctx.bucket.now_secs();
-    let key_bytes = if key.as_ptr() >= bytes.as_ptr() && key.len() <= bytes.len() {
-        bytes.slice_ref(key)
-    } else {
-        Bytes::copy_from_slice(key)
-    };
+    // `key` is a sub-slice of this frame's bytes: the future shares them, no copy.
+    let key_bytes = bytes.slice_ref(key);
     enum Job {
         Mutate(KvMutation),
         Lock(u32),
@@ -390,7 +366,7 @@ fn mutation(
                     opcode::REPLACE => StoreMode::Replace,
                     _ => StoreMode::Set,
                 },
-                json: is_json(&value),
+                json: settee_engine::is_json(&value),
                 value,
                 item_flags: be_u32(extras),
                 expiry,
@@ -496,7 +472,7 @@ fn mutation(
                     .await
                 {
                     Ok(KvOutcome::Stored { .. }) => match ctx.bucket.kv_get(key) {
-                        Ok(Some(value)) => ctx.value_reply(&mut out, key, &value),
+                        Ok(Some(value)) => ctx.value_reply(&mut out, key, value.as_ref()),
                         Ok(None) => ctx.error(&mut out, status::KEY_ENOENT, "Not found"),
                         Err(error) => ctx.error(&mut out, status::EINTERNAL, &error.to_string()),
                     },
@@ -505,7 +481,7 @@ fn mutation(
                 }
             }
             Job::Lock(secs) => match ctx.bucket.kv_get_and_lock(key, secs).await {
-                Ok(LockOutcome::Locked(value)) => ctx.value_reply(&mut out, key, &value),
+                Ok(LockOutcome::Locked(value)) => ctx.value_reply(&mut out, key, value.as_ref()),
                 Ok(LockOutcome::NotFound) => ctx.error(&mut out, status::KEY_ENOENT, "Not found"),
                 Ok(LockOutcome::AlreadyLocked) => {
                     ctx.error(&mut out, ctx.locked_status(), "Document is locked")

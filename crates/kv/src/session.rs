@@ -519,7 +519,6 @@ impl Session {
         let (scope, collection) = path.split_once('.').unwrap_or((path, ""));
         let scope_ok = scope.is_empty() || scope == "_default";
         let collection_ok = collection.is_empty() || collection == "_default";
-        let mut extras = [0u8; 12];
         if !scope_ok {
             error_reply(
                 out,
@@ -539,8 +538,18 @@ impl Session {
                 "Unknown collection",
             );
         } else {
-            extras[..8].copy_from_slice(&0u64.to_be_bytes());
-            reply(out, frame.opcode, frame.opaque, 0, 0, 0, &extras, &[], &[]);
+            // Manifest uid 0 (u64), collection id 0 (u32): the default collection.
+            reply(
+                out,
+                frame.opcode,
+                frame.opaque,
+                0,
+                0,
+                0,
+                &[0u8; 12],
+                &[],
+                &[],
+            );
         }
     }
 
@@ -590,8 +599,7 @@ impl Session {
             );
             return Handled::Done;
         }
-        let keyless = matches!(base, opcode::STAT | opcode::OBSERVE_SEQNO);
-        let key = if features.collections && !keyless {
+        let key = if features.collections && !ops::is_keyless(base) {
             match leb128::decode_u32(frame.key) {
                 Some((0, used)) => &frame.key[used..],
                 Some(_) => {

@@ -160,7 +160,7 @@ impl ServeArgs {
             pbkdf2_iterations: self
                 .pbkdf2_iterations
                 .or(file.pbkdf2_iterations)
-                .unwrap_or(defaults.pbkdf2_iterations),
+                .unwrap_or(settee_auth::PBKDF2_ITERATIONS_DEFAULT),
         })
     }
 }

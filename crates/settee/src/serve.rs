@@ -137,8 +137,6 @@ fn http_config(settings: &Settings, data_dir: &Path) -> anyhow::Result<HttpConfi
         max_request_size_bytes: settings.max_request_size,
         max_docs_per_bulk: settings.max_docs_per_bulk,
         max_json_depth: settings.max_json_depth,
-        admins: settings.admins.clone(),
-        pbkdf2_iterations: settings.pbkdf2_iterations,
         server_uuid: settee_engine::hex(&uuid),
         ..HttpConfig::default()
     })
