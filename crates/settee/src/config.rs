@@ -49,6 +49,10 @@ pub struct ServeArgs {
     /// PBKDF2 iterations for new `_users` passwords [default: 10000].
     #[arg(long, env = "SETTEE_PBKDF2_ITERATIONS")]
     pub pbkdf2_iterations: Option<u32>,
+    /// Memory for hot documents served without touching RocksDB, bytes; 0 turns the cache
+    /// off [default: 268435456].
+    #[arg(long, env = "SETTEE_DOC_CACHE_SIZE")]
+    pub doc_cache_size: Option<usize>,
 }
 
 #[derive(serde::Deserialize, Default, Debug)]
@@ -66,6 +70,7 @@ struct FileConfig {
     max_json_depth: Option<usize>,
     expiry_purge_interval: Option<u64>,
     pbkdf2_iterations: Option<u32>,
+    doc_cache_size: Option<usize>,
 }
 
 /// Settings after merging flags, environment, file and defaults.
@@ -83,6 +88,7 @@ pub struct Settings {
     pub max_json_depth: usize,
     pub expiry_purge_interval_secs: u64,
     pub pbkdf2_iterations: u32,
+    pub doc_cache_size: usize,
 }
 
 pub fn default_data_dir() -> PathBuf {
@@ -161,6 +167,11 @@ impl ServeArgs {
                 .pbkdf2_iterations
                 .or(file.pbkdf2_iterations)
                 .unwrap_or(settee_auth::PBKDF2_ITERATIONS_DEFAULT),
+            doc_cache_size: self.doc_cache_size.or(file.doc_cache_size).unwrap_or(
+                settee_engine::EngineOptions::default()
+                    .store
+                    .row_cache_bytes,
+            ),
         })
     }
 }

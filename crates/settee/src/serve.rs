@@ -22,8 +22,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if settings.admins.is_empty() {
         settings.admins.push(generated_admin(&settings.data_dir)?);
     }
+    let mut engine_options = EngineOptions::default();
+    engine_options.store.row_cache_bytes = settings.doc_cache_size;
     let engine = Arc::new(
-        Engine::open(&settings.data_dir.join("db"), EngineOptions::default())
+        Engine::open(&settings.data_dir.join("db"), engine_options)
             .context("opening the storage engine")?,
     );
     let config = http_config(&settings, &settings.data_dir)?;

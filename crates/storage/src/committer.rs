@@ -6,6 +6,9 @@
 //! answers all their waiters. While that fsync runs, new batches queue up and form the next group,
 //! so under load many writes share each fsync and with no load a write pays exactly one.
 //!
+//! The row cache is updated in the same order, after the write and before the answers
+//! ([`update_row_cache`]).
+//!
 //! Batches are applied in the order they were queued, and a group becomes visible to readers
 //! atomically; callers that need an order (the engine's per-vbucket seqnos) enqueue in that order.
 
@@ -13,11 +16,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use crate::batch::{Batch, Op};
 use crate::error::StoreError;
+use crate::row_cache::RowCache;
 use crate::store::{Cf, Inner};
 
 pub(crate) struct Request {
@@ -73,6 +78,9 @@ fn run(
             }
         }
         let result = write_group(&inner, &group, &counters);
+        if let Some(cache) = &inner.row_cache {
+            update_row_cache(cache, &mut group, result.is_ok());
+        }
         for request in group.drain(..) {
             let answer = match &result {
                 Ok(()) => Ok(()),
@@ -112,6 +120,34 @@ fn write_group(inner: &Inner, group: &[Request], counters: &Counters) -> Result<
             let reason = error.to_string();
             inner.poison(reason.clone());
             Err(reason)
+        }
+    }
+}
+
+/// Brings the row cache up to date with a group just written (before any writer is answered):
+/// every `doc` key written gets its new value or is forgotten. After a failed write nothing is
+/// known about the keys, so they are all forgotten.
+fn update_row_cache(cache: &RowCache, group: &mut [Request], written: bool) {
+    for op in group
+        .iter_mut()
+        .flat_map(|request| request.batch.ops.iter_mut())
+    {
+        match op {
+            Op::Put {
+                cf: Cf::Doc,
+                key,
+                value,
+            } => {
+                let value = written.then(|| Bytes::from(std::mem::take(value)));
+                cache.written(key, value);
+            }
+            Op::Delete { cf: Cf::Doc, key } => cache.written(key, None),
+            Op::DeleteRange {
+                cf: Cf::Doc,
+                from,
+                to,
+            } => cache.forget_range(from, to),
+            _ => {}
         }
     }
 }

@@ -11,6 +11,9 @@
 //! fsync (group commit). A failed write poisons the store: every later commit fails rather than
 //! pretending a lost write could be retried.
 //!
+//! Values of the `doc` column family are also kept in a bounded in-memory [`row_cache`] that
+//! the committer keeps exact: a read never sees an older value than RocksDB holds.
+//!
 //! Start reading at [`Store::open`] and [`committer`].
 #![deny(clippy::unwrap_used)]
 
@@ -18,6 +21,7 @@ mod batch;
 pub mod committer;
 mod error;
 mod options;
+pub mod row_cache;
 mod store;
 
 pub use batch::Batch;

@@ -16,6 +16,9 @@ pub struct StoreOptions {
     /// (RocksDB BlobDB), so compaction rewrites small keys instead of whole documents.
     pub doc_blob_files: bool,
     pub blob_min_bytes: u64,
+    /// Memory for the row cache of the `doc` column family (hot documents served without
+    /// touching RocksDB); 0 turns it off.
+    pub row_cache_bytes: usize,
     /// Fault injection for tests: every commit after this many fails (and poisons the store).
     pub fail_commits_after: Option<u64>,
 }
@@ -30,6 +33,7 @@ impl Default for StoreOptions {
             background_jobs: 4,
             doc_blob_files: false,
             blob_min_bytes: 64,
+            row_cache_bytes: 256 << 20,
             fail_commits_after: None,
         }
     }

@@ -13,6 +13,7 @@ use crate::batch::Batch;
 use crate::committer::{self, Committer, PoisonFlag, Request};
 use crate::error::StoreError;
 use crate::options::StoreOptions;
+use crate::row_cache::RowCache;
 
 /// The column families; what each holds is specified in `docs/format/keys.md`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -56,6 +57,8 @@ pub(crate) struct Inner {
     /// Written once, by the committer, when the first write fails.
     poison_reason: Mutex<Option<String>>,
     pub fail_commits_after: Option<u64>,
+    /// Values of the `doc` column family in memory; `None` when turned off.
+    pub row_cache: Option<RowCache>,
 }
 
 impl Inner {
@@ -120,6 +123,7 @@ impl Store {
             poisoned: PoisonFlag::new(false),
             poison_reason: Mutex::new(None),
             fail_commits_after: options.fail_commits_after,
+            row_cache: RowCache::new(options.row_cache_bytes),
         });
         let committer =
             committer::start(inner.clone(), options.group_commit_bytes_max).map_err(|source| {
@@ -132,22 +136,40 @@ impl Store {
     }
 
     pub fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.inner.db.get_cf(self.inner.handle(cf), key)?)
+        self.get_with(cf, key, <[u8]>::to_vec)
     }
 
-    /// A point read that lends the value to `read` instead of copying it out (the block
-    /// cache's bytes stay pinned while `read` runs).
+    /// A point read that lends the value to `read` instead of copying it out: from the row
+    /// cache for the `doc` column family when it holds the key, else from RocksDB with the
+    /// block cache's bytes pinned while `read` runs (and then into the row cache).
     pub fn get_with<R>(
         &self,
         cf: Cf,
         key: &[u8],
         read: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>, StoreError> {
+        let cache = match (&self.inner.row_cache, cf) {
+            (Some(cache), Cf::Doc) => cache,
+            _ => {
+                return Ok(self
+                    .inner
+                    .db
+                    .get_pinned_cf(self.inner.handle(cf), key)?
+                    .map(|value| read(&value)))
+            }
+        };
+        if let Some(value) = cache.get(key) {
+            return Ok(Some(read(&value)));
+        }
+        let ticket = cache.ticket(key);
         Ok(self
             .inner
             .db
             .get_pinned_cf(self.inner.handle(cf), key)?
-            .map(|value| read(&value)))
+            .map(|value| {
+                cache.fill(key, ticket, &value);
+                read(&value)
+            }))
     }
 
     /// Point reads of many keys in one call (sorted internally by RocksDB).
