@@ -443,7 +443,7 @@ impl Bucket {
     pub fn kv_get(&self, key: &[u8]) -> Result<Option<KvValue>, EngineError> {
         let mut value = self.kv_get_unlocked(key)?;
         if let Some(value) = value.as_mut() {
-            if self.has_locks() && self.current_lock(key).is_some() {
+            if self.is_kv_locked(key) {
                 value.cas = u64::MAX;
             }
         }
@@ -454,6 +454,11 @@ impl Bucket {
         self.kv_lock_count
             .load(std::sync::atomic::Ordering::Relaxed)
             > 0
+    }
+
+    /// Whether `key` holds a live `GET_LOCKED` lock.
+    pub(crate) fn is_kv_locked(&self, key: &[u8]) -> bool {
+        self.has_locks() && self.current_lock(key).is_some()
     }
 
     /// The live value of `key` lent to `read` without copying (the KV door's GET path:
@@ -467,7 +472,7 @@ impl Bucket {
         let Some(doc_key) = crate::keys::DocKeyBuf::new(self.id, vbucket, key) else {
             return Ok(None);
         };
-        let locked = self.has_locks() && self.current_lock(key).is_some();
+        let locked = self.is_kv_locked(key);
         let now = self.now_secs();
         let result = self
             .store

@@ -288,6 +288,13 @@ impl Bucket {
         let mut write_of_outcome: Vec<Option<usize>> = Vec::with_capacity(updates.len());
         let mut latest: HashMap<Vec<u8>, usize> = HashMap::new();
         for update in &updates {
+            // A document locked by a KV client (GET_LOCKED) refuses other writers until the
+            // lock is released or times out; interactive HTTP edits are other writers.
+            if new_edits && self.is_kv_locked(&update.key) {
+                outcomes.push(UpdateOutcome::Conflict);
+                write_of_outcome.push(None);
+                continue;
+            }
             let stored;
             let (current, previous_write) = match latest.get(&update.key) {
                 Some(index) => (writes[*index].record.as_ref(), Some(*index)),

@@ -10,7 +10,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use settee_auth::scram::{Mechanism, ScramClient};
-use settee_kv_codec::{decode, encode_request, feature, opcode, status, Decoded};
+use settee_kv_codec::{datatype, decode, encode_request, feature, opcode, status, Decoded};
 use support::{Client, Server};
 
 struct Reply {
@@ -19,6 +19,7 @@ struct Reply {
     extras: Vec<u8>,
     value: Vec<u8>,
     opaque: u32,
+    datatype: u8,
 }
 
 struct Kv {
@@ -26,6 +27,8 @@ struct Kv {
     buffer: Vec<u8>,
     opaque: u32,
     vbuckets: u16,
+    /// Datatype of the requests sent (e.g. snappy-compressed values).
+    datatype: u8,
 }
 
 impl Kv {
@@ -39,6 +42,7 @@ impl Kv {
             buffer: Vec::new(),
             opaque: 0,
             vbuckets: 64,
+            datatype: 0,
         }
     }
 
@@ -52,7 +56,7 @@ impl Kv {
             vbucket,
             self.opaque,
             cas,
-            0,
+            self.datatype,
             &[],
             extras,
             key,
@@ -71,6 +75,7 @@ impl Kv {
                     extras: frame.extras.to_vec(),
                     value: frame.value.to_vec(),
                     opaque: frame.opaque,
+                    datatype: frame.datatype,
                 };
                 self.buffer.drain(..used);
                 return Some(reply);
@@ -383,6 +388,22 @@ fn handshake_operations_and_both_doors() {
     assert_eq!(first["b"], 2);
     let rev1 = first["_rev"].as_str().unwrap().to_string();
     let cas1 = kv.call(opcode::GET, b"doc", &[], &[], 0).cas;
+    // A KV lock holds HTTP writers off too, until it is released.
+    let lock = kv.call(opcode::GET_LOCKED, b"doc", &15u32.to_be_bytes(), &[], 0);
+    assert_eq!(lock.status, 0);
+    let while_locked = http
+        .request(
+            "PUT",
+            &format!("/default/doc?rev={rev1}"),
+            Some(br#"{"c":3}"#),
+        )
+        .unwrap();
+    assert_eq!(while_locked.status, 409);
+    assert_eq!(
+        kv.call(opcode::UNLOCK_KEY, b"doc", &[], &[], lock.cas)
+            .status,
+        0
+    );
     let put = http
         .request(
             "PUT",
@@ -415,6 +436,81 @@ fn handshake_operations_and_both_doors() {
         .as_str()
         .unwrap()
         .starts_with(&format!("{}-", put_generation + 1)));
+    server.stop();
+}
+
+#[test]
+fn snappy_values_both_ways_only_when_negotiated() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    setup(&server);
+    let big: Vec<u8> = format!(r#"{{"text":"{}"}}"#, "settee ".repeat(2000)).into_bytes();
+    let compressed = snap::raw::Encoder::new().compress_vec(&big).unwrap();
+
+    let mut plain = Kv::connect(&server.kv_addr);
+    let accepted = plain.hello(&[feature::XERROR, feature::SELECT_BUCKET, feature::JSON]);
+    assert!(!accepted.contains(&feature::SNAPPY));
+    assert_eq!(plain.auth("alice", "alicepw"), 0);
+    assert_eq!(
+        plain
+            .call(opcode::SELECT_BUCKET, b"default", &[], &[], 0)
+            .status,
+        0
+    );
+    // Snappy data from a client that did not negotiate it is refused.
+    plain.datatype = datatype::SNAPPY;
+    let refused = plain.call(opcode::SET, b"big", &store_extras(0, 0), &compressed, 0);
+    assert_eq!(refused.status, status::EINVAL);
+    plain.datatype = 0;
+
+    let mut snappy = Kv::connect(&server.kv_addr);
+    let accepted = snappy.hello(&[
+        feature::XERROR,
+        feature::SELECT_BUCKET,
+        feature::JSON,
+        feature::SNAPPY,
+    ]);
+    assert!(accepted.contains(&feature::SNAPPY));
+    assert_eq!(snappy.auth("alice", "alicepw"), 0);
+    assert_eq!(
+        snappy
+            .call(opcode::SELECT_BUCKET, b"default", &[], &[], 0)
+            .status,
+        0
+    );
+    snappy.datatype = datatype::SNAPPY | datatype::JSON;
+    let stored = snappy.call(opcode::SET, b"big", &store_extras(0, 0), &compressed, 0);
+    assert_eq!(stored.status, 0);
+    snappy.datatype = 0;
+    assert_eq!(
+        snappy
+            .call(opcode::SET, b"small", &store_extras(0, 0), br#"{"a":1}"#, 0)
+            .status,
+        0
+    );
+
+    // The stored value is the decompressed one: the other connection and HTTP read it plain.
+    let read_plain = plain.call(opcode::GET, b"big", &[], &[], 0);
+    assert_eq!(read_plain.datatype & datatype::SNAPPY, 0);
+    assert_eq!(read_plain.value, big);
+    let mut http = Client::connect(&server.addr).unwrap();
+    let doc = http.request("GET", "/default/big", None).unwrap().json();
+    assert_eq!(doc["text"].as_str().unwrap().len(), "settee ".len() * 2000);
+
+    // The negotiating connection gets large values compressed, small ones as they are.
+    let read_snappy = snappy.call(opcode::GET, b"big", &[], &[], 0);
+    assert_ne!(read_snappy.datatype & datatype::SNAPPY, 0);
+    assert_ne!(read_snappy.datatype & datatype::JSON, 0);
+    assert!(read_snappy.value.len() < big.len() / 2);
+    assert_eq!(
+        snap::raw::Decoder::new()
+            .decompress_vec(&read_snappy.value)
+            .unwrap(),
+        big
+    );
+    let small = snappy.call(opcode::GET, b"small", &[], &[], 0);
+    assert_eq!(small.datatype & datatype::SNAPPY, 0);
+    assert_eq!(small.value, br#"{"a":1}"#);
     server.stop();
 }
 
