@@ -10,6 +10,7 @@ pub mod framing_extras;
 pub mod leb128;
 pub mod opcode;
 pub mod status;
+pub mod subdoc;
 
 pub use frame::{
     decode, encode_request, encode_response, encode_server_request, Decoded, Frame, FrameError,

@@ -1,9 +1,11 @@
 //! Any byte stream a peer can send: decode frames one after another as the server's read loop
 //! does, parse each frame's framing extras and LEB128 collection prefix, and check that what
-//! decodes re-encodes to the same bytes.
+//! decodes re-encodes to the same bytes; split sub-document extras and specs out of every
+//! frame as well.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use settee_kv_codec::subdoc::{MultiExtras, SingleExtras, Specs};
 use settee_kv_codec::{decode, encode_request, encode_response, leb128, Decoded, FramingExtras, Magic};
 
 fuzz_target!(|data: &[u8]| {
@@ -16,6 +18,17 @@ fuzz_target!(|data: &[u8]| {
         assert!(used >= 24 && used <= rest.len());
         let _ = FramingExtras::parse(frame.framing_extras);
         let _ = leb128::decode_u32(frame.key);
+        // Sub-document bodies: every split stays inside the frame.
+        if let Ok(extras) = SingleExtras::parse(frame.extras) {
+            if let Ok((path, value)) = extras.split(frame.value) {
+                assert_eq!(path.len() + value.len(), frame.value.len());
+            }
+        }
+        let _ = MultiExtras::parse(frame.extras);
+        for specs in [Specs::lookups(frame.value), Specs::mutations(frame.value)].into_iter().flatten() {
+            let used: usize = specs.as_slice().iter().map(|spec| spec.path.len() + spec.value.len()).sum();
+            assert!(used <= frame.value.len());
+        }
         let mut again = Vec::new();
         match frame.magic {
             Magic::Request | Magic::AltRequest => encode_request(
