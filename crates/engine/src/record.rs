@@ -5,11 +5,15 @@ use settee_revtree::{RevId, RevTree};
 
 use crate::error::EngineError;
 
-const VERSION: u8 = 1;
+/// Records without extended attributes or a structural index (most documents).
+const VERSION_PLAIN: u8 = 1;
+/// Records with extended attributes and/or a structural index: 8 more header bytes.
+const VERSION_EXTENDED: u8 = 2;
 const FLAG_DELETED: u8 = 1;
 const FLAG_JSON: u8 = 2;
 const FLAG_CONFLICTS: u8 = 4;
-const HEADER_LEN: usize = 30;
+const HEADER_LEN_PLAIN: usize = 30;
+const HEADER_LEN_EXTENDED: usize = 38;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AttachmentMeta {
@@ -43,6 +47,12 @@ pub struct DocRecord {
     pub tree: RevTree,
     /// Every leaf of `tree`, winner first (CouchDB winner order).
     pub leaves: Vec<Leaf>,
+    /// Extended attributes (Couchbase xattrs): a JSON object, empty when there are none.
+    /// They belong to the document, not to a revision.
+    pub xattrs: Bytes,
+    /// Structural index of the winner's JSON body (settee-subdoc), empty when the body is
+    /// small; rebuilt whenever the winner's body changes.
+    pub index: Bytes,
 }
 
 impl DocRecord {
@@ -80,7 +90,10 @@ impl DocRecord {
     pub fn encode(&self) -> Vec<u8> {
         let winner = self.winner();
         let body = winner.map(|leaf| leaf.body.as_ref()).unwrap_or(&[]);
-        let mut out = Vec::with_capacity(HEADER_LEN + body.len() + 64);
+        let extended = !self.xattrs.is_empty() || !self.index.is_empty();
+        let mut out = Vec::with_capacity(
+            HEADER_LEN_EXTENDED + body.len() + self.xattrs.len() + self.index.len() + 64,
+        );
         let mut flags = 0;
         if winner.is_none_or(|leaf| leaf.deleted) {
             flags |= FLAG_DELETED;
@@ -91,13 +104,26 @@ impl DocRecord {
         if self.leaves.iter().skip(1).any(|leaf| !leaf.deleted) {
             flags |= FLAG_CONFLICTS;
         }
-        out.push(VERSION);
+        out.push(if extended {
+            VERSION_EXTENDED
+        } else {
+            VERSION_PLAIN
+        });
         out.push(flags);
         out.extend_from_slice(&self.cas.to_be_bytes());
         out.extend_from_slice(&self.seqno.to_be_bytes());
         out.extend_from_slice(&self.expiry.to_be_bytes());
         out.extend_from_slice(&self.item_flags.to_be_bytes());
-        put_bytes32(&mut out, body);
+        out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        if extended {
+            out.extend_from_slice(&(self.xattrs.len() as u32).to_be_bytes());
+            out.extend_from_slice(&(self.index.len() as u32).to_be_bytes());
+        }
+        out.extend_from_slice(body);
+        if extended {
+            out.extend_from_slice(&self.xattrs);
+            out.extend_from_slice(&self.index);
+        }
         put_attachments(
             &mut out,
             winner
@@ -129,11 +155,13 @@ impl DocRecord {
 
     pub fn decode(raw: &[u8]) -> Result<DocRecord, EngineError> {
         let header = Header::decode(raw)?;
+        let body = Bytes::copy_from_slice(header.body(raw)?);
+        let xattrs = Bytes::copy_from_slice(header.xattrs(raw)?);
+        let index = Bytes::copy_from_slice(header.index(raw)?);
         let mut reader = Reader {
             raw,
-            at: HEADER_LEN - 4,
+            at: header.sections_end(),
         };
-        let body = Bytes::copy_from_slice(reader.bytes32()?);
         let attachments = reader.attachments()?;
         let tree = RevTree::decode(reader.bytes32()?)
             .map_err(|error| EngineError::Corrupt(format!("revision tree: {error}")))?;
@@ -178,11 +206,14 @@ impl DocRecord {
             item_flags: header.item_flags,
             tree,
             leaves,
+            xattrs,
+            index,
         })
     }
 }
 
-/// The fixed-size front of a record plus the winner's body, read without decoding the rest.
+/// The fixed-size front of a record, enough to slice out the winner's body, the extended
+/// attributes and the structural index without decoding the rest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
     pub deleted: bool,
@@ -193,22 +224,31 @@ pub struct Header {
     pub expiry: u32,
     pub item_flags: u32,
     pub body_len: u32,
+    pub xattrs_len: u32,
+    pub index_len: u32,
+    /// Where the body starts: the header's length (30 or 38 bytes by version).
+    pub body_at: u32,
 }
 
 impl Header {
     pub fn decode(raw: &[u8]) -> Result<Header, EngineError> {
-        if raw.len() < HEADER_LEN {
+        let header_len = match raw.first() {
+            Some(&VERSION_PLAIN) => HEADER_LEN_PLAIN,
+            Some(&VERSION_EXTENDED) => HEADER_LEN_EXTENDED,
+            Some(version) => {
+                return Err(EngineError::Corrupt(format!(
+                    "document record version {version}"
+                )))
+            }
+            None => return Err(EngineError::Corrupt("empty document record".into())),
+        };
+        if raw.len() < header_len {
             return Err(EngineError::Corrupt("document record too short".into()));
-        }
-        if raw[0] != VERSION {
-            return Err(EngineError::Corrupt(format!(
-                "document record version {}",
-                raw[0]
-            )));
         }
         let flags = raw[1];
         let u64_at = |at: usize| u64::from_be_bytes(array(&raw[at..at + 8]));
         let u32_at = |at: usize| u32::from_be_bytes(array(&raw[at..at + 4]));
+        let extended = header_len == HEADER_LEN_EXTENDED;
         Ok(Header {
             deleted: flags & FLAG_DELETED != 0,
             json: flags & FLAG_JSON != 0,
@@ -218,13 +258,41 @@ impl Header {
             expiry: u32_at(18),
             item_flags: u32_at(22),
             body_len: u32_at(26),
+            xattrs_len: if extended { u32_at(30) } else { 0 },
+            index_len: if extended { u32_at(34) } else { 0 },
+            body_at: header_len as u32,
         })
+    }
+
+    fn section<'a>(&self, raw: &'a [u8], at: usize, len: u32) -> Result<&'a [u8], EngineError> {
+        at.checked_add(len as usize)
+            .and_then(|end| raw.get(at..end))
+            .ok_or_else(|| EngineError::Corrupt("document record truncated".into()))
     }
 
     /// The winner's body inside `raw`, without copying.
     pub fn body<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8], EngineError> {
-        raw.get(HEADER_LEN..HEADER_LEN + self.body_len as usize)
-            .ok_or_else(|| EngineError::Corrupt("document body truncated".into()))
+        self.section(raw, self.body_at as usize, self.body_len)
+    }
+
+    /// The extended attributes (a JSON object, or empty) inside `raw`, without copying.
+    pub fn xattrs<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8], EngineError> {
+        let at = self.body_at as usize + self.body_len as usize;
+        self.section(raw, at, self.xattrs_len)
+    }
+
+    /// The structural index of the body (or empty) inside `raw`, without copying.
+    pub fn index<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8], EngineError> {
+        let at = self.body_at as usize + self.body_len as usize + self.xattrs_len as usize;
+        self.section(raw, at, self.index_len)
+    }
+
+    /// Where the attachment list starts.
+    fn sections_end(&self) -> usize {
+        self.body_at as usize
+            + self.body_len as usize
+            + self.xattrs_len as usize
+            + self.index_len as usize
     }
 }
 
@@ -359,6 +427,8 @@ mod tests {
                     attachments: vec![],
                 },
             ],
+            xattrs: Bytes::new(),
+            index: Bytes::new(),
         };
         record.normalise_leaves();
         assert_eq!(
@@ -373,5 +443,24 @@ mod tests {
         for cut in 0..raw.len() {
             assert!(DocRecord::decode(&raw[..cut]).is_err());
         }
+        assert_eq!(raw[0], VERSION_PLAIN);
+
+        // With extended attributes and an index the record is version 2; the body, xattrs
+        // and index are sliced out in place, and every truncation is still refused.
+        record.xattrs = Bytes::from_static(br#"{"_sync":{"rev":"1-b"}}"#);
+        record.index = Bytes::from_static(&[9, 8, 7]);
+        let raw = record.encode();
+        assert_eq!(raw[0], VERSION_EXTENDED);
+        assert_eq!(DocRecord::decode(&raw).expect("decode"), record);
+        let header = Header::decode(&raw).expect("header");
+        assert_eq!(header.body(&raw).expect("body"), b"{\"x\":2}");
+        assert_eq!(header.xattrs(&raw).expect("xattrs"), &record.xattrs[..]);
+        assert_eq!(header.index(&raw).expect("index"), &[9, 8, 7]);
+        for cut in 0..raw.len() {
+            assert!(DocRecord::decode(&raw[..cut]).is_err());
+        }
+        let mut trailing = raw.clone();
+        trailing.push(0);
+        assert!(DocRecord::decode(&trailing).is_err());
     }
 }

@@ -262,6 +262,8 @@ pub(crate) fn empty_record() -> DocRecord {
         item_flags: 0,
         tree: settee_revtree::RevTree::new(),
         leaves: Vec::new(),
+        xattrs: Bytes::new(),
+        index: Bytes::new(),
     }
 }
 
