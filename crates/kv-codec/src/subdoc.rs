@@ -151,6 +151,13 @@ impl<'a> Specs<'a> {
         Specs::parse(body, true)
     }
 
+    /// The one spec of a single-path command.
+    pub fn single(spec: Spec<'a>) -> Specs<'a> {
+        let mut items = [Spec::default(); MAX_SPECS];
+        items[0] = spec;
+        Specs { items, len: 1 }
+    }
+
     fn parse(mut body: &'a [u8], mutation: bool) -> Result<Specs<'a>, SubdocError> {
         let header = if mutation { 8 } else { 4 };
         let mut specs = Specs {

@@ -15,6 +15,8 @@ mod connection;
 pub mod mgmt;
 mod ops;
 mod session;
+#[allow(dead_code)] // wired to the engine with settee-subdoc (issue 4)
+mod subdoc;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
