@@ -498,6 +498,10 @@ impl Bucket {
                 Vec::new(),
             );
         }
+        if record.is_deleted() && !record.xattrs.is_empty() {
+            // User xattrs go with the body; system ones stay on the tombstone.
+            record.xattrs = crate::xattrs::system_only(&record.xattrs);
+        }
         let entry = crate::changes::ChangeEntry::of_record(vbucket, &write.key, record);
         batch.put(
             Cf::Seq,

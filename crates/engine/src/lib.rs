@@ -26,6 +26,7 @@ pub mod record;
 mod seqvec;
 mod update;
 pub mod vbucket;
+mod xattrs;
 
 pub use bucket::{Bucket, BucketConfig, Committed, VbState, KEY_BYTES_MAX};
 pub use changes::{ChangeCursor, ChangeEntry};
