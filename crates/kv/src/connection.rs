@@ -3,10 +3,13 @@
 //! `write` call. Without UnorderedExecution, replies leave in request order (queued requests
 //! still run concurrently, so a pipeline of writes shares group commits); with it, queued
 //! requests are spawned onto the runtime's worker threads and answered as they finish.
+//! In order, a request on a key that a queued request writes waits for the queue to drain,
+//! so a pipelined GET after a SET of the same key sees the SET.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use settee_kv_codec::{decode, Decoded, HEADER_LEN};
@@ -62,6 +65,8 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
     let mut input = BytesMut::with_capacity(READ_BUFFER_BYTES);
     let mut out: Vec<u8> = Vec::with_capacity(READ_BUFFER_BYTES);
     let mut queue = Queue::Ordered(FuturesOrdered::new());
+    // Keys (as sent) of the requests queued in order; cleared whenever the queue is empty.
+    let mut pending_keys: HashSet<Bytes> = HashSet::new();
     let mut closing = false;
     let mut eof = false;
     loop {
@@ -91,6 +96,18 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
                     break;
                 };
                 let was_unordered = session.features.unordered;
+                if let Queue::Ordered(pending) = &mut queue {
+                    if pending.is_empty() {
+                        pending_keys.clear();
+                    } else if !frame.key.is_empty() && pending_keys.contains(frame.key) {
+                        // Without UnorderedExecution a request sees every earlier one's effect:
+                        // a request on a key with a write still in flight waits for it.
+                        while let Some(reply) = pending.next().await {
+                            out.extend_from_slice(&reply);
+                        }
+                        pending_keys.clear();
+                    }
+                }
                 let handled = match &mut queue {
                     Queue::Ordered(pending) if !pending.is_empty() => {
                         // Keep order: even an inline answer waits behind queued ones.
@@ -110,7 +127,12 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
                         break;
                     }
                     Handled::Later(future) => match &mut queue {
-                        Queue::Ordered(pending) => pending.push_back(future),
+                        Queue::Ordered(pending) => {
+                            if !frame.key.is_empty() {
+                                pending_keys.insert(bytes.slice_ref(frame.key));
+                            }
+                            pending.push_back(future)
+                        }
                         Queue::Unordered(pending) => pending.push(tokio::spawn(future)),
                     },
                 }

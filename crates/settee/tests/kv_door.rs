@@ -515,6 +515,39 @@ fn snappy_values_both_ways_only_when_negotiated() {
 }
 
 #[test]
+fn a_pipelined_read_sees_the_writes_sent_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    setup(&server);
+    let mut kv = Kv::open(&server.kv_addr, "alice", "alicepw", "default");
+    for round in 0..50u32 {
+        // SET, INCREMENT, APPEND and GET back to back, without waiting: without
+        // UnorderedExecution each must see the effect of the ones before it.
+        let value = format!("v{round}");
+        let set = kv.send(opcode::SET, b"rw", &store_extras(0, 0), value.as_bytes(), 0);
+        let get = kv.send(opcode::GET, b"rw", &[], &[], 0);
+        let append = kv.send(opcode::APPEND, b"rw", &[], b"-x", 0);
+        let get_appended = kv.send(opcode::GETK, b"rw", &[], &[], 0);
+        let count = kv.send(
+            opcode::INCREMENT,
+            b"ctr-rw",
+            &counter_extras(1, 0, 0),
+            &[],
+            0,
+        );
+        let get_count = kv.send(opcode::GET, b"ctr-rw", &[], &[], 0);
+        let replies: Vec<Reply> = (0..6).map(|_| kv.read().expect("reply")).collect();
+        let opaques: Vec<u32> = replies.iter().map(|reply| reply.opaque).collect();
+        assert_eq!(opaques, [set, get, append, get_appended, count, get_count]);
+        assert!(replies.iter().all(|reply| reply.status == 0));
+        assert_eq!(replies[1].value, value.as_bytes());
+        assert_eq!(replies[3].value, format!("{value}-x").as_bytes());
+        assert_eq!(replies[5].value, round.to_string().as_bytes());
+    }
+    server.stop();
+}
+
+#[test]
 fn malformed_frames_close_only_their_connection_and_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path());
