@@ -12,6 +12,8 @@
 
 mod cluster;
 mod connection;
+#[allow(dead_code)] // runs sub-document requests once they are wired (issue 4)
+mod heavy;
 pub mod mgmt;
 mod ops;
 mod session;
