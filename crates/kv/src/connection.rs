@@ -8,6 +8,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
@@ -17,6 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::session::{Handled, Session};
+use crate::timings::ConnTimings;
 use crate::KvState;
 
 /// Requests a connection may have queued before the server stops reading from it.
@@ -58,10 +60,26 @@ impl Queue {
     }
 }
 
+/// Merges a connection's latency histograms into the node's when the connection ends.
+struct TimingsGuard {
+    local: ConnTimings,
+    state: Arc<KvState>,
+}
+
+impl Drop for TimingsGuard {
+    fn drop(&mut self) {
+        self.local.merge(&self.state.timings);
+    }
+}
+
 pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
     let max_body = state.config.max_value_bytes + FRAME_OVERHEAD_MAX;
     let (mut reader, mut writer) = stream.into_split();
-    let mut session = Session::new(state);
+    let mut timings = TimingsGuard {
+        local: ConnTimings::new(),
+        state: state.clone(),
+    };
+    let mut session = Session::new(state.clone());
     let mut input = BytesMut::with_capacity(READ_BUFFER_BYTES);
     let mut out: Vec<u8> = Vec::with_capacity(READ_BUFFER_BYTES);
     let mut queue = Queue::Ordered(FuturesOrdered::new());
@@ -71,7 +89,9 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
     let mut eof = false;
     loop {
         if !closing && !eof {
-            // Decode and handle every whole frame already buffered.
+            // Decode and handle every whole frame already buffered; requests are timed from
+            // the moment their bytes were read.
+            let batch_started = Instant::now();
             loop {
                 let (frame_len, needed) = match decode(&input, max_body) {
                     Ok(Decoded::Frame(_, used)) => (Some(used), 0),
@@ -96,6 +116,7 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
                     break;
                 };
                 let was_unordered = session.features.unordered;
+                let started = batch_started;
                 if let Queue::Ordered(pending) = &mut queue {
                     if pending.is_empty() {
                         pending_keys.clear();
@@ -121,20 +142,33 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
                     _ => session.handle(&frame, &bytes, &mut out),
                 };
                 match handled {
-                    Handled::Done => {}
+                    Handled::Done => {
+                        timings
+                            .local
+                            .record(&state.timings, frame.opcode, frame.key, started)
+                    }
                     Handled::Close => {
                         closing = true;
                         break;
                     }
-                    Handled::Later(future) => match &mut queue {
-                        Queue::Ordered(pending) => {
-                            if !frame.key.is_empty() {
-                                pending_keys.insert(bytes.slice_ref(frame.key));
+                    Handled::Later(future) => {
+                        let (node, opcode, key) =
+                            (state.clone(), frame.opcode, bytes.slice_ref(frame.key));
+                        let future: ReplyFuture = Box::pin(async move {
+                            let reply = future.await;
+                            node.timings.record(opcode, &key, started);
+                            reply
+                        });
+                        match &mut queue {
+                            Queue::Ordered(pending) => {
+                                if !frame.key.is_empty() {
+                                    pending_keys.insert(bytes.slice_ref(frame.key));
+                                }
+                                pending.push_back(future)
                             }
-                            pending.push_back(future)
+                            Queue::Unordered(pending) => pending.push(tokio::spawn(future)),
                         }
-                        Queue::Unordered(pending) => pending.push(tokio::spawn(future)),
-                    },
+                    }
                 }
                 if session.features.unordered != was_unordered {
                     // HELLO switched the execution mode; earlier queued requests finish first.

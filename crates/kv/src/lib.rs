@@ -19,6 +19,7 @@ mod ops;
 mod session;
 #[allow(dead_code)] // wired to the engine with settee-subdoc (issue 4)
 mod subdoc;
+mod timings;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -40,12 +41,41 @@ pub struct KvConfig {
     /// Offer SASL PLAIN (password in clear) on plain TCP.
     pub allow_plain: bool,
     pub server_uuid: String,
+    /// Requests slower than this are logged with their opcode and key.
+    pub slow_op_after: std::time::Duration,
 }
+
+/// Couchbase logs operations slower than half a second.
+pub const SLOW_OP_AFTER_DEFAULT: std::time::Duration = std::time::Duration::from_millis(500);
 
 pub struct KvState {
     pub engine: Arc<Engine>,
     pub users: Arc<Users>,
     pub config: KvConfig,
+    timings: timings::NodeTimings,
+    #[allow(dead_code)] // runs sub-document requests once they are wired (issue 4)
+    heavy: heavy::HeavyPool,
+}
+
+impl KvState {
+    pub fn new(
+        engine: Arc<Engine>,
+        users: Arc<Users>,
+        config: KvConfig,
+    ) -> std::io::Result<KvState> {
+        Ok(KvState {
+            timings: timings::NodeTimings::new(config.slow_op_after),
+            heavy: heavy::HeavyPool::for_this_machine()?,
+            engine,
+            users,
+            config,
+        })
+    }
+
+    /// Latency percentiles by opcode since the node started (`GET /settee/timings`).
+    pub fn timings_report(&self) -> serde_json::Value {
+        self.timings.report()
+    }
 }
 
 /// Serves the KV protocol on `listener` until `shutdown` resolves.

@@ -138,6 +138,13 @@ fn handle<B>(state: &KvState, request: Request<B>) -> Response<Full<Bytes>> {
     };
     let path = request.uri().path().trim_end_matches('/');
     match path.split('/').collect::<Vec<_>>().as_slice() {
+        ["", "settee", "timings"] if user.is_admin() => {
+            json(StatusCode::OK, state.timings_report())
+        }
+        ["", "settee", "timings"] => json(
+            StatusCode::FORBIDDEN,
+            serde_json::json!({"error": "forbidden", "reason": "server admin required"}),
+        ),
         ["", "pools"] => json(
             StatusCode::OK,
             serde_json::json!({

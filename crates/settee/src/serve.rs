@@ -60,17 +60,21 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let mgmt_listener = tokio::net::TcpListener::bind(settings.mgmt_addr)
         .await
         .with_context(|| format!("binding the management port {}", settings.mgmt_addr))?;
-    let kv_state = Arc::new(settee_kv::KvState {
-        engine: engine.clone(),
-        users,
-        config: settee_kv::KvConfig {
-            kv_addr: kv_listener.local_addr()?,
-            mgmt_addr: mgmt_listener.local_addr()?,
-            max_value_bytes: settee_kv::MAX_VALUE_BYTES_DEFAULT,
-            allow_plain: settings.kv_allow_plain,
-            server_uuid,
-        },
-    });
+    let kv_state = Arc::new(
+        settee_kv::KvState::new(
+            engine.clone(),
+            users,
+            settee_kv::KvConfig {
+                kv_addr: kv_listener.local_addr()?,
+                mgmt_addr: mgmt_listener.local_addr()?,
+                max_value_bytes: settee_kv::MAX_VALUE_BYTES_DEFAULT,
+                allow_plain: settings.kv_allow_plain,
+                server_uuid,
+                slow_op_after: settee_kv::SLOW_OP_AFTER_DEFAULT,
+            },
+        )
+        .context("starting the KV door's worker pool")?,
+    );
     println!(
         "settee {} listening on http://{local} (data in {})",
         env!("CARGO_PKG_VERSION"),

@@ -544,6 +544,25 @@ fn a_pipelined_read_sees_the_writes_sent_before_it() {
         assert_eq!(replies[3].value, format!("{value}-x").as_bytes());
         assert_eq!(replies[5].value, round.to_string().as_bytes());
     }
+    drop(kv);
+    // The management port reports latency percentiles by opcode (server admins only).
+    // A connection's own counts reach the node's when it closes (or every second).
+    let mut mgmt = Client::connect(&server.mgmt_addr).unwrap();
+    let mut timings = serde_json::Value::Null;
+    for _ in 0..50 {
+        let response = mgmt.request("GET", "/settee/timings", None).unwrap();
+        assert_eq!(response.status, 200);
+        timings = response.json();
+        if timings["GET"]["count"].as_u64().unwrap_or(0) >= 100 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(timings["GET"]["count"].as_u64().unwrap() >= 100);
+    assert!(timings["SET"]["count"].as_u64().unwrap() >= 50);
+    assert!(
+        timings["GET"]["p99_us"].as_u64().unwrap() >= timings["GET"]["p50_us"].as_u64().unwrap()
+    );
     server.stop();
 }
 

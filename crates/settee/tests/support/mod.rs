@@ -16,6 +16,8 @@ pub struct Server {
     pub addr: String,
     /// The Couchbase KV door's address.
     pub kv_addr: String,
+    /// The management port (`/pools`, `/settee/timings`).
+    pub mgmt_addr: String,
     pub data_dir: PathBuf,
 }
 
@@ -48,6 +50,7 @@ impl Server {
         let mut lines = BufReader::new(stdout).lines();
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut addr = None;
+        let mut mgmt_addr = String::new();
         let kv_addr = loop {
             assert!(Instant::now() < deadline, "settee did not start");
             let line = lines
@@ -58,6 +61,9 @@ impl Server {
                 addr = Some(rest.split_whitespace().next().expect("address").to_string());
             }
             if let Some(rest) = line.split("couchbase kv on ").nth(1) {
+                if let Some(mgmt) = rest.split("management on http://").nth(1) {
+                    mgmt_addr = mgmt.split_whitespace().next().expect("address").to_string();
+                }
                 break rest.split_whitespace().next().expect("address").to_string();
             }
         };
@@ -68,6 +74,7 @@ impl Server {
             child,
             addr,
             kv_addr,
+            mgmt_addr,
             data_dir: data_dir.to_owned(),
         }
     }
