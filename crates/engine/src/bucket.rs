@@ -245,6 +245,22 @@ impl Bucket {
         vbucket_of(key, self.vbuckets)
     }
 
+    /// Stable per (bucket, vbucket): identifies a vbucket's history (Couchbase's vbucket
+    /// UUID, in mutation tokens, OBSERVE_SEQNO and `$document`).
+    pub fn vbucket_uuid(&self, vbucket: u16) -> u64 {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in self
+            .name
+            .bytes()
+            .chain(self.created_ms.to_be_bytes())
+            .chain(vbucket.to_be_bytes())
+        {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        hash
+    }
+
     pub fn now_secs(&self) -> u32 {
         self.clock.now_secs()
     }

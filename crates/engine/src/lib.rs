@@ -25,6 +25,7 @@ mod read;
 pub mod record;
 mod seqvec;
 mod update;
+pub mod vattr;
 pub mod vbucket;
 mod xattrs;
 

@@ -18,22 +18,6 @@ fn nodes_ext(config: &KvConfig) -> serde_json::Value {
     }])
 }
 
-/// Stable per (bucket, vbucket): identifies a vbucket's history for OBSERVE_SEQNO and
-/// mutation tokens.
-pub fn vbucket_uuid(bucket: &Bucket, vbucket: u16) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in bucket
-        .name()
-        .bytes()
-        .chain(bucket.created_ms().to_be_bytes())
-        .chain(vbucket.to_be_bytes())
-    {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
-}
-
 /// The terse bucket config of GET_CLUSTER_CONFIG and NOT_MY_VBUCKET replies; `$HOST` is
 /// replaced by each client with the address it connected to.
 pub fn bucket_config(bucket: &Bucket, config: &KvConfig) -> serde_json::Value {
@@ -43,7 +27,7 @@ pub fn bucket_config(bucket: &Bucket, config: &KvConfig) -> serde_json::Value {
         "rev": CONFIG_REV,
         "revEpoch": 1,
         "name": bucket.name(),
-        "uuid": format!("{:016x}", vbucket_uuid(bucket, u16::MAX)),
+        "uuid": format!("{:016x}", bucket.vbucket_uuid(u16::MAX)),
         "nodeLocator": "vbucket",
         "collectionsManifestUid": "0",
         "bucketCapabilitiesVer": "",

@@ -9,7 +9,6 @@ use settee_engine::{
 };
 use settee_kv_codec::{datatype, opcode, status, Frame, FramingExtras};
 
-use crate::cluster::vbucket_uuid;
 use crate::session::{error_reply, reply, Features, Handled};
 use crate::KvState;
 
@@ -144,7 +143,7 @@ impl OpCtx {
         let mut extras = [0u8; 16];
         let extras: &[u8] = if self.features.mutation_seqno {
             let vbucket = self.bucket.vbucket_of(key);
-            extras[..8].copy_from_slice(&vbucket_uuid(&self.bucket, vbucket).to_be_bytes());
+            extras[..8].copy_from_slice(&self.bucket.vbucket_uuid(vbucket).to_be_bytes());
             extras[8..].copy_from_slice(&seqno.to_be_bytes());
             &extras
         } else {
@@ -240,7 +239,7 @@ pub(crate) fn run(
                 return Handled::Done;
             }
             let vbucket = frame.vbucket();
-            let uuid = vbucket_uuid(&ctx.bucket, vbucket);
+            let uuid = ctx.bucket.vbucket_uuid(vbucket);
             let high = ctx.bucket.high_seqnos().get(vbucket);
             let mut value = Vec::with_capacity(27);
             value.push(0);
