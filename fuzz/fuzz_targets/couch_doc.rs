@@ -4,7 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if settee_http::request::check_depth(data, 100).is_err() {
+    if settee_http::request::check_json_limits(data, 100).is_err() {
         return;
     }
     if let Ok(doc) = settee_http::couch_doc::parse_doc(data) {

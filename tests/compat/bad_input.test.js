@@ -47,6 +47,19 @@ test('too-deep JSON and over-long ids are 400', async () => {
   assert.equal((await http('PUT', `${server.url}/bad/${longId}`, { body: {} })).status, 400);
 });
 
+test('numbers no double can hold are 400 and nothing is stored', async () => {
+  // Found by the couch_doc fuzz target: such a body used to be stored, then failed readers.
+  const response = await http('PUT', `${server.url}/bad/huge`, { body: '{"n": 1e999}' });
+  assert.equal(response.status, 400);
+  assert.equal(response.json.error, 'bad_request');
+  const bulk = await http('POST', `${server.url}/bad/_bulk_docs`, { body: '{"docs": [{"_id": "huge2", "n": -2E+400}]}' });
+  assert.equal(bulk.status, 400);
+  assert.equal((await http('GET', `${server.url}/bad/huge`)).status, 404);
+  assert.equal((await http('GET', `${server.url}/bad/huge2`)).status, 404);
+  const fine = await http('PUT', `${server.url}/bad/big-number`, { body: '{"n": 1e308}' });
+  assert.equal(fine.status, 201);
+});
+
 test('wrong revisions are conflicts or bad requests, and lose nothing', async () => {
   const saved = await http('PUT', `${server.url}/bad/keep`, { body: { v: 1 } });
   assert.equal((await http('PUT', `${server.url}/bad/keep`, { body: { _rev: 'garbage', v: 2 } })).status, 400);

@@ -14,7 +14,7 @@ use crate::couch_doc::{parse_doc, parse_rev, render_doc, ParsedDoc, RenderOption
 use crate::doc_api::{attachment_fetcher, doc_access, read_doc, save};
 use crate::error::{ApiError, ApiResult};
 use crate::multipart::{self, new_boundary, parse_multipart, write_multipart};
-use crate::request::{check_depth, Req};
+use crate::request::{check_json_limits, Req};
 use crate::response::{full, json_bytes, with_header, HttpResponse};
 use crate::router::not_allowed;
 use crate::HttpState;
@@ -388,7 +388,7 @@ pub async fn parse_multipart_doc(
     if first.body.len() > state.config.max_document_size_bytes {
         return Err(ApiError::DocumentTooLarge(id.to_string()));
     }
-    check_depth(&first.body, state.config.max_json_depth)?;
+    check_json_limits(&first.body, state.config.max_json_depth)?;
     let mut doc = parse_doc(&first.body)?;
     if doc.follows.len() > rest.len() {
         return Err(ApiError::BadRequest(format!(

@@ -16,7 +16,7 @@ use crate::doc_api::{
     attachment_fetcher, prepare_user_doc, read_doc, render_options, validate_doc_id,
 };
 use crate::error::{ApiError, ApiResult};
-use crate::request::{check_depth, Req};
+use crate::request::{check_json_limits, Req};
 use crate::response::{channel_body, json, json_bytes, json_string, HttpResponse};
 use crate::router::not_allowed;
 use crate::HttpState;
@@ -47,7 +47,7 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
     let bucket = open(state, req, db, DbAccess::Member)?;
     req.require_json_content_type()?;
     let bytes = req.body_bytes(state.config.max_request_size_bytes).await?;
-    check_depth(&bytes, state.config.max_json_depth)?;
+    check_json_limits(&bytes, state.config.max_json_depth)?;
     let body: BulkDocsBody = serde_json::from_slice(&bytes)
         .map_err(|_| ApiError::BadRequest("POST body must include `docs` parameter.".into()))?;
     if body.docs.len() > state.config.max_docs_per_bulk {

@@ -13,7 +13,7 @@ use crate::auth::{db_access, require_db_access, DbAccess, UserCtx, USERS_DB, USE
 use crate::couch_doc::{parse_doc, parse_rev, render_doc, ParsedDoc, RenderOptions};
 use crate::db_api::open;
 use crate::error::{ApiError, ApiResult};
-use crate::request::{check_depth, Req};
+use crate::request::{check_json_limits, Req};
 use crate::response::{etag, json, json_bytes, with_header, HttpResponse};
 use crate::router::not_allowed;
 use crate::HttpState;
@@ -223,7 +223,7 @@ pub async fn read_doc_body(state: &HttpState, req: &mut Req, id: &str) -> ApiRes
     if bytes.len() > state.config.max_document_size_bytes {
         return Err(ApiError::DocumentTooLarge(id.to_string()));
     }
-    check_depth(&bytes, state.config.max_json_depth)?;
+    check_json_limits(&bytes, state.config.max_json_depth)?;
     parse_doc(&bytes)
 }
 

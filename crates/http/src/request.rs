@@ -124,16 +124,21 @@ impl Req {
 /// Parses JSON from the network: depth checked first (serde's recursion is bounded too, but our
 /// limit is a configured value with a clear error), then syntax.
 pub fn parse_json(bytes: &[u8], max_depth: usize) -> ApiResult<serde_json::Value> {
-    check_depth(bytes, max_depth)?;
+    check_json_limits(bytes, max_depth)?;
     serde_json::from_slice(bytes).map_err(|_| ApiError::invalid_json())
 }
 
-/// Rejects JSON nested deeper than `max_depth` without parsing it.
-pub fn check_depth(bytes: &[u8], max_depth: usize) -> ApiResult<()> {
+/// Rejects JSON nested deeper than `max_depth`, or holding a number no double can represent
+/// (e.g. `1e999`: serde's raw-value and skipping parsers accept it, a full parse does not, so
+/// such a body would be stored and then fail every later reader), without parsing it.
+pub fn check_json_limits(bytes: &[u8], max_depth: usize) -> ApiResult<()> {
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;
-    for byte in bytes {
+    let mut at = 0;
+    while at < bytes.len() {
+        let byte = bytes[at];
+        at += 1;
         if in_string {
             match (escaped, byte) {
                 (true, _) => escaped = false,
@@ -154,6 +159,21 @@ pub fn check_depth(bytes: &[u8], max_depth: usize) -> ApiResult<()> {
                 }
             }
             b'}' | b']' => depth = depth.saturating_sub(1),
+            b'-' | b'0'..=b'9' => {
+                let start = at - 1;
+                while at < bytes.len()
+                    && matches!(bytes[at], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-')
+                {
+                    at += 1;
+                }
+                let finite = std::str::from_utf8(&bytes[start..at])
+                    .ok()
+                    .and_then(|token| token.parse::<f64>().ok())
+                    .is_none_or(f64::is_finite);
+                if !finite {
+                    return Err(ApiError::BadRequest("JSON number out of range".to_string()));
+                }
+            }
             _ => {}
         }
     }
@@ -188,9 +208,15 @@ mod tests {
 
     #[test]
     fn depth_limit_ignores_brackets_in_strings() {
-        assert!(check_depth(br#"{"a":"[[[[[[[[[["}"#, 2).is_ok());
-        assert!(check_depth(br#"{"a":[[1]]}"#, 2).is_err());
-        assert!(check_depth(br#"{"a":"\"[[[["}"#, 1).is_ok());
+        assert!(check_json_limits(br#"{"a":"[[[[[[[[[["}"#, 2).is_ok());
+        assert!(check_json_limits(br#"{"a":[[1]]}"#, 2).is_err());
+        assert!(check_json_limits(br#"{"a":"\"[[[["}"#, 1).is_ok());
+        // Numbers a double cannot hold are refused; big but finite ones and numbers in
+        // strings are fine.
+        assert!(check_json_limits(br#"{"a":1e999}"#, 4).is_err());
+        assert!(check_json_limits(br#"{"a":[-1E+400]}"#, 4).is_err());
+        assert!(check_json_limits(br#"{"a":1e308,"b":-0.5e-400,"c":"1e999"}"#, 4).is_ok());
+        assert!(check_json_limits(br#"{"a":123456789012345678901234567890}"#, 4).is_ok());
     }
 
     #[test]
