@@ -58,6 +58,10 @@ test('numbers no double can hold are 400 and nothing is stored', async () => {
   assert.equal((await http('GET', `${server.url}/bad/huge2`)).status, 404);
   const fine = await http('PUT', `${server.url}/bad/big-number`, { body: '{"n": 1e308}' });
   assert.equal(fine.status, 201);
+  // serde_json's reserved raw-value member name (also found by fuzzing) is refused cleanly.
+  const reserved = await http('PUT', `${server.url}/bad/reserved`, { body: '{"$serde_json::private::RawValue": {" ": 0}}' });
+  assert.equal(reserved.status, 400);
+  assert.equal((await http('GET', `${server.url}/bad/reserved`)).status, 404);
 });
 
 test('wrong revisions are conflicts or bad requests, and lose nothing', async () => {

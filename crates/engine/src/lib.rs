@@ -24,6 +24,7 @@ mod maintenance;
 mod read;
 pub mod record;
 mod seqvec;
+pub mod subdoc;
 mod update;
 pub mod vattr;
 pub mod vbucket;

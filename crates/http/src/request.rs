@@ -128,10 +128,19 @@ pub fn parse_json(bytes: &[u8], max_depth: usize) -> ApiResult<serde_json::Value
     serde_json::from_slice(bytes).map_err(|_| ApiError::invalid_json())
 }
 
+const RAW_VALUE_TOKEN: &[u8] = b"$serde_json::private::RawValue";
+
 /// Rejects JSON nested deeper than `max_depth`, or holding a number no double can represent
 /// (e.g. `1e999`: serde's raw-value and skipping parsers accept it, a full parse does not, so
 /// such a body would be stored and then fail every later reader), without parsing it.
 pub fn check_json_limits(bytes: &[u8], max_depth: usize) -> ApiResult<()> {
+    // serde_json treats this one name as its raw-value marker: a body using it would be
+    // re-emitted as something that is not JSON (found by the couch_doc fuzz target).
+    if memchr::memmem::find(bytes, RAW_VALUE_TOKEN).is_some() {
+        return Err(ApiError::BadRequest(
+            "the member name \"$serde_json::private::RawValue\" is reserved".to_string(),
+        ));
+    }
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;
@@ -217,6 +226,7 @@ mod tests {
         assert!(check_json_limits(br#"{"a":[-1E+400]}"#, 4).is_err());
         assert!(check_json_limits(br#"{"a":1e308,"b":-0.5e-400,"c":"1e999"}"#, 4).is_ok());
         assert!(check_json_limits(br#"{"a":123456789012345678901234567890}"#, 4).is_ok());
+        assert!(check_json_limits(br#"{"$serde_json::private::RawValue":{" ":0}}"#, 4).is_err());
     }
 
     #[test]

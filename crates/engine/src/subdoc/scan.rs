@@ -1,0 +1,227 @@
+//! A byte scanner over stored JSON: finds value boundaries and walks members and elements
+//! without building anything. Stored JSON was validated on write, so the scanner only has to
+//! be safe (never panic, never loop) on bad input, and report it as `DocNotJson`.
+
+use super::Status;
+
+pub type Span = (usize, usize);
+
+pub fn skip_ws(doc: &[u8], mut at: usize) -> usize {
+    while at < doc.len() && matches!(doc[at], b' ' | b'\t' | b'\n' | b'\r') {
+        at += 1;
+    }
+    at
+}
+
+/// `at` is an opening quote; returns the index after the closing quote.
+pub fn string_end(doc: &[u8], at: usize) -> Result<usize, Status> {
+    let mut i = at + 1;
+    loop {
+        let offset = memchr::memchr2(b'"', b'\\', doc.get(i..).ok_or(Status::DocNotJson)?)
+            .ok_or(Status::DocNotJson)?;
+        i += offset;
+        if doc[i] == b'"' {
+            return Ok(i + 1);
+        }
+        i += 2;
+    }
+}
+
+/// `at` is the first byte of a value; returns the index after it.
+pub fn value_end(doc: &[u8], at: usize) -> Result<usize, Status> {
+    match doc.get(at) {
+        Some(b'"') => string_end(doc, at),
+        Some(b'{' | b'[') => {
+            let mut depth = 0usize;
+            let mut i = at;
+            while i < doc.len() {
+                match doc[i] {
+                    b'"' => {
+                        i = string_end(doc, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Ok(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            Err(Status::DocNotJson)
+        }
+        Some(_) => {
+            let end = doc[at..]
+                .iter()
+                .position(|byte| matches!(byte, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+                .map_or(doc.len(), |offset| at + offset);
+            if end == at {
+                Err(Status::DocNotJson)
+            } else {
+                Ok(end)
+            }
+        }
+        None => Err(Status::DocNotJson),
+    }
+}
+
+/// One member of an object: the key's span (quotes included) and the value's span.
+#[derive(Clone, Copy, Debug)]
+pub struct Member {
+    pub key: Span,
+    pub value: Span,
+}
+
+/// Walks the members of the object starting at `at` (`{`), calling `each` until it returns
+/// false. Returns whether the walk reached the end of the object.
+pub fn for_each_member(
+    doc: &[u8],
+    at: usize,
+    mut each: impl FnMut(Member) -> bool,
+) -> Result<bool, Status> {
+    let mut i = skip_ws(doc, at + 1);
+    if doc.get(i) == Some(&b'}') {
+        return Ok(true);
+    }
+    loop {
+        if doc.get(i) != Some(&b'"') {
+            return Err(Status::DocNotJson);
+        }
+        let key_end = string_end(doc, i)?;
+        let colon = skip_ws(doc, key_end);
+        if doc.get(colon) != Some(&b':') {
+            return Err(Status::DocNotJson);
+        }
+        let value_start = skip_ws(doc, colon + 1);
+        let value_stop = value_end(doc, value_start)?;
+        if !each(Member {
+            key: (i, key_end),
+            value: (value_start, value_stop),
+        }) {
+            return Ok(false);
+        }
+        let next = skip_ws(doc, value_stop);
+        match doc.get(next) {
+            Some(b',') => i = skip_ws(doc, next + 1),
+            Some(b'}') => return Ok(true),
+            _ => return Err(Status::DocNotJson),
+        }
+    }
+}
+
+/// Walks the elements of the array starting at `at` (`[`), like [`for_each_member`].
+pub fn for_each_element(
+    doc: &[u8],
+    at: usize,
+    mut each: impl FnMut(usize, Span) -> bool,
+) -> Result<bool, Status> {
+    let mut i = skip_ws(doc, at + 1);
+    if doc.get(i) == Some(&b']') {
+        return Ok(true);
+    }
+    let mut index = 0;
+    loop {
+        let end = value_end(doc, i)?;
+        if !each(index, (i, end)) {
+            return Ok(false);
+        }
+        index += 1;
+        let next = skip_ws(doc, end);
+        match doc.get(next) {
+            Some(b',') => i = skip_ws(doc, next + 1),
+            Some(b']') => return Ok(true),
+            _ => return Err(Status::DocNotJson),
+        }
+    }
+}
+
+/// Whether the JSON string at `key` (quotes included) names `name` (raw bytes).
+pub fn key_is(doc: &[u8], key: Span, name: &[u8]) -> bool {
+    let inner = &doc[key.0 + 1..key.1 - 1];
+    if !inner.contains(&b'\\') {
+        return inner == name;
+    }
+    serde_json::from_slice::<String>(&doc[key.0..key.1])
+        .is_ok_and(|decoded| decoded.as_bytes() == name)
+}
+
+/// The end of the container that starts at `at`.
+pub fn container_end(doc: &[u8], at: usize) -> Result<usize, Status> {
+    value_end(doc, at)
+}
+
+/// Whether the container at `at` has no members/elements.
+pub fn is_empty_container(doc: &[u8], at: usize) -> bool {
+    matches!(doc.get(skip_ws(doc, at + 1)), Some(b'}' | b']'))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_members_and_elements() {
+        let doc = br#"{"a" : [1, "x\"]", {"b":{}}], "c\u0064":true,"e":-1.5e3 }"#;
+        assert_eq!(value_end(doc, 0), Ok(doc.len()));
+        let mut seen = Vec::new();
+        for_each_member(doc, 0, |member| {
+            seen.push((
+                String::from_utf8_lossy(&doc[member.key.0..member.key.1]).into_owned(),
+                String::from_utf8_lossy(&doc[member.value.0..member.value.1]).into_owned(),
+            ));
+            true
+        })
+        .unwrap();
+        assert_eq!(seen[0].1, r#"[1, "x\"]", {"b":{}}]"#);
+        assert_eq!(seen[2].1, "-1.5e3");
+        assert_eq!(seen[1].0, r#""c\u0064""#);
+        let mut keys = Vec::new();
+        for_each_member(doc, 0, |member| {
+            keys.push(member.key);
+            true
+        })
+        .unwrap();
+        assert!(key_is(doc, keys[1], b"cd"));
+        assert!(key_is(doc, keys[0], b"a"));
+        assert!(!key_is(doc, keys[0], b"c"));
+        let array_at = 7;
+        let mut elements = Vec::new();
+        for_each_element(doc, array_at, |index, span| {
+            elements.push((index, span.1 - span.0));
+            true
+        })
+        .unwrap();
+        assert_eq!(elements, vec![(0, 1), (1, 6), (2, 8)]);
+    }
+
+    #[test]
+    fn garbage_is_not_json_and_never_panics() {
+        for bad in [
+            &b"{"[..],
+            b"{\"a\"",
+            b"{\"a\":",
+            b"[1,",
+            b"\"abc",
+            b"{\"a\" 1}",
+            b"[1 2]",
+        ] {
+            let whole = value_end(bad, 0).and_then(|end| {
+                if bad[0] == b'{' {
+                    for_each_member(bad, 0, |_| true).map(|_| end)
+                } else {
+                    for_each_element(bad, 0, |_, _| true).map(|_| end)
+                }
+            });
+            assert_eq!(
+                whole,
+                Err(Status::DocNotJson),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+}
