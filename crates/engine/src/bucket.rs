@@ -94,6 +94,8 @@ pub(crate) struct PlannedWrite {
     pub record: Option<DocRecord>,
     /// Attachment bodies to store: (md5, bytes).
     pub new_attachments: Vec<([u8; 16], Bytes)>,
+    /// Sub-document mutation macros to expand in the xattrs once CAS and seqno are assigned.
+    pub macro_nonce: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -517,6 +519,19 @@ impl Bucket {
         if record.is_deleted() && !record.xattrs.is_empty() {
             // User xattrs go with the body; system ones stay on the tombstone.
             record.xattrs = crate::xattrs::system_only(&record.xattrs);
+        }
+        if let Some(nonce) = write.macro_nonce {
+            let body = record
+                .winner()
+                .map(|leaf| leaf.body.clone())
+                .unwrap_or_default();
+            record.xattrs = crate::subdoc::expand_macros(
+                &record.xattrs,
+                nonce,
+                record.cas,
+                record.seqno,
+                &body,
+            );
         }
         let entry = crate::changes::ChangeEntry::of_record(vbucket, &write.key, record);
         batch.put(

@@ -329,11 +329,12 @@ impl Bucket {
             previous: current.as_ref().map(Previous::of),
             record: Some(record),
             new_attachments: Vec::new(),
+            macro_nonce: None,
         }];
         let counter = counter_result(current.as_ref(), &mutation, self.now_secs());
         let committed = self.commit_writes(&mut writes).await?;
         if lock.is_some() {
-            self.release_lock(key);
+            self.release_kv_lock(key);
         }
         Ok(match counter {
             Some(value) => KvOutcome::Counted {
@@ -349,7 +350,7 @@ impl Bucket {
         })
     }
 
-    fn release_lock(&self, key: &[u8]) {
+    pub(crate) fn release_kv_lock(&self, key: &[u8]) {
         let mut locks = self.kv_locks.lock();
         locks.remove(key);
         self.kv_lock_count
@@ -409,7 +410,7 @@ impl Bucket {
             None => Ok(UnlockOutcome::NotLocked),
             Some(lock) if lock.cas != cas => Ok(UnlockOutcome::CasMismatch),
             Some(_) => {
-                self.release_lock(key);
+                self.release_kv_lock(key);
                 Ok(UnlockOutcome::Unlocked)
             }
         }

@@ -93,6 +93,7 @@ impl Bucket {
             previous: Some(previous),
             record: (!record.leaves.is_empty()).then_some(record),
             new_attachments: Vec::new(),
+            macro_nonce: None,
         }];
         let _purging = self.purge_lock.lock().await;
         let next = self.purge_seq() + 1;
@@ -175,6 +176,7 @@ impl Bucket {
             previous: Some(Previous::of(&record)),
             record: Some(tombstone),
             new_attachments: Vec::new(),
+            macro_nonce: None,
         }];
         self.commit_writes(&mut writes).await?;
         Ok(true)

@@ -345,6 +345,7 @@ impl Bucket {
                                 previous,
                                 record: Some(plan.record),
                                 new_attachments: plan.new_attachments,
+                                macro_nonce: None,
                             });
                             latest.insert(update.key.clone(), writes.len() - 1);
                             write_of_outcome.push(Some(writes.len() - 1));

@@ -12,12 +12,10 @@
 
 mod cluster;
 mod connection;
-#[allow(dead_code)] // runs sub-document requests once they are wired (issue 4)
 mod heavy;
 pub mod mgmt;
 mod ops;
 mod session;
-#[allow(dead_code)] // wired to the engine with settee-subdoc (issue 4)
 mod subdoc;
 mod timings;
 
@@ -53,7 +51,6 @@ pub struct KvState {
     pub users: Arc<Users>,
     pub config: KvConfig,
     timings: timings::NodeTimings,
-    #[allow(dead_code)] // runs sub-document requests once they are wired (issue 4)
     heavy: heavy::HeavyPool,
 }
 

@@ -30,6 +30,7 @@ pub(crate) struct OpCtx {
     pub quiet: bool,
     pub opaque: u32,
     pub framing: FramingExtras,
+    pub heavy_permits: Arc<tokio::sync::Semaphore>,
 }
 
 /// Operations addressed to a vbucket or the bucket, not to a document: their key field is
@@ -58,7 +59,7 @@ pub(crate) fn is_data_op(base: u8) -> bool {
             | opcode::GET_META
             | opcode::OBSERVE_SEQNO
             | opcode::STAT
-    )
+    ) || crate::subdoc::is_subdoc(base)
 }
 
 /// Couchbase expiry: 0 never, up to 30 days relative seconds, above that a Unix time.
@@ -79,11 +80,11 @@ fn be_u64(bytes: &[u8]) -> u64 {
 }
 
 impl OpCtx {
-    fn error(&self, out: &mut Vec<u8>, code: u16, context: &str) {
+    pub(crate) fn error(&self, out: &mut Vec<u8>, code: u16, context: &str) {
         error_reply(out, &self.features, self.opcode, self.opaque, code, context);
     }
 
-    fn locked_status(&self) -> u16 {
+    pub(crate) fn locked_status(&self) -> u16 {
         if self.features.xerror {
             status::LOCKED
         } else {
@@ -254,6 +255,7 @@ pub(crate) fn run(
             stats(&ctx, frame.key, out);
             Handled::Done
         }
+        base if crate::subdoc::is_subdoc(base) => crate::subdoc::run(ctx, frame, key, bytes, out),
         _ => mutation(ctx, frame, key, bytes, out),
     }
 }
@@ -290,7 +292,7 @@ fn stats(ctx: &OpCtx, group: &[u8], out: &mut Vec<u8>) {
 }
 
 /// The request's value, decompressed if the client sent it snappy-compressed.
-fn request_value(
+pub(crate) fn request_value(
     ctx: &OpCtx,
     frame: &Frame<'_>,
     bytes: &Bytes,

@@ -43,6 +43,9 @@ pub(crate) struct Session {
     user: Option<UserCtx>,
     scram: Option<ScramServer>,
     bucket: Option<Arc<Bucket>>,
+    /// Admission to the heavy-request pool (one permit in order, more with
+    /// UnorderedExecution); replaced when HELLO changes the mode.
+    heavy_permits: Arc<tokio::sync::Semaphore>,
 }
 
 /// Appends a reply to `frame`.
@@ -101,6 +104,7 @@ pub(crate) fn error_reply(
 impl Session {
     pub fn new(state: Arc<KvState>) -> Session {
         Session {
+            heavy_permits: state.heavy.permits(false),
             state,
             features: Features::default(),
             user: None,
@@ -290,6 +294,9 @@ impl Session {
             .flat_map(|code| code.to_be_bytes())
             .collect();
         // A HELLO replaces the whole feature set (kv_engine semantics).
+        if features.unordered != self.features.unordered {
+            self.heavy_permits = self.state.heavy.permits(features.unordered);
+        }
         self.features = features;
         reply(
             out,
@@ -641,6 +648,7 @@ impl Session {
             quiet,
             opaque: frame.opaque,
             framing,
+            heavy_permits: self.heavy_permits.clone(),
         };
         ops::run(ctx, frame, key, bytes, out)
     }

@@ -2,10 +2,345 @@
 //! checked before the document is touched, with the statuses kv_engine gives each mistake
 //! (its `daemon/subdocument_traits.h` and `subdocument_validators.cc`).
 
-use settee_kv_codec::subdoc::{
-    doc_flag, op, path_flag, MultiExtras, SingleExtras, Spec, Specs, SubdocError, MAX_PATH_BYTES,
+use bytes::Bytes;
+use settee_engine::subdoc::{
+    CreateMode, LookupOp, LookupSpec, MutateIn, MutateInOutcome, MutateOp, MutateSpec, Status,
 };
-use settee_kv_codec::{opcode, status, Frame};
+use settee_kv_codec::subdoc::{
+    doc_flag, op, path_flag, put_lookup_result, put_mutation_result, MultiExtras, SingleExtras,
+    Spec, Specs, SubdocError, MAX_PATH_BYTES,
+};
+use settee_kv_codec::{datatype, opcode, status, Frame};
+
+use crate::ops::{absolute_expiry, request_value, OpCtx};
+use crate::session::{reply, Handled};
+
+/// The single-path sub-document opcodes and the two multi-path ones.
+pub(crate) fn is_subdoc(base: u8) -> bool {
+    matches!(
+        base,
+        op::GET..=op::COUNTER | op::MULTI_LOOKUP | op::MULTI_MUTATION | op::GET_COUNT
+    )
+}
+
+/// The KV status code of a spec outcome.
+fn status_code(outcome: Status) -> u16 {
+    match outcome {
+        Status::Success => status::SUCCESS,
+        Status::PathEnoent => status::SUBDOC_PATH_ENOENT,
+        Status::PathMismatch => status::SUBDOC_PATH_MISMATCH,
+        Status::PathEinval => status::SUBDOC_PATH_EINVAL,
+        Status::PathE2big => status::SUBDOC_PATH_E2BIG,
+        Status::DocE2deep => status::SUBDOC_DOC_E2DEEP,
+        Status::ValueCantinsert => status::SUBDOC_VALUE_CANTINSERT,
+        Status::DocNotJson => status::SUBDOC_DOC_NOT_JSON,
+        Status::NumErange => status::SUBDOC_NUM_ERANGE,
+        Status::DeltaEinval => status::SUBDOC_DELTA_EINVAL,
+        Status::PathEexists => status::SUBDOC_PATH_EEXISTS,
+        Status::ValueEtoodeep => status::SUBDOC_VALUE_ETOODEEP,
+        Status::XattrUnknownVattr => status::SUBDOC_XATTR_UNKNOWN_VATTR,
+    }
+}
+
+fn lookup_op(spec_op: u8) -> LookupOp {
+    match spec_op {
+        op::EXISTS => LookupOp::Exists,
+        op::GET_COUNT => LookupOp::Count,
+        op::GET_DOC => LookupOp::WholeDoc,
+        _ => LookupOp::Get,
+    }
+}
+
+fn mutate_op(spec_op: u8) -> MutateOp {
+    match spec_op {
+        op::DICT_ADD => MutateOp::DictAdd,
+        op::DICT_UPSERT => MutateOp::DictUpsert,
+        op::DELETE => MutateOp::Delete,
+        op::REPLACE => MutateOp::Replace,
+        op::ARRAY_PUSH_LAST => MutateOp::ArrayPushLast,
+        op::ARRAY_PUSH_FIRST => MutateOp::ArrayPushFirst,
+        op::ARRAY_INSERT => MutateOp::ArrayInsert,
+        op::ARRAY_ADD_UNIQUE => MutateOp::ArrayAddUnique,
+        op::COUNTER => MutateOp::Counter,
+        op::SET_DOC => MutateOp::SetDoc,
+        _ => MutateOp::DeleteDoc,
+    }
+}
+
+/// Runs a sub-document request. Lookups run on the heavy-request pool (they may walk a large
+/// document); mutations are futures like every other write.
+pub(crate) fn run(
+    ctx: OpCtx,
+    frame: &Frame<'_>,
+    key: &[u8],
+    bytes: &Bytes,
+    out: &mut Vec<u8>,
+) -> Handled {
+    // A snappy-compressed request carries compressed specs: work on the inflated copy.
+    let inflated = match request_value(&ctx, frame, bytes) {
+        Ok(value) => value,
+        Err((code, context)) => {
+            ctx.error(out, code, context);
+            return Handled::Done;
+        }
+    };
+    let mut plain = *frame;
+    plain.value = &inflated;
+    let request = match parse(&plain, ctx.features.xattr) {
+        Ok(request) => request,
+        Err((code, context)) => {
+            ctx.error(out, code, context);
+            return Handled::Done;
+        }
+    };
+    let key = bytes.slice_ref(key);
+    // Owned specs: the job outlives this frame's borrow.
+    let specs: Vec<(u8, u8, Bytes, Bytes)> = request
+        .specs
+        .as_slice()
+        .iter()
+        .map(|spec| {
+            (
+                spec.op,
+                spec.flags,
+                inflated.slice_ref(spec.path),
+                inflated.slice_ref(spec.value),
+            )
+        })
+        .collect();
+    if request.mutation {
+        mutate(ctx, request, frame.cas, key, specs)
+    } else {
+        lookup(ctx, request, key, specs)
+    }
+}
+
+fn lookup(
+    ctx: OpCtx,
+    request: Request<'_>,
+    key: Bytes,
+    specs: Vec<(u8, u8, Bytes, Bytes)>,
+) -> Handled {
+    let single = request.single;
+    let access_deleted = request.doc_flags & doc_flag::ACCESS_DELETED != 0;
+    let ctx = std::sync::Arc::new(ctx);
+    let job_ctx = ctx.clone();
+    let job = move || {
+        let ctx = job_ctx;
+        let lookups: Vec<LookupSpec<'_>> = specs
+            .iter()
+            .map(|(spec_op, flags, path, _)| LookupSpec {
+                op: lookup_op(*spec_op),
+                xattr: flags & path_flag::XATTR != 0,
+                path,
+            })
+            .collect();
+        let mut body = Vec::new();
+        let mut failed = false;
+        let mut single_result: (u16, Vec<u8>) = (0, Vec::new());
+        let found = ctx
+            .bucket
+            .lookup_in(&key, &lookups, access_deleted, |_, outcome, value| {
+                let code = status_code(outcome);
+                failed |= code != status::SUCCESS;
+                if single {
+                    single_result = (code, value.to_vec());
+                } else {
+                    put_lookup_result(&mut body, code, value);
+                }
+            });
+        let mut out = Vec::new();
+        match found {
+            Ok(Some(meta)) => {
+                if single {
+                    let (code, value) = single_result;
+                    if code == status::SUCCESS {
+                        let dt = if value.is_empty() || !ctx.features.json {
+                            datatype::RAW
+                        } else {
+                            datatype::JSON
+                        };
+                        let code = if meta.deleted {
+                            status::SUBDOC_SUCCESS_DELETED
+                        } else {
+                            code
+                        };
+                        reply(
+                            &mut out,
+                            ctx.opcode,
+                            ctx.opaque,
+                            code,
+                            meta.cas,
+                            dt,
+                            &[],
+                            &[],
+                            &value,
+                        );
+                    } else {
+                        ctx.error(&mut out, code, "Sub-document path failed");
+                    }
+                } else {
+                    let code = match (failed, meta.deleted) {
+                        (false, false) => status::SUCCESS,
+                        (false, true) => status::SUBDOC_SUCCESS_DELETED,
+                        (true, false) => status::SUBDOC_MULTI_PATH_FAILURE,
+                        (true, true) => status::SUBDOC_MULTI_PATH_FAILURE_DELETED,
+                    };
+                    reply(
+                        &mut out,
+                        ctx.opcode,
+                        ctx.opaque,
+                        code,
+                        meta.cas,
+                        0,
+                        &[],
+                        &[],
+                        &body,
+                    );
+                }
+            }
+            Ok(None) => ctx.error(&mut out, status::KEY_ENOENT, "Not found"),
+            Err(error) => ctx.error(&mut out, status::EINTERNAL, &error.to_string()),
+        }
+        out
+    };
+    Handled::Later(Box::pin(async move {
+        let pool = ctx.state.clone();
+        match pool.heavy.run(&ctx.heavy_permits, job).await {
+            Some(out) => out,
+            None => {
+                let mut out = Vec::new();
+                ctx.error(&mut out, status::EINTERNAL, "Sub-document lookup failed");
+                out
+            }
+        }
+    }))
+}
+
+fn mutate(
+    ctx: OpCtx,
+    request: Request<'_>,
+    cas: u64,
+    key: Bytes,
+    specs: Vec<(u8, u8, Bytes, Bytes)>,
+) -> Handled {
+    let now = ctx.bucket.now_secs();
+    let expiry = match request.expiry {
+        Some(exptime) => Some(absolute_expiry(exptime, now)),
+        None if ctx.framing.preserve_ttl => None,
+        None => Some(0),
+    };
+    let flags = request.doc_flags;
+    let mutate_in = MutateIn {
+        specs: specs
+            .into_iter()
+            .map(|(spec_op, path_flags, path, value)| MutateSpec {
+                op: mutate_op(spec_op),
+                xattr: path_flags & path_flag::XATTR != 0,
+                mkdir_p: path_flags & path_flag::MKDIR_P != 0,
+                expand_macros: path_flags & path_flag::EXPAND_MACROS != 0,
+                path,
+                value,
+            })
+            .collect(),
+        create: if flags & doc_flag::ADD != 0 {
+            CreateMode::Insert
+        } else if flags & doc_flag::MKDOC != 0 {
+            CreateMode::Upsert
+        } else {
+            CreateMode::Replace
+        },
+        access_deleted: flags & doc_flag::ACCESS_DELETED != 0,
+        cas,
+        expiry,
+    };
+    let single = request.single;
+    Handled::Later(Box::pin(async move {
+        let mut out = Vec::new();
+        match ctx.bucket.mutate_in(&key, mutate_in).await {
+            Ok(MutateInOutcome::Done {
+                cas, seqno, values, ..
+            }) => {
+                let mut extras = [0u8; 16];
+                let extras: &[u8] = if ctx.features.mutation_seqno {
+                    let vbucket = ctx.bucket.vbucket_of(&key);
+                    extras[..8].copy_from_slice(&ctx.bucket.vbucket_uuid(vbucket).to_be_bytes());
+                    extras[8..].copy_from_slice(&seqno.to_be_bytes());
+                    &extras
+                } else {
+                    &[]
+                };
+                let mut body = Vec::new();
+                if single {
+                    if let Some((_, value)) = values.first() {
+                        body.extend_from_slice(value);
+                    }
+                } else {
+                    for (index, value) in &values {
+                        put_mutation_result(&mut body, *index, status::SUCCESS, Some(value));
+                    }
+                }
+                let dt = if !body.is_empty() && single && ctx.features.json {
+                    datatype::JSON
+                } else {
+                    datatype::RAW
+                };
+                reply(
+                    &mut out,
+                    ctx.opcode,
+                    ctx.opaque,
+                    0,
+                    cas,
+                    dt,
+                    extras,
+                    &[],
+                    &body,
+                );
+            }
+            Ok(MutateInOutcome::SpecFailed {
+                index,
+                status: outcome,
+            }) => {
+                let code = status_code(outcome);
+                if single {
+                    ctx.error(&mut out, code, "Sub-document path failed");
+                } else {
+                    let mut body = Vec::new();
+                    put_mutation_result(&mut body, index, code, None);
+                    reply(
+                        &mut out,
+                        ctx.opcode,
+                        ctx.opaque,
+                        status::SUBDOC_MULTI_PATH_FAILURE,
+                        0,
+                        0,
+                        &[],
+                        &[],
+                        &body,
+                    );
+                }
+            }
+            Ok(MutateInOutcome::NotFound) => ctx.error(&mut out, status::KEY_ENOENT, "Not found"),
+            Ok(MutateInOutcome::Exists) => {
+                ctx.error(&mut out, status::KEY_EEXISTS, "Document exists")
+            }
+            Ok(MutateInOutcome::CasMismatch) => {
+                ctx.error(&mut out, status::KEY_EEXISTS, "CAS mismatch")
+            }
+            Ok(MutateInOutcome::Locked) => {
+                ctx.error(&mut out, ctx.locked_status(), "Document is locked")
+            }
+            Ok(MutateInOutcome::NotJson) => ctx.error(
+                &mut out,
+                status::SUBDOC_DOC_NOT_JSON,
+                "Document is not JSON",
+            ),
+            Ok(MutateInOutcome::TooBig) => ctx.error(&mut out, status::E2BIG, "Document too big"),
+            Err(error) => ctx.error(&mut out, status::EINTERNAL, &error.to_string()),
+        }
+        out
+    }))
+}
 
 /// What one spec opcode allows.
 #[derive(Clone, Copy, Debug)]

@@ -12,6 +12,10 @@ pub mod scan;
 use bytes::Bytes;
 use settee_revtree::RevId;
 
+use crate::bucket::Bucket;
+use crate::error::EngineError;
+use crate::vattr;
+
 /// The outcome of one spec, as Couchbase names them (the KV door maps them to its status
 /// codes, the HTTP door to error names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,4 +135,415 @@ pub enum MutateInOutcome {
     NotJson,
     /// The result would exceed the document size limit.
     TooBig,
+}
+
+/// Where a spec's path points.
+enum Target {
+    Body,
+    Xattrs,
+    /// `$document`: document metadata.
+    Virtual,
+}
+
+fn target_of(xattr: bool, path: &[u8]) -> Target {
+    if !xattr {
+        Target::Body
+    } else if path.first() == Some(&b'$') {
+        Target::Virtual
+    } else {
+        Target::Xattrs
+    }
+}
+
+const VIRTUAL_DOCUMENT: &[u8] = b"$document";
+
+/// Whether an xattr path names the `$document` virtual attribute (or a path inside it).
+fn is_document_vattr(path: &[u8]) -> bool {
+    path.strip_prefix(VIRTUAL_DOCUMENT)
+        .is_some_and(|rest| rest.is_empty() || rest[0] == b'.' || rest[0] == b'[')
+}
+
+fn status_text(count: usize) -> Vec<u8> {
+    count.to_string().into_bytes()
+}
+
+impl Bucket {
+    /// Runs lookup specs against one document, all body paths in one walk of the body and all
+    /// xattr paths in one walk of the xattrs. `each(index, status, value)` gets every spec's
+    /// outcome in order (values borrowed from the stored record). `None` when the document
+    /// does not exist, or is deleted and `access_deleted` is not set.
+    pub fn lookup_in(
+        &self,
+        key: &[u8],
+        specs: &[LookupSpec<'_>],
+        access_deleted: bool,
+        mut each: impl FnMut(usize, Status, &[u8]),
+    ) -> Result<Option<LookupMeta>, EngineError> {
+        let vbucket = self.vbucket_of(key);
+        let Some(doc_key) = crate::keys::DocKeyBuf::new(self.id, vbucket, key) else {
+            return Ok(None);
+        };
+        let locked = self.is_kv_locked(key);
+        let now = self.now_secs();
+        let found = self.store.get_with(
+            settee_storage::Cf::Doc,
+            doc_key.as_slice(),
+            |raw| -> Result<Option<LookupMeta>, EngineError> {
+                let header = crate::record::Header::decode(raw)?;
+                let expired = header.expiry != 0 && header.expiry <= now;
+                if (header.deleted && !access_deleted) || (!header.deleted && expired) {
+                    return Ok(None);
+                }
+                let body = header.body(raw)?;
+                let stored_xattrs = header.xattrs(raw)?;
+                let xattrs: &[u8] = if stored_xattrs.is_empty() {
+                    b"{}"
+                } else {
+                    stored_xattrs
+                };
+                let parsed: Vec<Result<Vec<path::Component<'_>>, Status>> = specs
+                    .iter()
+                    .map(|spec| match spec.op {
+                        LookupOp::WholeDoc => Ok(Vec::new()),
+                        _ => path::parse(spec.path),
+                    })
+                    .collect();
+                let virtual_doc = if specs
+                    .iter()
+                    .any(|spec| spec.xattr && is_document_vattr(spec.path))
+                {
+                    let record = crate::record::DocRecord::decode(raw)?;
+                    let meta = vattr::DocumentMeta {
+                        cas: header.cas,
+                        vbucket_uuid: self.vbucket_uuid(vbucket),
+                        seqno: header.seqno,
+                        rev_generation: record.winner().map_or(0, |leaf| leaf.rev.pos),
+                        expiry: header.expiry,
+                        item_flags: header.item_flags,
+                        body,
+                        json: header.json,
+                        has_xattrs: !stored_xattrs.is_empty(),
+                        deleted: header.deleted,
+                    };
+                    serde_json::to_vec(&serde_json::json!({ "$document": vattr::document(&meta) }))
+                        .unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                // One walk per target, all of its paths at once.
+                let mut answers: Vec<Option<Result<scan::Span, Status>>> = vec![None; specs.len()];
+                for (target, doc) in [(0u8, body), (1, xattrs), (2, virtual_doc.as_slice())] {
+                    let mut indexes = Vec::new();
+                    let mut paths = Vec::new();
+                    for (index, spec) in specs.iter().enumerate() {
+                        let Ok(components) = &parsed[index] else {
+                            continue;
+                        };
+                        if spec.op == LookupOp::WholeDoc {
+                            continue;
+                        }
+                        let wanted = match target_of(spec.xattr, spec.path) {
+                            Target::Body => 0,
+                            Target::Xattrs => 1,
+                            Target::Virtual if is_document_vattr(spec.path) => 2,
+                            Target::Virtual => {
+                                answers[index] = Some(Err(Status::XattrUnknownVattr));
+                                continue;
+                            }
+                        };
+                        if wanted != target {
+                            continue;
+                        }
+                        if target == 0 && !header.json {
+                            answers[index] = Some(Err(Status::DocNotJson));
+                            continue;
+                        }
+                        indexes.push(index);
+                        paths.push(components.as_slice());
+                    }
+                    if paths.is_empty() {
+                        continue;
+                    }
+                    for (index, answer) in indexes.into_iter().zip(json::resolve_all(doc, &paths)) {
+                        answers[index] = Some(answer);
+                    }
+                }
+                for (index, spec) in specs.iter().enumerate() {
+                    let doc = match target_of(spec.xattr, spec.path) {
+                        Target::Body => body,
+                        Target::Xattrs => xattrs,
+                        Target::Virtual => virtual_doc.as_slice(),
+                    };
+                    if let Err(status) = &parsed[index] {
+                        each(index, *status, &[]);
+                        continue;
+                    }
+                    if spec.op == LookupOp::WholeDoc {
+                        each(index, Status::Success, body);
+                        continue;
+                    }
+                    match answers[index].take().unwrap_or(Err(Status::PathEnoent)) {
+                        Err(status) => each(index, status, &[]),
+                        Ok(span) => match spec.op {
+                            LookupOp::Get => each(index, Status::Success, &doc[span.0..span.1]),
+                            LookupOp::Exists => each(index, Status::Success, &[]),
+                            LookupOp::Count => match json::count(doc, span) {
+                                Ok(count) => each(index, Status::Success, &status_text(count)),
+                                Err(status) => each(index, status, &[]),
+                            },
+                            LookupOp::WholeDoc => each(index, Status::Success, body),
+                        },
+                    }
+                }
+                Ok(Some(LookupMeta {
+                    cas: if locked { u64::MAX } else { header.cas },
+                    deleted: header.deleted,
+                }))
+            },
+        )?;
+        found.transpose().map(Option::flatten)
+    }
+}
+
+/// Couchbase's mutation macros, replaced by the write's own values once it has them.
+const MACROS: [(&[u8], &str); 3] = [
+    (br#""${Mutation.CAS}""#, "cas"),
+    (br#""${Mutation.seqno}""#, "seqno"),
+    (br#""${Mutation.value_crc32c}""#, "crc"),
+];
+
+/// The placeholder a macro stands as until the write's CAS and seqno are known: a JSON
+/// string unique to this write (`nonce`), so it cannot collide with stored data.
+fn placeholder(nonce: u64, name: &str) -> String {
+    format!("\"settee-macro-{nonce:016x}-{name}\"")
+}
+
+/// Replaces the write's macro placeholders in `xattrs` with its values. The CAS is written
+/// byte-reversed, as Couchbase Server does (the SDKs undo it: `convert_macro_cas_to_cas`).
+pub(crate) fn expand_macros(xattrs: &[u8], nonce: u64, cas: u64, seqno: u64, body: &[u8]) -> Bytes {
+    let mut text = String::from_utf8_lossy(xattrs).into_owned();
+    for (name, value) in [
+        ("cas", format!("\"0x{:016x}\"", cas.swap_bytes())),
+        ("seqno", format!("\"0x{seqno:016x}\"")),
+        ("crc", format!("\"0x{:08x}\"", crc32c::crc32c(body))),
+    ] {
+        text = text.replace(&placeholder(nonce, name), &value);
+    }
+    Bytes::from(text)
+}
+
+impl Bucket {
+    /// Applies mutation specs to one document as one atomic, CAS-checked write: xattr specs
+    /// to its extended attributes, the others to its body, in order; the first failing spec
+    /// fails the whole request and nothing is written.
+    pub async fn mutate_in(
+        &self,
+        key: &[u8],
+        request: MutateIn,
+    ) -> Result<MutateInOutcome, EngineError> {
+        use crate::bucket::{PlannedWrite, Previous};
+        use crate::record::Leaf;
+        use crate::update::{empty_record, finish, revision_hash, COMMON_FLAGS_JSON};
+
+        crate::bucket::check_key(key)?;
+        let _guards = self.lock_keys(std::iter::once(key)).await;
+        let current = self.read_record(key)?;
+        let mut cas = request.cas;
+        let lock = self.current_lock(key);
+        if let Some(lock) = lock {
+            match current.as_ref() {
+                Some(record) if cas == lock.cas => cas = record.cas,
+                _ => return Ok(MutateInOutcome::Locked),
+            }
+        }
+        let alive = current
+            .as_ref()
+            .filter(|record| !record.is_deleted() && !self.is_expired(record.expiry));
+        let tombstone = current
+            .as_ref()
+            .filter(|record| record.is_deleted() && request.access_deleted);
+        let existing = alive.or(tombstone);
+        match (request.create, existing) {
+            (CreateMode::Insert, Some(_)) if alive.is_some() => return Ok(MutateInOutcome::Exists),
+            (CreateMode::Replace, None) => return Ok(MutateInOutcome::NotFound),
+            _ => {}
+        }
+        if cas != 0 {
+            match existing {
+                None => return Ok(MutateInOutcome::NotFound),
+                Some(record) if record.cas != cas => return Ok(MutateInOutcome::CasMismatch),
+                Some(_) => {}
+            }
+        }
+        let winner = existing
+            .and_then(|record| record.winner())
+            .filter(|_| alive.is_some());
+        let starts_as_array = request
+            .specs
+            .iter()
+            .find(|spec| !spec.xattr)
+            .is_some_and(|spec| {
+                spec.path.is_empty()
+                    && matches!(
+                        spec.op,
+                        MutateOp::ArrayPushLast
+                            | MutateOp::ArrayPushFirst
+                            | MutateOp::ArrayAddUnique
+                    )
+            });
+        let (mut body, mut json) = match winner {
+            Some(leaf) => (leaf.body.to_vec(), leaf.json),
+            None if starts_as_array => (b"[]".to_vec(), true),
+            None => (b"{}".to_vec(), true),
+        };
+        let mut xattrs = match existing {
+            Some(record) if !record.xattrs.is_empty() => record.xattrs.to_vec(),
+            _ => b"{}".to_vec(),
+        };
+        let nonce = request
+            .specs
+            .iter()
+            .any(|spec| spec.expand_macros)
+            .then(|| self.hlc.next(self.clock.as_ref()));
+        let mut values = Vec::new();
+        let mut delete = false;
+        for (index, spec) in request.specs.iter().enumerate() {
+            let index = index as u8;
+            let edit = match spec.op {
+                MutateOp::SetDoc => {
+                    json = crate::kv::is_json(&spec.value);
+                    body = spec.value.to_vec();
+                    continue;
+                }
+                MutateOp::DeleteDoc => {
+                    delete = true;
+                    continue;
+                }
+                MutateOp::DictAdd => json::Edit::DictAdd,
+                MutateOp::DictUpsert => json::Edit::DictUpsert,
+                MutateOp::Delete => json::Edit::Delete,
+                MutateOp::Replace => json::Edit::Replace,
+                MutateOp::ArrayPushLast => json::Edit::PushLast,
+                MutateOp::ArrayPushFirst => json::Edit::PushFirst,
+                MutateOp::ArrayInsert => json::Edit::Insert,
+                MutateOp::ArrayAddUnique => json::Edit::AddUnique,
+                MutateOp::Counter => json::Edit::Counter,
+            };
+            let target = if spec.xattr {
+                &mut xattrs
+            } else if !json {
+                return Ok(MutateInOutcome::SpecFailed {
+                    index,
+                    status: Status::DocNotJson,
+                });
+            } else {
+                &mut body
+            };
+            let mut value: &[u8] = &spec.value;
+            let expanded;
+            if let (true, Some(nonce)) = (spec.expand_macros, nonce) {
+                let Some((_, name)) = MACROS.iter().find(|(text, _)| *text == value) else {
+                    return Ok(MutateInOutcome::SpecFailed {
+                        index,
+                        status: Status::PathEinval,
+                    });
+                };
+                expanded = placeholder(nonce, name);
+                value = expanded.as_bytes();
+            }
+            match json::apply(target, edit, &spec.path, value, spec.mkdir_p) {
+                Ok((new, returned)) => {
+                    *target = new;
+                    if let Some(returned) = returned {
+                        values.push((index, returned));
+                    }
+                }
+                Err(status) => return Ok(MutateInOutcome::SpecFailed { index, status }),
+            }
+        }
+        let mut record = current.clone().unwrap_or_else(empty_record);
+        let parent = record.winner().map(|leaf| leaf.rev.clone());
+        let body = Bytes::from(if delete { b"{}".to_vec() } else { body });
+        let rev = RevId {
+            pos: parent.as_ref().map_or(1, |parent| parent.pos + 1),
+            hash: revision_hash(parent.as_ref(), delete, &body, &[]),
+        };
+        if record
+            .tree
+            .edit(parent.as_ref(), rev.clone(), delete)
+            .is_err()
+        {
+            return Ok(MutateInOutcome::Exists);
+        }
+        if let Some(parent) = &parent {
+            record.leaves.retain(|leaf| &leaf.rev != parent);
+        }
+        record.leaves.push(Leaf {
+            rev: rev.clone(),
+            deleted: delete,
+            json: json || delete,
+            body,
+            attachments: Vec::new(),
+        });
+        if alive.is_none() {
+            record.item_flags = COMMON_FLAGS_JSON;
+            record.expiry = 0;
+        }
+        if let Some(expiry) = request.expiry {
+            record.expiry = expiry;
+        }
+        record.xattrs = if xattrs == b"{}" {
+            Bytes::new()
+        } else {
+            Bytes::from(xattrs)
+        };
+        finish(&mut record, self.revs_limit());
+        let mut writes = [PlannedWrite {
+            vbucket: self.vbucket_of(key),
+            key: key.to_vec(),
+            previous: current.as_ref().map(Previous::of),
+            record: Some(record),
+            new_attachments: Vec::new(),
+            macro_nonce: nonce,
+        }];
+        let committed = self.commit_writes(&mut writes).await?;
+        if lock.is_some() {
+            self.release_kv_lock(key);
+        }
+        Ok(MutateInOutcome::Done {
+            cas: committed[0].cas,
+            seqno: committed[0].seqno,
+            rev,
+            values,
+            deleted: delete,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn macros_expand_to_the_writes_values() {
+        let nonce = 0x1234;
+        let xattrs = format!(
+            r#"{{"m":{{"cas":{},"seq":{},"crc":{}}},"keep":"settee-macro-1234-cas"}}"#,
+            placeholder(nonce, "cas"),
+            placeholder(nonce, "seqno"),
+            placeholder(nonce, "crc")
+        );
+        let expanded = expand_macros(xattrs.as_bytes(), nonce, 0x0102_0304_0506_0708, 9, b"{}");
+        let value: serde_json::Value = serde_json::from_slice(&expanded).expect("json");
+        assert_eq!(value["m"]["cas"], "0x0807060504030201");
+        assert_eq!(value["m"]["seq"], "0x0000000000000009");
+        assert_eq!(
+            value["m"]["crc"],
+            format!("0x{:08x}", crc32c::crc32c(b"{}")).as_str()
+        );
+        assert_eq!(value["keep"], "settee-macro-1234-cas");
+        assert!(is_document_vattr(b"$document"));
+        assert!(is_document_vattr(b"$document.exptime"));
+        assert!(!is_document_vattr(b"$documents"));
+    }
 }
