@@ -23,6 +23,7 @@ pub mod response;
 pub mod router;
 pub mod selector;
 pub mod server_api;
+pub mod subdoc_api;
 pub mod uuids;
 
 use std::convert::Infallible;

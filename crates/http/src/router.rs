@@ -9,7 +9,9 @@ use hyper::{Method, Request};
 use crate::error::{ApiError, ApiResult};
 use crate::request::{parse_query, split_path, Req};
 use crate::response::{self, HttpResponse};
-use crate::{attachments_api, bulk_api, changes_api, db_api, doc_api, server_api, HttpState};
+use crate::{
+    attachments_api, bulk_api, changes_api, db_api, doc_api, server_api, subdoc_api, HttpState,
+};
 
 pub const SERVER_HEADER: &str = "settee/0.1 (CouchDB 3.x compatible)";
 
@@ -88,6 +90,8 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
             ApiError::BadRequest("Only reserved document ids may start with underscore.".into()),
         ),
         [db, id] => doc_api::document(state, req, db, id).await,
+        [db, id, "_lookup"] => subdoc_api::lookup(state, req, db, id).await,
+        [db, id, "_mutate"] => subdoc_api::mutate(state, req, db, id).await,
         [db, id, attachment @ ..] => {
             attachments_api::attachment(state, req, db, id, &attachment.join("/")).await
         }
