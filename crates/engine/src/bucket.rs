@@ -520,6 +520,15 @@ impl Bucket {
             // User xattrs go with the body; system ones stay on the tombstone.
             record.xattrs = crate::xattrs::system_only(&record.xattrs);
         }
+        // The structural index is derived from the winner's body: rebuilt on every write.
+        record.index = match record.winner() {
+            Some(winner) if winner.json && !winner.deleted => {
+                crate::subdoc::index::build(&winner.body)
+                    .map(Bytes::from)
+                    .unwrap_or_default()
+            }
+            _ => Bytes::new(),
+        };
         if let Some(nonce) = write.macro_nonce {
             let body = record
                 .winner()

@@ -174,3 +174,24 @@ def test_a_malformed_path_fails_only_its_spec(collection, key):
     with pytest.raises((InvalidArgumentException, PathInvalidException)):
         result.content_as[str](0)
     assert result.content_as[str](1) == "settee"
+
+
+def test_large_document_lookups_and_edits_use_the_structural_index(collection, key):
+    # Seed 000's document: 10,000 sub-keys, ~310 KB; settee indexes it at write time.
+    data = {f"subkey-{i:06}": f"value-{i:06}" for i in range(10_000)}
+    collection.upsert(key, {"key": "test-subdoc", "data": data})
+    paths = [f"data.subkey-{i:06}" for i in (0, 5000, 9999)] + ["data.subkey-999999"]
+    result = collection.lookup_in(key, [SD.get(path) for path in paths] + [SD.count("data")])
+    assert [result.content_as[str](i) for i in range(3)] == ["value-000000", "value-005000", "value-009999"]
+    assert result.exists(3) is False
+    assert result.content_as[int](4) == 10_000
+    # An edit rebuilds the index; lookups see the new bytes at the right places.
+    collection.mutate_in(key, [SD.upsert("data.subkey-009999", "changed"),
+                               SD.remove("data.subkey-000000"),
+                               SD.insert("data.zzz", [1, 2])])
+    after = collection.lookup_in(key, [SD.get("data.subkey-009999"), SD.exists("data.subkey-000000"),
+                                       SD.get("data.zzz[-1]"), SD.get("data.subkey-000001")])
+    assert after.content_as[str](0) == "changed"
+    assert after.exists(1) is False
+    assert after.content_as[int](2) == 2
+    assert after.content_as[str](3) == "value-000001"

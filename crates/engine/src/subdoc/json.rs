@@ -1,6 +1,7 @@
 //! Sub-document semantics over JSON bytes: every lookup path of a request resolved in one walk
 //! of the document, and mutations spliced into the bytes.
 
+use super::index::Index;
 use super::path::{self, Component};
 use super::scan::{self, Span};
 use super::Status;
@@ -12,12 +13,26 @@ pub const MAX_DEPTH: usize = 32;
 /// Paths are already parsed; the walk descends only into members and elements some path needs
 /// and stops as soon as every path is answered.
 pub fn resolve_all(doc: &[u8], paths: &[&[Component<'_>]]) -> Vec<Result<Span, Status>> {
+    resolve_all_indexed(doc, None, paths)
+}
+
+/// [`resolve_all`] with the body's structural index: indexed containers answer a name or a
+/// position directly and are stepped over without scanning.
+pub fn resolve_all_indexed(
+    doc: &[u8],
+    index: Option<&Index<'_>>,
+    paths: &[&[Component<'_>]],
+) -> Vec<Result<Span, Status>> {
     let mut answers: Vec<Option<Result<Span, Status>>> = vec![None; paths.len()];
     let start = scan::skip_ws(doc, 0);
-    match scan::value_end(doc, start) {
+    let end = match index {
+        Some(index) => index.value_end(doc, start),
+        None => scan::value_end(doc, start),
+    };
+    match end {
         Ok(end) => {
             let pending: Vec<(usize, usize)> = (0..paths.len()).map(|index| (index, 0)).collect();
-            walk(doc, (start, end), paths, pending, 0, &mut answers);
+            walk(doc, index, (start, end), paths, pending, 0, &mut answers);
         }
         Err(status) => answers
             .iter_mut()
@@ -32,6 +47,7 @@ pub fn resolve_all(doc: &[u8], paths: &[&[Component<'_>]]) -> Vec<Result<Span, S
 /// `pending`: (path index, how many components are already matched) for the value at `span`.
 fn walk(
     doc: &[u8],
+    index: Option<&Index<'_>>,
     span: Span,
     paths: &[&[Component<'_>]],
     pending: Vec<(usize, usize)>,
@@ -66,10 +82,31 @@ fn walk(
     if deeper.is_empty() {
         return;
     }
-    let mut remaining = deeper.len();
     let mut children: Vec<(Span, Vec<(usize, usize)>)> = Vec::new();
+    // An indexed container answers each path's next step directly.
+    if let Some(index) = index.filter(|index| index.is_indexed(span.0)) {
+        let mut direct = true;
+        for (path_index, matched) in &deeper {
+            match index.child(doc, span.0, &paths[*path_index][*matched]) {
+                Ok(Some((child, _))) => children.push((child, vec![(*path_index, matched + 1)])),
+                Ok(None) => answers[*path_index] = Some(Err(Status::PathEnoent)),
+                Err(()) => {
+                    direct = false;
+                    break;
+                }
+            }
+        }
+        if direct {
+            for (child, hits) in children {
+                walk(doc, Some(index), child, paths, hits, depth + 1, answers);
+            }
+            return;
+        }
+        children.clear();
+    }
+    let mut remaining = deeper.len();
     let walked = if first == b'{' {
-        scan::for_each_member(doc, span.0, |member| {
+        scan::for_each_member_in(doc, span.0, index, |member| {
             let mut hits = Vec::new();
             for (index, matched) in &deeper {
                 if let Component::Key(name) = &paths[*index][*matched] {
@@ -90,7 +127,7 @@ fn walk(
         let wants_last = deeper
             .iter()
             .any(|(index, matched)| paths[*index][*matched] == Component::Index(-1));
-        let result = scan::for_each_element(doc, span.0, |position, element| {
+        let result = scan::for_each_element_in(doc, span.0, index, |position, element| {
             last = Some(element);
             let mut hits = Vec::new();
             for (index, matched) in &deeper {
@@ -123,7 +160,7 @@ fn walk(
         return;
     }
     for (child, hits) in children {
-        walk(doc, child, paths, hits, depth + 1, answers);
+        walk(doc, index, child, paths, hits, depth + 1, answers);
     }
     // Whatever was not found here does not exist.
     for (index, _) in deeper {

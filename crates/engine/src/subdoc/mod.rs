@@ -5,6 +5,7 @@
 //! module decides what the paths apply to — the body, the extended attributes, or the virtual
 //! `$document` — and makes a mutation one atomic, CAS-checked write of the record.
 
+pub mod index;
 pub mod json;
 pub mod path;
 pub mod scan;
@@ -195,6 +196,7 @@ impl Bucket {
                     return Ok(None);
                 }
                 let body = header.body(raw)?;
+                let body_index = index::Index::open(header.index(raw)?);
                 let stored_xattrs = header.xattrs(raw)?;
                 let xattrs: &[u8] = if stored_xattrs.is_empty() {
                     b"{}"
@@ -264,7 +266,13 @@ impl Bucket {
                     if paths.is_empty() {
                         continue;
                     }
-                    for (index, answer) in indexes.into_iter().zip(json::resolve_all(doc, &paths)) {
+                    let walk_index = if target == 0 {
+                        body_index.as_ref()
+                    } else {
+                        None
+                    };
+                    let found = json::resolve_all_indexed(doc, walk_index, &paths);
+                    for (index, answer) in indexes.into_iter().zip(found) {
                         answers[index] = Some(answer);
                     }
                 }

@@ -80,6 +80,16 @@ pub struct Member {
 pub fn for_each_member(
     doc: &[u8],
     at: usize,
+    each: impl FnMut(Member) -> bool,
+) -> Result<bool, Status> {
+    for_each_member_in(doc, at, None, each)
+}
+
+/// [`for_each_member`] stepping over indexed containers without scanning them.
+pub fn for_each_member_in(
+    doc: &[u8],
+    at: usize,
+    index: Option<&super::index::Index<'_>>,
     mut each: impl FnMut(Member) -> bool,
 ) -> Result<bool, Status> {
     let mut i = skip_ws(doc, at + 1);
@@ -96,7 +106,10 @@ pub fn for_each_member(
             return Err(Status::DocNotJson);
         }
         let value_start = skip_ws(doc, colon + 1);
-        let value_stop = value_end(doc, value_start)?;
+        let value_stop = match index {
+            Some(index) => index.value_end(doc, value_start)?,
+            None => value_end(doc, value_start)?,
+        };
         if !each(Member {
             key: (i, key_end),
             value: (value_start, value_stop),
@@ -116,19 +129,32 @@ pub fn for_each_member(
 pub fn for_each_element(
     doc: &[u8],
     at: usize,
+    each: impl FnMut(usize, Span) -> bool,
+) -> Result<bool, Status> {
+    for_each_element_in(doc, at, None, each)
+}
+
+/// [`for_each_element`] stepping over indexed containers without scanning them.
+pub fn for_each_element_in(
+    doc: &[u8],
+    at: usize,
+    index: Option<&super::index::Index<'_>>,
     mut each: impl FnMut(usize, Span) -> bool,
 ) -> Result<bool, Status> {
     let mut i = skip_ws(doc, at + 1);
     if doc.get(i) == Some(&b']') {
         return Ok(true);
     }
-    let mut index = 0;
+    let mut position = 0;
     loop {
-        let end = value_end(doc, i)?;
-        if !each(index, (i, end)) {
+        let end = match index {
+            Some(index) => index.value_end(doc, i)?,
+            None => value_end(doc, i)?,
+        };
+        if !each(position, (i, end)) {
             return Ok(false);
         }
-        index += 1;
+        position += 1;
         let next = skip_ws(doc, end);
         match doc.get(next) {
             Some(b',') => i = skip_ws(doc, next + 1),
