@@ -121,6 +121,10 @@ fn index_value(
     Ok(())
 }
 
+/// The value asked about is not an indexed container of the right kind: scan it instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NotIndexed;
+
 /// A stored index, read in place.
 #[derive(Clone, Copy)]
 pub struct Index<'a> {
@@ -198,21 +202,21 @@ impl<'a> Index<'a> {
 
     /// The member `name` of the indexed object at `start`, or element `position` of the indexed
     /// array at `start`: its value span and whole entry span. `Ok(None)` if it does not exist;
-    /// `Err(())` if `start` is not an indexed container of the right kind.
+    /// `Err(NotIndexed)` if `start` is not an indexed container of the right kind.
     pub fn child(
         &self,
         doc: &[u8],
         start: usize,
         component: &super::path::Component<'_>,
-    ) -> Result<Option<(Span, Span)>, ()> {
-        let container = self.container(start).ok_or(())?;
+    ) -> Result<Option<(Span, Span)>, NotIndexed> {
+        let container = self.container(start).ok_or(NotIndexed)?;
         match (component, container.kind) {
             (super::path::Component::Key(name), KIND_OBJECT) => {
                 let hash = name_hash(name);
                 let (mut low, mut high) = (0, container.count);
                 while low < high {
                     let middle = (low + high) / 2;
-                    let row_hash = word(self.entries, (container.first + middle) * 3).ok_or(())?;
+                    let row_hash = word(self.entries, (container.first + middle) * 3).ok_or(NotIndexed)?;
                     if row_hash < hash {
                         low = middle + 1;
                     } else {
@@ -222,15 +226,15 @@ impl<'a> Index<'a> {
                 let mut row = low;
                 while row < container.count {
                     let base = (container.first + row) * 3;
-                    if word(self.entries, base).ok_or(())? != hash {
+                    if word(self.entries, base).ok_or(NotIndexed)? != hash {
                         break;
                     }
-                    let key_at = word(self.entries, base + 1).ok_or(())? as usize;
-                    let value_at = word(self.entries, base + 2).ok_or(())? as usize;
-                    let key_end = scan::string_end(doc, key_at).map_err(|_| ())?;
+                    let key_at = word(self.entries, base + 1).ok_or(NotIndexed)? as usize;
+                    let value_at = word(self.entries, base + 2).ok_or(NotIndexed)? as usize;
+                    let key_end = scan::string_end(doc, key_at).map_err(|_| NotIndexed)?;
                     if doc.get(key_at) == Some(&b'"') && scan::key_is(doc, (key_at, key_end), name)
                     {
-                        let value_end = self.value_end(doc, value_at).map_err(|_| ())?;
+                        let value_end = self.value_end(doc, value_at).map_err(|_| NotIndexed)?;
                         return Ok(Some(((value_at, value_end), (key_at, value_end))));
                     }
                     row += 1;
@@ -249,11 +253,11 @@ impl<'a> Index<'a> {
                 if position >= container.count {
                     return Ok(None);
                 }
-                let at = word(self.entries, container.first + position).ok_or(())? as usize;
-                let end = self.value_end(doc, at).map_err(|_| ())?;
+                let at = word(self.entries, container.first + position).ok_or(NotIndexed)? as usize;
+                let end = self.value_end(doc, at).map_err(|_| NotIndexed)?;
                 Ok(Some(((at, end), (at, end))))
             }
-            _ => Err(()),
+            _ => Err(NotIndexed),
         }
     }
 

@@ -90,7 +90,7 @@ fn walk(
             match index.child(doc, span.0, &paths[*path_index][*matched]) {
                 Ok(Some((child, _))) => children.push((child, vec![(*path_index, matched + 1)])),
                 Ok(None) => answers[*path_index] = Some(Err(Status::PathEnoent)),
-                Err(()) => {
+                Err(_) => {
                     direct = false;
                     break;
                 }
