@@ -221,6 +221,10 @@ fn check_value(value: &[u8], at_depth: usize) -> Result<(), Status> {
 
 /// One or more comma-separated JSON values (for array pushes and inserts).
 fn check_values(values: &[u8], at_depth: usize) -> Result<(), Status> {
+    if values.iter().all(u8::is_ascii_whitespace) {
+        // `[]` would parse, but splicing nothing in leaves a dangling comma (found by fuzzing).
+        return Err(Status::ValueCantinsert);
+    }
     let mut wrapped = Vec::with_capacity(values.len() + 2);
     wrapped.push(b'[');
     wrapped.extend_from_slice(values);
