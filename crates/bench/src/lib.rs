@@ -20,3 +20,4 @@ pub mod http;
 pub mod ids;
 pub mod kv;
 mod report;
+pub mod subdoc;

@@ -420,8 +420,20 @@ impl Bucket {
         if self.dropped.load(std::sync::atomic::Ordering::Acquire) {
             return Err(EngineError::Invalid("database was deleted".into()));
         }
-        for write in writes.iter() {
+        for write in writes.iter_mut() {
             check_key(&write.key)?;
+            // The structural index is derived from the winner's body: rebuilt on every write,
+            // here, before any lock is taken (it is O(body) for large bodies).
+            if let Some(record) = write.record.as_mut() {
+                record.index = match record.winner() {
+                    Some(winner) if winner.json && !winner.deleted => {
+                        crate::subdoc::index::build(&winner.body)
+                            .map(Bytes::from)
+                            .unwrap_or_default()
+                    }
+                    _ => Bytes::new(),
+                };
+            }
         }
         let mut batch = extra;
         let mut committed = Vec::with_capacity(writes.len());
@@ -520,15 +532,6 @@ impl Bucket {
             // User xattrs go with the body; system ones stay on the tombstone.
             record.xattrs = crate::xattrs::system_only(&record.xattrs);
         }
-        // The structural index is derived from the winner's body: rebuilt on every write.
-        record.index = match record.winner() {
-            Some(winner) if winner.json && !winner.deleted => {
-                crate::subdoc::index::build(&winner.body)
-                    .map(Bytes::from)
-                    .unwrap_or_default()
-            }
-            _ => Bytes::new(),
-        };
         if let Some(nonce) = write.macro_nonce {
             let body = record
                 .winner()

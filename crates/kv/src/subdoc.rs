@@ -111,7 +111,7 @@ pub(crate) fn run(
     if request.mutation {
         mutate(ctx, request, frame.cas, key, specs)
     } else {
-        lookup(ctx, request, key, specs)
+        lookup(ctx, request, key, specs, out)
     }
 }
 
@@ -120,11 +120,13 @@ fn lookup(
     request: Request<'_>,
     key: Bytes,
     specs: Vec<(u8, u8, Bytes, Bytes)>,
+    out: &mut Vec<u8>,
 ) -> Handled {
     let single = request.single;
     let access_deleted = request.doc_flags & doc_flag::ACCESS_DELETED != 0;
     let ctx = std::sync::Arc::new(ctx);
     let job_ctx = ctx.clone();
+    let key_for_check = key.clone();
     let job = move || {
         let ctx = job_ctx;
         let lookups: Vec<LookupSpec<'_>> = specs
@@ -204,6 +206,12 @@ fn lookup(
         }
         out
     };
+    // With the structural index a lookup costs microseconds: answer it here. Only one that
+    // must scan a large body or large xattrs goes to the heavy pool.
+    if !ctx.bucket.lookup_is_heavy(&key_for_check) {
+        out.extend_from_slice(&job());
+        return Handled::Done;
+    }
     Handled::Later(Box::pin(async move {
         let pool = ctx.state.clone();
         match pool.heavy.run(&ctx.heavy_permits, job).await {

@@ -33,6 +33,8 @@ enum BenchCommand {
     Ids(settee_bench::ids::IdsArgs),
     /// GET/SET over the memcached binary protocol (settee's KV door or a plain memcached).
     Kv(settee_bench::kv::KvArgs),
+    /// Seed 000's sub-document experiment (cb-perf-tester) against a KV door.
+    Subdoc(settee_bench::subdoc::SubdocArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -57,6 +59,9 @@ fn main() -> anyhow::Result<()> {
                 settee_bench::ids::run(args).await.map(|_| ())
             }
             Command::Bench(BenchCommand::Kv(args)) => settee_bench::kv::run(args).await.map(|_| ()),
+            Command::Bench(BenchCommand::Subdoc(args)) => {
+                settee_bench::subdoc::run(args).await.map(|_| ())
+            }
         }
     })
 }

@@ -9,8 +9,8 @@
 //! into one [`PhaseReport`] per operation, printed like `bench http`'s, with the bench's own CPU
 //! time per operation.
 
-mod client;
-mod keys;
+pub(crate) mod client;
+pub(crate) mod keys;
 mod load;
 mod run;
 

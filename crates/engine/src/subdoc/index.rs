@@ -216,7 +216,8 @@ impl<'a> Index<'a> {
                 let (mut low, mut high) = (0, container.count);
                 while low < high {
                     let middle = (low + high) / 2;
-                    let row_hash = word(self.entries, (container.first + middle) * 3).ok_or(NotIndexed)?;
+                    let row_hash =
+                        word(self.entries, (container.first + middle) * 3).ok_or(NotIndexed)?;
                     if row_hash < hash {
                         low = middle + 1;
                     } else {

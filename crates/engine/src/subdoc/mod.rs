@@ -168,7 +168,30 @@ fn status_text(count: usize) -> Vec<u8> {
     count.to_string().into_bytes()
 }
 
+/// Lookups that would scan more than this many bytes (a large body without a structural index,
+/// large xattrs) are worth moving off the request threads.
+pub const HEAVY_SCAN_BYTES: usize = 64 * 1024;
+
 impl Bucket {
+    /// Whether a lookup on `key` would have to scan a lot (see [`HEAVY_SCAN_BYTES`]): one
+    /// header read, from the row cache for hot documents.
+    pub fn lookup_is_heavy(&self, key: &[u8]) -> bool {
+        let vbucket = self.vbucket_of(key);
+        let Some(doc_key) = crate::keys::DocKeyBuf::new(self.id, vbucket, key) else {
+            return false;
+        };
+        self.store
+            .get_with(settee_storage::Cf::Doc, doc_key.as_slice(), |raw| {
+                crate::record::Header::decode(raw).is_ok_and(|header| {
+                    (header.body_len as usize >= HEAVY_SCAN_BYTES && header.index_len == 0)
+                        || header.xattrs_len as usize >= HEAVY_SCAN_BYTES
+                })
+            })
+            .ok()
+            .flatten()
+            .unwrap_or(false)
+    }
+
     /// Runs lookup specs against one document, all body paths in one walk of the body and all
     /// xattr paths in one walk of the xattrs. `each(index, status, value)` gets every spec's
     /// outcome in order (values borrowed from the stored record). `None` when the document
