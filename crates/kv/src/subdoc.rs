@@ -94,7 +94,9 @@ pub(crate) fn run(
         }
     };
     let key = bytes.slice_ref(key);
-    // Owned specs: the job outlives this frame's borrow.
+    if !request.mutation {
+        return lookup(ctx, request, key, &inflated, out);
+    }
     let specs: Vec<(u8, u8, Bytes, Bytes)> = request
         .specs
         .as_slice()
@@ -108,110 +110,135 @@ pub(crate) fn run(
             )
         })
         .collect();
-    if request.mutation {
-        mutate(ctx, request, frame.cas, key, specs)
-    } else {
-        lookup(ctx, request, key, specs, out)
+    mutate(ctx, request, frame.cas, key, specs)
+}
+
+fn answer_lookup(
+    ctx: &OpCtx,
+    single: bool,
+    access_deleted: bool,
+    key: &[u8],
+    lookups: &[LookupSpec<'_>],
+    out: &mut Vec<u8>,
+) {
+    let mut body = Vec::new();
+    let mut failed = false;
+    let mut single_result: (u16, Vec<u8>) = (0, Vec::new());
+    let found = ctx
+        .bucket
+        .lookup_in(key, lookups, access_deleted, |_, outcome, value| {
+            let code = status_code(outcome);
+            failed |= code != status::SUCCESS;
+            if single {
+                single_result = (code, value.to_vec());
+            } else {
+                put_lookup_result(&mut body, code, value);
+            }
+        });
+    match found {
+        Ok(Some(meta)) if single => {
+            let (code, value) = single_result;
+            if code != status::SUCCESS {
+                ctx.error(out, code, "Sub-document path failed");
+                return;
+            }
+            let dt = if value.is_empty() || !ctx.features.json {
+                datatype::RAW
+            } else {
+                datatype::JSON
+            };
+            let code = if meta.deleted {
+                status::SUBDOC_SUCCESS_DELETED
+            } else {
+                code
+            };
+            reply(
+                out,
+                ctx.opcode,
+                ctx.opaque,
+                code,
+                meta.cas,
+                dt,
+                &[],
+                &[],
+                &value,
+            );
+        }
+        Ok(Some(meta)) => {
+            let code = match (failed, meta.deleted) {
+                (false, false) => status::SUCCESS,
+                (false, true) => status::SUBDOC_SUCCESS_DELETED,
+                (true, false) => status::SUBDOC_MULTI_PATH_FAILURE,
+                (true, true) => status::SUBDOC_MULTI_PATH_FAILURE_DELETED,
+            };
+            reply(
+                out,
+                ctx.opcode,
+                ctx.opaque,
+                code,
+                meta.cas,
+                0,
+                &[],
+                &[],
+                &body,
+            );
+        }
+        Ok(None) => ctx.error(out, status::KEY_ENOENT, "Not found"),
+        Err(error) => ctx.error(out, status::EINTERNAL, &error.to_string()),
     }
 }
 
+fn lookup_specs<'a>(specs: impl Iterator<Item = (u8, u8, &'a [u8])>) -> Vec<LookupSpec<'a>> {
+    specs
+        .map(|(spec_op, flags, path)| LookupSpec {
+            op: lookup_op(spec_op),
+            xattr: flags & path_flag::XATTR != 0,
+            path,
+        })
+        .collect()
+}
+
+/// A lookup the structural index makes cheap is answered right here; one that must scan a
+/// large unindexed body or large xattrs goes to the heavy pool.
 fn lookup(
     ctx: OpCtx,
     request: Request<'_>,
     key: Bytes,
-    specs: Vec<(u8, u8, Bytes, Bytes)>,
+    inflated: &Bytes,
     out: &mut Vec<u8>,
 ) -> Handled {
     let single = request.single;
     let access_deleted = request.doc_flags & doc_flag::ACCESS_DELETED != 0;
-    let ctx = std::sync::Arc::new(ctx);
-    let job_ctx = ctx.clone();
-    let key_for_check = key.clone();
-    let job = move || {
-        let ctx = job_ctx;
-        let lookups: Vec<LookupSpec<'_>> = specs
-            .iter()
-            .map(|(spec_op, flags, path, _)| LookupSpec {
-                op: lookup_op(*spec_op),
-                xattr: flags & path_flag::XATTR != 0,
-                path,
-            })
-            .collect();
-        let mut body = Vec::new();
-        let mut failed = false;
-        let mut single_result: (u16, Vec<u8>) = (0, Vec::new());
-        let found = ctx
-            .bucket
-            .lookup_in(&key, &lookups, access_deleted, |_, outcome, value| {
-                let code = status_code(outcome);
-                failed |= code != status::SUCCESS;
-                if single {
-                    single_result = (code, value.to_vec());
-                } else {
-                    put_lookup_result(&mut body, code, value);
-                }
-            });
-        let mut out = Vec::new();
-        match found {
-            Ok(Some(meta)) => {
-                if single {
-                    let (code, value) = single_result;
-                    if code == status::SUCCESS {
-                        let dt = if value.is_empty() || !ctx.features.json {
-                            datatype::RAW
-                        } else {
-                            datatype::JSON
-                        };
-                        let code = if meta.deleted {
-                            status::SUBDOC_SUCCESS_DELETED
-                        } else {
-                            code
-                        };
-                        reply(
-                            &mut out,
-                            ctx.opcode,
-                            ctx.opaque,
-                            code,
-                            meta.cas,
-                            dt,
-                            &[],
-                            &[],
-                            &value,
-                        );
-                    } else {
-                        ctx.error(&mut out, code, "Sub-document path failed");
-                    }
-                } else {
-                    let code = match (failed, meta.deleted) {
-                        (false, false) => status::SUCCESS,
-                        (false, true) => status::SUBDOC_SUCCESS_DELETED,
-                        (true, false) => status::SUBDOC_MULTI_PATH_FAILURE,
-                        (true, true) => status::SUBDOC_MULTI_PATH_FAILURE_DELETED,
-                    };
-                    reply(
-                        &mut out,
-                        ctx.opcode,
-                        ctx.opaque,
-                        code,
-                        meta.cas,
-                        0,
-                        &[],
-                        &[],
-                        &body,
-                    );
-                }
-            }
-            Ok(None) => ctx.error(&mut out, status::KEY_ENOENT, "Not found"),
-            Err(error) => ctx.error(&mut out, status::EINTERNAL, &error.to_string()),
-        }
-        out
-    };
-    // With the structural index a lookup costs microseconds: answer it here. Only one that
-    // must scan a large body or large xattrs goes to the heavy pool.
-    if !ctx.bucket.lookup_is_heavy(&key_for_check) {
-        out.extend_from_slice(&job());
+    if !ctx.bucket.lookup_is_heavy(&key) {
+        let lookups = lookup_specs(
+            request
+                .specs
+                .as_slice()
+                .iter()
+                .map(|spec| (spec.op, spec.flags, spec.path)),
+        );
+        answer_lookup(&ctx, single, access_deleted, &key, &lookups, out);
         return Handled::Done;
     }
+    // Owned specs: the job outlives this frame's borrow.
+    let specs: Vec<(u8, u8, Bytes)> = request
+        .specs
+        .as_slice()
+        .iter()
+        .map(|spec| (spec.op, spec.flags, inflated.slice_ref(spec.path)))
+        .collect();
+    let ctx = std::sync::Arc::new(ctx);
+    let job_ctx = ctx.clone();
+    let job = move || {
+        let lookups = lookup_specs(
+            specs
+                .iter()
+                .map(|(spec_op, flags, path)| (*spec_op, *flags, &path[..])),
+        );
+        let mut out = Vec::new();
+        answer_lookup(&job_ctx, single, access_deleted, &key, &lookups, &mut out);
+        out
+    };
     Handled::Later(Box::pin(async move {
         let pool = ctx.state.clone();
         match pool.heavy.run(&ctx.heavy_permits, job).await {

@@ -30,6 +30,15 @@ pub fn resolve_all_indexed(
         None => scan::value_end(doc, start),
     };
     match end {
+        // With an index every path is a few probes of it, no scan and no allocation: resolve
+        // each on its own (the walk exists to share one scan between paths).
+        Ok(end) if index.is_some_and(|index| index.is_indexed(start)) => {
+            let index = index.expect("checked just above");
+            return paths
+                .iter()
+                .map(|path| resolve_indexed(doc, index, (start, end), path))
+                .collect();
+        }
         Ok(end) => {
             let pending: Vec<(usize, usize)> = (0..paths.len()).map(|index| (index, 0)).collect();
             walk(doc, index, (start, end), paths, pending, 0, &mut answers);
@@ -42,6 +51,39 @@ pub fn resolve_all_indexed(
         .into_iter()
         .map(|answer| answer.unwrap_or(Err(Status::PathEnoent)))
         .collect()
+}
+
+/// One path through the index: indexed containers answer directly; small ones (under the
+/// index's threshold) are scanned, which costs at most a kilobyte.
+fn resolve_indexed(
+    doc: &[u8],
+    index: &Index<'_>,
+    root: Span,
+    path: &[Component<'_>],
+) -> Result<Span, Status> {
+    let mut current = root;
+    for (depth, component) in path.iter().enumerate() {
+        if depth >= MAX_DEPTH {
+            return Err(Status::DocE2deep);
+        }
+        let first = doc.get(current.0).copied().ok_or(Status::DocNotJson)?;
+        let fits = matches!(
+            (component, first),
+            (Component::Key(_), b'{') | (Component::Index(_), b'[')
+        );
+        if !fits {
+            return Err(Status::PathMismatch);
+        }
+        let next = match index.child(doc, current.0, component) {
+            Ok(found) => found,
+            Err(_) => step_in(doc, Some(index), current, component)?,
+        };
+        match next {
+            Some((child, _)) => current = child,
+            None => return Err(Status::PathEnoent),
+        }
+    }
+    Ok(current)
 }
 
 /// `pending`: (path index, how many components are already matched) for the value at `span`.
@@ -452,10 +494,20 @@ fn step(
     container: Span,
     component: &Component<'_>,
 ) -> Result<Option<(Span, Span)>, Status> {
-    match (component, doc[container.0]) {
+    step_in(doc, None, container, component)
+}
+
+/// [`step`] that steps over indexed containers without scanning them.
+fn step_in(
+    doc: &[u8],
+    index: Option<&Index<'_>>,
+    container: Span,
+    component: &Component<'_>,
+) -> Result<Option<(Span, Span)>, Status> {
+    match (component, doc.get(container.0).copied().unwrap_or(b' ')) {
         (Component::Key(name), b'{') => {
             let mut hit = None;
-            scan::for_each_member(doc, container.0, |member| {
+            scan::for_each_member_in(doc, container.0, index, |member| {
                 if scan::key_is(doc, member.key, name) {
                     hit = Some((member.value, (member.key.0, member.value.1)));
                     return false;
@@ -467,7 +519,7 @@ fn step(
         (Component::Index(wanted), b'[') => {
             let mut hit = None;
             let mut last = None;
-            scan::for_each_element(doc, container.0, |position, element| {
+            scan::for_each_element_in(doc, container.0, index, |position, element| {
                 last = Some(element);
                 if *wanted >= 0 && position as i64 == *wanted {
                     hit = Some((element, element));
