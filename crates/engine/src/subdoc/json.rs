@@ -411,7 +411,8 @@ pub fn apply(
                 check_values(value, components.len() + 1)?;
             }
             if !exists {
-                if !matches!(components.last(), Some(Component::Key(_))) {
+                // A missing array is created only with mkdir_p (Couchbase's create_path).
+                if !mkdir_p || !matches!(components.last(), Some(Component::Key(_))) {
                     return Err(Status::PathEnoent);
                 }
                 let mut array = Vec::with_capacity(value.len() + 2);
@@ -780,6 +781,10 @@ mod tests {
         assert_eq!(
             edit(doc, Edit::PushLast, "n", "1", true),
             Ok(r#"{"l":[1,2],"e":[],"o":{},"n":[1]}"#.into())
+        );
+        assert_eq!(
+            edit(doc, Edit::PushLast, "n", "1", false),
+            Err(Status::PathEnoent)
         );
         assert_eq!(
             edit(doc, Edit::Insert, "l[1]", "9", false),
