@@ -1,14 +1,15 @@
 //! Model-based test: random CouchDB and key-value operations, with restarts, against a simple
 //! in-memory oracle of each document's leaf revisions. After every step the engine's winner,
-//! leaves, body, counts and change stream must agree with the oracle.
+//! leaves, body, counts, change stream and id-ordered scans (`_all_docs`) must agree with the
+//! oracle, for ranges bounded anywhere (cut, extended and exact ids; either direction).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use settee_engine::{
-    DocUpdate, Engine, EngineOptions, KvMutation, KvOutcome, RevId, SeqVector, StoreMode,
-    UpdateOutcome,
+    DocUpdate, Engine, EngineOptions, KvMutation, KvOutcome, RevId, ScanRange, SeqVector,
+    StoreMode, UpdateOutcome,
 };
 
 /// A small deterministic generator, so a failure prints a seed that reproduces it.
@@ -54,6 +55,82 @@ fn update(key: &str, parent: Option<RevId>, body: &str, deleted: bool) -> DocUpd
 
 fn open(dir: &std::path::Path) -> Arc<Engine> {
     Arc::new(Engine::open(dir, EngineOptions::default()).expect("open engine"))
+}
+
+/// Ids that share prefixes (uuid-like, cut, extended, mixed case), so bounds fall between them.
+fn model_keys() -> Vec<String> {
+    let mut keys: Vec<String> = (0..6).map(|index| format!("k{index}")).collect();
+    keys.extend([
+        "0123456789abcdef0123456789abcdef".to_string(),
+        "0123456789abcdef0123456789abcdee".to_string(),
+        "0123456789abcdef0123456789abcdef0".to_string(),
+        "0123456789abcdef0123456789abcde".to_string(),
+        "0123456789ABCDEF0123456789ABCDEF".to_string(),
+        "0123456789abcdef:123456789abcdef".to_string(),
+        "ffffffffffffffffffffffffffffffff".to_string(),
+        "a0000000000000000000000000000000".to_string(),
+        "a".to_string(),
+        "9zz".to_string(),
+    ]);
+    keys
+}
+
+/// A random scan bound: an id of the key set, or one of them cut or extended.
+fn bound(rng: &mut Rng, keys: &[String]) -> Option<String> {
+    let key = &keys[rng.below(keys.len() as u64) as usize];
+    match rng.below(5) {
+        0 => None,
+        1 => Some(key[..rng.below(key.len() as u64 + 1) as usize].to_string()),
+        2 => Some(format!("{key}\u{0}")),
+        3 => Some(format!("{key}g")),
+        _ => Some(key.clone()),
+    }
+}
+
+/// Every id-ordered scan, full or bounded, either direction, yields exactly the oracle's ids
+/// in the range, in order.
+fn check_scans(engine: &Engine, oracle: &Oracle, rng: &mut Rng, keys: &[String], context: &str) {
+    let bucket = engine.bucket("db").expect("bucket");
+    for _ in 0..4 {
+        let range = ScanRange {
+            start: bound(rng, keys).map(String::into_bytes),
+            end: bound(rng, keys).map(String::into_bytes),
+            inclusive_end: rng.below(2) == 0,
+            descending: rng.below(2) == 0,
+        };
+        let got: Vec<Vec<u8>> = bucket
+            .scan_docs(range.clone())
+            .map(|item| item.expect("scan").0)
+            .collect();
+        let (low, high) = if range.descending {
+            (&range.end, &range.start)
+        } else {
+            (&range.start, &range.end)
+        };
+        let (low_inclusive, high_inclusive) = if range.descending {
+            (range.inclusive_end, true)
+        } else {
+            (true, range.inclusive_end)
+        };
+        let mut want: Vec<Vec<u8>> = oracle
+            .keys()
+            .map(|key| key.as_bytes().to_vec())
+            .filter(|key| match low {
+                Some(low) if low_inclusive => key >= low,
+                Some(low) => key > low,
+                None => true,
+            })
+            .filter(|key| match high {
+                Some(high) if high_inclusive => key <= high,
+                Some(high) => key < high,
+                None => true,
+            })
+            .collect();
+        if range.descending {
+            want.reverse();
+        }
+        assert_eq!(got, want, "{context}: scan {range:?}");
+    }
 }
 
 async fn check(engine: &Engine, oracle: &Oracle, seed: u64, step: usize) {
@@ -119,7 +196,7 @@ async fn run(seed: u64, steps: usize) {
     engine.create_bucket("db", 8).await.expect("create");
     let mut oracle: Oracle = BTreeMap::new();
     let mut rng = Rng(seed);
-    let keys: Vec<String> = (0..12).map(|index| format!("k{index}")).collect();
+    let keys = model_keys();
     for step in 0..steps {
         let bucket = engine.bucket("db").expect("bucket");
         let key = keys[rng.below(keys.len() as u64) as usize].clone();
@@ -268,6 +345,8 @@ async fn run(seed: u64, steps: usize) {
             }
         }
         check(&engine, &oracle, seed, step).await;
+        let context = format!("seed {seed} step {step}");
+        check_scans(&engine, &oracle, &mut rng, &keys, &context);
     }
 }
 
