@@ -12,7 +12,9 @@
 use super::scan::{self, Span};
 use super::Status;
 
-pub const VERSION: u8 = 1;
+/// Version 2 added the hash directory after each object's rows (version 1 indexes are not
+/// read: those documents are scanned until they are next written).
+pub const VERSION: u8 = 2;
 /// Bodies smaller than this get no index: scanning them is as fast as reading one.
 pub const BODY_MIN_BYTES: usize = 4096;
 /// Containers smaller than this are scanned.
@@ -97,6 +99,15 @@ fn index_value(
                 rows.len() as u32,
             ]);
             entries.extend(rows.iter().flatten());
+            let bits = directory_bits(rows.len());
+            // directory[d] = first row whose hash's top `bits` bits are >= d.
+            let mut row = 0;
+            for prefix in 0..=(1u64 << bits) {
+                while row < rows.len() && u64::from(hash_prefix(rows[row][0], bits)) < prefix {
+                    row += 1;
+                }
+                entries.push(row as u32);
+            }
         }
         b'[' => {
             let first = entries.len() as u32;
@@ -119,6 +130,30 @@ fn index_value(
         index_value(body, child, depth + 1, containers, entries)?;
     }
     Ok(())
+}
+
+/// Whether the string at `quote` is exactly `name`, spelled without escapes: its bytes follow
+/// the quote and a quote follows them. Only for names without `"` or a backslash (those can
+/// only appear escaped); for them, and for escaped spellings of plain names, the caller decodes
+/// the string instead.
+fn verbatim_name_at(doc: &[u8], quote: usize, name: &[u8]) -> bool {
+    let start = quote + 1;
+    let end = start + name.len();
+    doc.get(start..end) == Some(name) && doc.get(end) == Some(&b'"')
+}
+
+/// Bits of the hash the directory after an object's rows is indexed by: about four rows per
+/// directory slot, so a lookup reads two directory words and a few adjacent rows.
+fn directory_bits(rows: usize) -> u32 {
+    (rows / 4).max(1).ilog2().min(24)
+}
+
+fn hash_prefix(hash: u32, bits: u32) -> u32 {
+    if bits == 0 {
+        0
+    } else {
+        hash >> (32 - bits)
+    }
 }
 
 /// The value asked about is not an indexed container of the right kind: scan it instead.
@@ -213,27 +248,20 @@ impl<'a> Index<'a> {
         match (component, container.kind) {
             (super::path::Component::Key(name), KIND_OBJECT) => {
                 let hash = name_hash(name);
-                let (mut low, mut high) = (0, container.count);
-                while low < high {
-                    let middle = (low + high) / 2;
-                    let row_hash =
-                        word(self.entries, (container.first + middle) * 3).ok_or(NotIndexed)?;
-                    if row_hash < hash {
-                        low = middle + 1;
-                    } else {
-                        high = middle;
-                    }
-                }
-                let mut row = low;
+                let mut row = self.first_row_with(&container, hash).ok_or(NotIndexed)?;
+                let plain_name = !name.iter().any(|byte| matches!(byte, b'"' | b'\\'));
                 while row < container.count {
-                    let base = (container.first + row) * 3;
+                    let base = container.first + row * 3;
                     if word(self.entries, base).ok_or(NotIndexed)? != hash {
                         break;
                     }
                     let key_at = word(self.entries, base + 1).ok_or(NotIndexed)? as usize;
                     let value_at = word(self.entries, base + 2).ok_or(NotIndexed)? as usize;
-                    let key_end = scan::string_end(doc, key_at).map_err(|_| NotIndexed)?;
-                    if doc.get(key_at) == Some(&b'"') && scan::key_is(doc, (key_at, key_end), name)
+                    if doc.get(key_at) == Some(&b'"')
+                        && ((plain_name && verbatim_name_at(doc, key_at, name)) || {
+                            let key_end = scan::string_end(doc, key_at).map_err(|_| NotIndexed)?;
+                            scan::key_is(doc, (key_at, key_end), name)
+                        })
                     {
                         let value_end = self.value_end(doc, value_at).map_err(|_| NotIndexed)?;
                         return Ok(Some(((value_at, value_end), (key_at, value_end))));
@@ -260,6 +288,20 @@ impl<'a> Index<'a> {
             }
             _ => Err(NotIndexed),
         }
+    }
+
+    /// The first of an object's rows (sorted by name hash) whose hash is `>= hash`: the
+    /// directory after the rows bounds it to a few rows, which are read in order.
+    fn first_row_with(&self, container: &Container, hash: u32) -> Option<usize> {
+        let bits = directory_bits(container.count);
+        let directory = container.first + container.count * 3;
+        let prefix = hash_prefix(hash, bits) as usize;
+        let mut row = word(self.entries, directory + prefix)? as usize;
+        let end = (word(self.entries, directory + prefix + 1)? as usize).min(container.count);
+        while row < end && word(self.entries, container.first + row * 3)? < hash {
+            row += 1;
+        }
+        Some(row)
     }
 
     /// Like [`scan::value_end`], but steps over indexed containers without scanning them.
@@ -316,6 +358,40 @@ mod tests {
             doc.len()
         );
         assert!(build(b"{\"small\":1}").is_none());
+    }
+
+    /// Every member of every indexed object is answered by the index itself (never "not
+    /// indexed", which would mean a silent fallback to scanning), and from its own object: two
+    /// big siblings with the same member names must not answer for each other.
+    #[test]
+    fn each_object_answers_for_its_own_members() {
+        let object = |tag: &str| {
+            let members: Vec<String> = (0..300)
+                .map(|i| format!(r#""m{i:04}":"{tag}{i}""#))
+                .collect();
+            format!("{{{}}}", members.join(","))
+        };
+        let doc = format!(
+            r#"{{"a":{},"b":{},"c":{}}}"#,
+            object("a"),
+            object("b"),
+            object("c")
+        );
+        let raw = build(doc.as_bytes()).unwrap();
+        let index = Index::open(&raw).unwrap();
+        for tag in ["a", "b", "c"] {
+            let at = doc.find(&format!("\"{tag}\":{{")).unwrap() + 4;
+            assert!(index.is_indexed(at), "{tag}");
+            for i in 0..300 {
+                let name = format!("m{i:04}");
+                let component = path::Component::Key(std::borrow::Cow::Owned(name.into_bytes()));
+                let found = index.child(doc.as_bytes(), at, &component);
+                let Ok(Some(((start, end), _))) = found else {
+                    panic!("{tag}.m{i:04}: {found:?}");
+                };
+                assert_eq!(&doc[start..end], format!("\"{tag}{i}\""));
+            }
+        }
     }
 
     #[test]
