@@ -206,6 +206,28 @@ fn encode(
     }
 }
 
+/// Starts a response (magic 0x81, no extras, no key) whose value the caller appends to `out`
+/// directly — e.g. sub-document results written as the engine produces them, without a
+/// separate buffer. Returns where the frame starts; [`finish_response`] completes the header.
+pub fn start_response(out: &mut Vec<u8>, opcode: u8, opaque: u32) -> usize {
+    let start = out.len();
+    out.extend_from_slice(&[0u8; HEADER_LEN]);
+    out[start] = Magic::Response.byte();
+    out[start + 1] = opcode;
+    out[start + 12..start + 16].copy_from_slice(&opaque.to_be_bytes());
+    start
+}
+
+/// Fills in the header of a response begun with [`start_response`]: everything after it in
+/// `out` is its value.
+pub fn finish_response(out: &mut [u8], start: usize, status: u16, cas: u64, datatype: u8) {
+    let body_len = (out.len() - start - HEADER_LEN) as u32;
+    out[start + 5] = datatype;
+    out[start + 6..start + 8].copy_from_slice(&status.to_be_bytes());
+    out[start + 8..start + 12].copy_from_slice(&body_len.to_be_bytes());
+    out[start + 16..start + 24].copy_from_slice(&cas.to_be_bytes());
+}
+
 /// Appends a response (magic 0x81, or 0x18 when `framing_extras` is not empty).
 #[allow(clippy::too_many_arguments)]
 pub fn encode_response(
@@ -311,6 +333,27 @@ mod tests {
         assert_eq!(frame.vbucket(), 5);
         assert_eq!(frame.opaque, 0xdeadbeef);
         assert!(frame.value.is_empty() && frame.extras.is_empty());
+    }
+
+    #[test]
+    fn a_response_written_in_place_equals_an_encoded_one() {
+        let mut whole = vec![7u8];
+        encode_response(
+            &mut whole,
+            0xd0,
+            0x00cc,
+            9,
+            42,
+            1,
+            &[],
+            &[],
+            &[b"ab", b"cde"],
+        );
+        let mut in_place = vec![7u8];
+        let start = start_response(&mut in_place, 0xd0, 9);
+        in_place.extend_from_slice(b"abcde");
+        finish_response(&mut in_place, start, 0x00cc, 42, 1);
+        assert_eq!(in_place, whole);
     }
 
     #[test]

@@ -13,8 +13,8 @@ pub mod status;
 pub mod subdoc;
 
 pub use frame::{
-    decode, encode_request, encode_response, encode_server_request, Decoded, Frame, FrameError,
-    Magic, HEADER_LEN,
+    decode, encode_request, encode_response, encode_server_request, finish_response,
+    start_response, Decoded, Frame, FrameError, Magic, HEADER_LEN,
 };
 pub use framing_extras::{FramingExtra, FramingExtras, FramingExtrasError};
 

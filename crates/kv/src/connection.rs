@@ -1,14 +1,19 @@
 //! The per-connection loop: read whatever arrived, decode every whole frame in it, answer
 //! cheap requests inline and queue the rest, then write all replies that are ready with one
 //! `write` call. Without UnorderedExecution, replies leave in request order (queued requests
-//! still run concurrently, so a pipeline of writes shares group commits); with it, queued
-//! requests are spawned onto the runtime's worker threads and answered as they finish.
-//! In order, a request on a key that a queued request writes waits for the queue to drain,
-//! so a pipelined GET after a SET of the same key sees the SET.
+//! still run concurrently, so a pipeline of writes shares group commits); in order, a request
+//! on a key that a queued request writes waits for the queue to drain, so a pipelined GET after
+//! a SET of the same key sees the SET.
+//!
+//! With UnorderedExecution one connection uses every core: the data requests of one read are
+//! collected into a batch, and a batch big enough to be worth it is split into parts answered
+//! in parallel — the first on this task, the others on other worker threads — each part's
+//! replies written as soon as it is done. Requests that wait (writes, heavy lookups) are
+//! spawned and answered when they finish.
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
@@ -16,8 +21,9 @@ use futures_util::FutureExt;
 use settee_kv_codec::{decode, Decoded, HEADER_LEN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
 
-use crate::session::{Handled, Session};
+use crate::session::{self, Handled, Session, SharedView};
 use crate::timings::ConnTimings;
 use crate::KvState;
 
@@ -26,12 +32,23 @@ const MAX_IN_FLIGHT: usize = 4096;
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// Frame headroom over the largest value: extras, key, framing extras.
 const FRAME_OVERHEAD_MAX: usize = 64 * 1024;
+/// Fewest data requests per part when an unordered batch is split across threads: below this
+/// the hand-off (a task wake-up on another core, ~microseconds) costs more than it saves.
+const PART_REQUESTS_MIN: usize = 16;
 
 type ReplyFuture = futures_util::future::BoxFuture<'static, Vec<u8>>;
 
+/// Replies produced off the connection's task, and the requests they left waiting.
+struct Part {
+    replies: Vec<u8>,
+    /// (opcode, time taken) of every request answered here, for the connection's histograms.
+    timed: Vec<(u8, Duration)>,
+    spawned: Vec<JoinHandle<Part>>,
+}
+
 enum Queue {
     Ordered(FuturesOrdered<ReplyFuture>),
-    Unordered(FuturesUnordered<tokio::task::JoinHandle<Vec<u8>>>),
+    Unordered(FuturesUnordered<JoinHandle<Part>>),
 }
 
 impl Queue {
@@ -42,17 +59,26 @@ impl Queue {
         }
     }
 
-    async fn next(&mut self) -> Option<Vec<u8>> {
+    async fn next(&mut self, timings: &mut TimingsGuard) -> Option<Vec<u8>> {
         match self {
             Queue::Ordered(queue) => queue.next().await,
-            Queue::Unordered(queue) => queue.next().await.map(|joined| joined.unwrap_or_default()),
+            Queue::Unordered(queue) => {
+                let part = queue.next().await?.ok()?;
+                for (opcode, took) in part.timed {
+                    timings
+                        .local
+                        .record_took(&timings.state.timings, opcode, took);
+                }
+                queue.extend(part.spawned);
+                Some(part.replies)
+            }
         }
     }
 
     /// Replies already finished, without waiting.
-    fn drain_ready(&mut self, out: &mut Vec<u8>) {
+    fn drain_ready(&mut self, out: &mut Vec<u8>, timings: &mut TimingsGuard) {
         while self.len() > 0 {
-            match self.next().now_or_never() {
+            match self.next(timings).now_or_never() {
                 Some(Some(reply)) => out.extend_from_slice(&reply),
                 _ => return,
             }
@@ -72,8 +98,119 @@ impl Drop for TimingsGuard {
     }
 }
 
+/// A queued request answered on its own task once its future finishes.
+fn spawn_later(
+    node: Arc<KvState>,
+    future: futures_util::future::BoxFuture<'static, Vec<u8>>,
+    opcode: u8,
+    key: Bytes,
+    started: Instant,
+) -> JoinHandle<Part> {
+    tokio::spawn(async move {
+        let replies = future.await;
+        node.timings.record(opcode, &key, started);
+        Part {
+            replies,
+            timed: Vec::new(),
+            spawned: Vec::new(),
+        }
+    })
+}
+
+/// Answers a part of a batch of data requests on whatever thread runs it.
+fn answer_part(shared: &SharedView, frames: &[Bytes], started: Instant, max_body: usize) -> Part {
+    let mut part = Part {
+        replies: Vec::with_capacity(frames.len() * 64),
+        timed: Vec::with_capacity(frames.len()),
+        spawned: Vec::new(),
+    };
+    let node = shared.state();
+    for bytes in frames {
+        let Ok(Decoded::Frame(frame, _)) = decode(bytes, max_body) else {
+            continue;
+        };
+        match session::handle_data(shared.view(), &frame, bytes, &mut part.replies) {
+            Handled::Done | Handled::Close => {
+                let took = started.elapsed();
+                node.timings.log_if_slow(frame.opcode, frame.key, took);
+                part.timed.push((frame.opcode, took));
+            }
+            Handled::Later(future) => part.spawned.push(spawn_later(
+                node.clone(),
+                future,
+                frame.opcode,
+                bytes.slice_ref(frame.key),
+                started,
+            )),
+        }
+    }
+    part
+}
+
+/// Fixed for a connection's life.
+#[derive(Clone, Copy)]
+struct Limits {
+    /// Largest frame body accepted.
+    max_body: usize,
+    /// Threads an unordered batch may be split across.
+    workers: usize,
+}
+
+/// Answers a batch of data requests of an unordered connection: split across up to
+/// `limits.workers` threads when it is big enough, this task taking the first part.
+fn dispatch_batch(
+    batch: &mut Vec<Bytes>,
+    session: &Session,
+    queue: &mut FuturesUnordered<JoinHandle<Part>>,
+    out: &mut Vec<u8>,
+    timings: &mut TimingsGuard,
+    started: Instant,
+    limits: Limits,
+) {
+    let Limits { max_body, workers } = limits;
+    if batch.is_empty() {
+        return;
+    }
+    let parts = (batch.len() / PART_REQUESTS_MIN).clamp(1, workers.max(1));
+    let per_part = batch.len().div_ceil(parts);
+    if parts > 1 {
+        let shared = session.shared_view();
+        for frames in batch[per_part..].chunks(per_part) {
+            let (shared, frames) = (shared.clone(), frames.to_vec());
+            queue.push(tokio::spawn(async move {
+                answer_part(&shared, &frames, started, max_body)
+            }));
+        }
+    }
+    let state = timings.state.clone();
+    for bytes in &batch[..per_part] {
+        let Ok(Decoded::Frame(frame, _)) = decode(bytes, max_body) else {
+            continue;
+        };
+        match session::handle_data(session.view(), &frame, bytes, out) {
+            Handled::Done | Handled::Close => {
+                timings
+                    .local
+                    .record(&state.timings, frame.opcode, frame.key, started)
+            }
+            Handled::Later(future) => queue.push(spawn_later(
+                state.clone(),
+                future,
+                frame.opcode,
+                bytes.slice_ref(frame.key),
+                started,
+            )),
+        }
+    }
+    batch.clear();
+}
+
 pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
     let max_body = state.config.max_value_bytes + FRAME_OVERHEAD_MAX;
+    let limits = Limits {
+        max_body,
+        workers: std::thread::available_parallelism().map_or(1, |cores| cores.get()),
+    };
     let (mut reader, mut writer) = stream.into_split();
     let mut timings = TimingsGuard {
         local: ConnTimings::new(),
@@ -85,6 +222,8 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
     let mut queue = Queue::Ordered(FuturesOrdered::new());
     // Keys (as sent) of the requests queued in order; cleared whenever the queue is empty.
     let mut pending_keys: HashSet<Bytes> = HashSet::new();
+    // Data requests of an unordered connection collected from one read, answered together.
+    let mut batch: Vec<Bytes> = Vec::new();
     let mut closing = false;
     let mut eof = false;
     loop {
@@ -115,6 +254,25 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
                     closing = true;
                     break;
                 };
+                if let Queue::Unordered(pending) = &mut queue {
+                    if session::is_data_request(&frame) {
+                        batch.push(bytes.clone());
+                        if batch.len() + pending.len() >= MAX_IN_FLIGHT {
+                            break;
+                        }
+                        continue;
+                    }
+                    // Anything else may change what data requests see: answer the batch first.
+                    dispatch_batch(
+                        &mut batch,
+                        &session,
+                        pending,
+                        &mut out,
+                        &mut timings,
+                        batch_started,
+                        limits,
+                    );
+                }
                 let was_unordered = session.features.unordered;
                 let started = batch_started;
                 if let Queue::Ordered(pending) = &mut queue {
@@ -151,28 +309,31 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
                         closing = true;
                         break;
                     }
-                    Handled::Later(future) => {
-                        let (node, opcode, key) =
-                            (state.clone(), frame.opcode, bytes.slice_ref(frame.key));
-                        let future: ReplyFuture = Box::pin(async move {
-                            let reply = future.await;
-                            node.timings.record(opcode, &key, started);
-                            reply
-                        });
-                        match &mut queue {
-                            Queue::Ordered(pending) => {
-                                if !frame.key.is_empty() {
-                                    pending_keys.insert(bytes.slice_ref(frame.key));
-                                }
-                                pending.push_back(future)
+                    Handled::Later(future) => match &mut queue {
+                        Queue::Ordered(pending) => {
+                            if !frame.key.is_empty() {
+                                pending_keys.insert(bytes.slice_ref(frame.key));
                             }
-                            Queue::Unordered(pending) => pending.push(tokio::spawn(future)),
+                            let (node, opcode, key) =
+                                (state.clone(), frame.opcode, bytes.slice_ref(frame.key));
+                            pending.push_back(Box::pin(async move {
+                                let reply = future.await;
+                                node.timings.record(opcode, &key, started);
+                                reply
+                            }));
                         }
-                    }
+                        Queue::Unordered(pending) => pending.push(spawn_later(
+                            state.clone(),
+                            future,
+                            frame.opcode,
+                            bytes.slice_ref(frame.key),
+                            started,
+                        )),
+                    },
                 }
                 if session.features.unordered != was_unordered {
                     // HELLO switched the execution mode; earlier queued requests finish first.
-                    while let Some(reply) = queue.next().await {
+                    while let Some(reply) = queue.next(&mut timings).await {
                         out.extend_from_slice(&reply);
                     }
                     queue = if session.features.unordered {
@@ -185,8 +346,19 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
                     break;
                 }
             }
+            if let Queue::Unordered(pending) = &mut queue {
+                dispatch_batch(
+                    &mut batch,
+                    &session,
+                    pending,
+                    &mut out,
+                    &mut timings,
+                    batch_started,
+                    limits,
+                );
+            }
         }
-        queue.drain_ready(&mut out);
+        queue.drain_ready(&mut out, &mut timings);
         if !out.is_empty() {
             if writer.write_all(&out).await.is_err() {
                 return;
@@ -195,7 +367,7 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
         }
         if closing || eof {
             // Finish what was accepted (writes in flight are completed either way), then go.
-            while let Some(reply) = queue.next().await {
+            while let Some(reply) = queue.next(&mut timings).await {
                 out.extend_from_slice(&reply);
             }
             if !out.is_empty() {
@@ -210,7 +382,9 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
                 Ok(0) | Err(_) => eof = true,
                 Ok(_) => {}
             },
-            Some(reply) = queue.next(), if queue.len() > 0 => out.extend_from_slice(&reply),
+            Some(reply) = queue.next(&mut timings), if queue.len() > 0 => {
+                out.extend_from_slice(&reply)
+            }
         }
         if input.capacity() - input.len() < HEADER_LEN {
             input.reserve(READ_BUFFER_BYTES);

@@ -48,6 +48,91 @@ pub(crate) struct Session {
     heavy_permits: Arc<tokio::sync::Semaphore>,
 }
 
+/// What a data operation needs of its connection, borrowed on the connection's own task.
+#[derive(Clone, Copy)]
+pub(crate) struct DataView<'a> {
+    pub state: &'a Arc<KvState>,
+    pub bucket: Option<&'a Arc<Bucket>>,
+    pub features: Features,
+    pub heavy_permits: &'a Arc<tokio::sync::Semaphore>,
+}
+
+/// An owned [`DataView`], for data requests answered on another worker thread. Taken per batch
+/// of data requests: only HELLO, SASL and SELECT_BUCKET change what it holds, and those are
+/// never part of a batch.
+#[derive(Clone)]
+pub(crate) struct SharedView {
+    state: Arc<KvState>,
+    bucket: Option<Arc<Bucket>>,
+    features: Features,
+    heavy_permits: Arc<tokio::sync::Semaphore>,
+}
+
+impl SharedView {
+    pub fn view(&self) -> DataView<'_> {
+        DataView {
+            state: &self.state,
+            bucket: self.bucket.as_ref(),
+            features: self.features,
+            heavy_permits: &self.heavy_permits,
+        }
+    }
+
+    pub fn state(&self) -> &Arc<KvState> {
+        &self.state
+    }
+}
+
+/// Whether `frame` is a data request: answered by [`handle_data`] from a [`DataView`] alone,
+/// never reading or changing the connection's own state.
+pub(crate) fn is_data_request(frame: &Frame<'_>) -> bool {
+    frame.magic.is_request()
+        && frame.magic != settee_kv_codec::Magic::ServerRequest
+        && ops::is_data_op(opcode::unquiet(frame.opcode).0)
+}
+
+/// The framing extras of a request, or `None` after answering why they are not acceptable.
+fn framing_of(features: &Features, frame: &Frame<'_>, out: &mut Vec<u8>) -> Option<FramingExtras> {
+    match FramingExtras::parse(frame.framing_extras) {
+        Ok(framing) => Some(framing),
+        Err(settee_kv_codec::FramingExtrasError::BadDurabilityLevel(_)) => {
+            error_reply(
+                out,
+                features,
+                frame.opcode,
+                frame.opaque,
+                status::DURABILITY_INVALID_LEVEL,
+                "Invalid durability level",
+            );
+            None
+        }
+        Err(error) => {
+            error_reply(
+                out,
+                features,
+                frame.opcode,
+                frame.opaque,
+                status::UNKNOWN_FRAME_INFO,
+                &error.to_string(),
+            );
+            None
+        }
+    }
+}
+
+/// Answers a data request (see [`is_data_request`]).
+pub(crate) fn handle_data(
+    view: DataView<'_>,
+    frame: &Frame<'_>,
+    bytes: &Bytes,
+    out: &mut Vec<u8>,
+) -> Handled {
+    match framing_of(&view.features, frame, out) {
+        Some(framing) => data_op(view, frame, bytes, framing, out),
+        None => Handled::Done,
+    }
+}
+
 /// Appends a reply to `frame`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reply(
@@ -122,20 +207,8 @@ impl Session {
             // Replies to server pushes (none are sent yet) and stray responses are dropped.
             return Handled::Done;
         }
-        let framing = match FramingExtras::parse(frame.framing_extras) {
-            Ok(framing) => framing,
-            Err(settee_kv_codec::FramingExtrasError::BadDurabilityLevel(_)) => {
-                err(
-                    out,
-                    status::DURABILITY_INVALID_LEVEL,
-                    "Invalid durability level",
-                );
-                return Handled::Done;
-            }
-            Err(error) => {
-                err(out, status::UNKNOWN_FRAME_INFO, &error.to_string());
-                return Handled::Done;
-            }
+        let Some(framing) = framing_of(&features, frame, out) else {
+            return Handled::Done;
         };
         match frame.opcode {
             opcode::HELLO => self.hello(frame, out),
@@ -236,7 +309,7 @@ impl Session {
                 }
             }
             opcode::GET_COLLECTION_ID => self.collection_id(frame, out),
-            _ => return self.data_op(frame, bytes, framing, out),
+            _ => return data_op(self.view(), frame, bytes, framing, out),
         }
         Handled::Done
     }
@@ -560,96 +633,115 @@ impl Session {
         }
     }
 
-    fn data_op(
-        &mut self,
-        frame: &Frame<'_>,
-        bytes: &Bytes,
-        framing: FramingExtras,
-        out: &mut Vec<u8>,
-    ) -> Handled {
-        let features = self.features;
-        let (base, quiet) = opcode::unquiet(frame.opcode);
-        if !ops::is_data_op(base) {
-            error_reply(
-                out,
-                &features,
-                frame.opcode,
-                frame.opaque,
-                status::UNKNOWN_COMMAND,
-                "Unknown command",
-            );
-            return Handled::Done;
+    pub fn view(&self) -> DataView<'_> {
+        DataView {
+            state: &self.state,
+            bucket: self.bucket.as_ref(),
+            features: self.features,
+            heavy_permits: &self.heavy_permits,
         }
-        let Some(bucket) = self.bucket.clone() else {
-            error_reply(
-                out,
-                &features,
-                frame.opcode,
-                frame.opaque,
-                status::NO_BUCKET,
-                "No bucket selected",
-            );
-            return Handled::Done;
-        };
-        if frame.vbucket() >= bucket.vbuckets() && base != opcode::STAT {
-            let config = cluster::bucket_config(&bucket, &self.state.config).to_string();
-            reply(
-                out,
-                frame.opcode,
-                frame.opaque,
-                status::NOT_MY_VBUCKET,
-                0,
-                0,
-                &[],
-                &[],
-                config.as_bytes(),
-            );
-            return Handled::Done;
-        }
-        let key = if features.collections && !ops::is_keyless(base) {
-            match leb128::decode_u32(frame.key) {
-                Some((0, used)) => &frame.key[used..],
-                Some(_) => {
-                    let body = br#"{"manifest_uid":"0"}"#;
-                    reply(
-                        out,
-                        frame.opcode,
-                        frame.opaque,
-                        status::UNKNOWN_COLLECTION,
-                        0,
-                        settee_kv_codec::datatype::JSON,
-                        &0u64.to_be_bytes(),
-                        &[],
-                        body,
-                    );
-                    return Handled::Done;
-                }
-                None => {
-                    error_reply(
-                        out,
-                        &features,
-                        frame.opcode,
-                        frame.opaque,
-                        status::EINVAL,
-                        "Invalid collection id prefix",
-                    );
-                    return Handled::Done;
-                }
-            }
-        } else {
-            frame.key
-        };
-        let ctx = OpCtx {
-            state: self.state.clone(),
-            bucket,
-            features,
-            opcode: frame.opcode,
-            base,
-            quiet,
-            opaque: frame.opaque,
-            framing,
-            heavy_permits: self.heavy_permits.clone(),
-        };
-        ops::run(ctx, frame, key, bytes, out)
     }
+
+    /// A snapshot of what data requests need, for answering them on other threads.
+    pub fn shared_view(&self) -> SharedView {
+        SharedView {
+            state: self.state.clone(),
+            bucket: self.bucket.clone(),
+            features: self.features,
+            heavy_permits: self.heavy_permits.clone(),
+        }
+    }
+}
+
+fn data_op(
+    view: DataView<'_>,
+    frame: &Frame<'_>,
+    bytes: &Bytes,
+    framing: FramingExtras,
+    out: &mut Vec<u8>,
+) -> Handled {
+    let features = view.features;
+    let (base, quiet) = opcode::unquiet(frame.opcode);
+    if !ops::is_data_op(base) {
+        error_reply(
+            out,
+            &features,
+            frame.opcode,
+            frame.opaque,
+            status::UNKNOWN_COMMAND,
+            "Unknown command",
+        );
+        return Handled::Done;
+    }
+    let Some(bucket) = view.bucket.cloned() else {
+        error_reply(
+            out,
+            &features,
+            frame.opcode,
+            frame.opaque,
+            status::NO_BUCKET,
+            "No bucket selected",
+        );
+        return Handled::Done;
+    };
+    if frame.vbucket() >= bucket.vbuckets() && base != opcode::STAT {
+        let config = cluster::bucket_config(&bucket, &view.state.config).to_string();
+        reply(
+            out,
+            frame.opcode,
+            frame.opaque,
+            status::NOT_MY_VBUCKET,
+            0,
+            0,
+            &[],
+            &[],
+            config.as_bytes(),
+        );
+        return Handled::Done;
+    }
+    let key = if features.collections && !ops::is_keyless(base) {
+        match leb128::decode_u32(frame.key) {
+            Some((0, used)) => &frame.key[used..],
+            Some(_) => {
+                let body = br#"{"manifest_uid":"0"}"#;
+                reply(
+                    out,
+                    frame.opcode,
+                    frame.opaque,
+                    status::UNKNOWN_COLLECTION,
+                    0,
+                    settee_kv_codec::datatype::JSON,
+                    &0u64.to_be_bytes(),
+                    &[],
+                    body,
+                );
+                return Handled::Done;
+            }
+            None => {
+                error_reply(
+                    out,
+                    &features,
+                    frame.opcode,
+                    frame.opaque,
+                    status::EINVAL,
+                    "Invalid collection id prefix",
+                );
+                return Handled::Done;
+            }
+        }
+    } else {
+        frame.key
+    };
+    let ctx = OpCtx {
+        state: view.state.clone(),
+        bucket,
+        features,
+        opcode: frame.opcode,
+        base,
+        quiet,
+        opaque: frame.opaque,
+        framing,
+        heavy_permits: view.heavy_permits.clone(),
+    };
+    ops::run(ctx, frame, key, bytes, out)
 }

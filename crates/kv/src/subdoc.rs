@@ -4,13 +4,15 @@
 
 use bytes::Bytes;
 use settee_engine::subdoc::{
-    CreateMode, LookupOp, LookupSpec, MutateIn, MutateInOutcome, MutateOp, MutateSpec, Status,
+    CreateMode, Lookup, LookupOp, LookupSpec, MutateIn, MutateInOutcome, MutateOp, MutateSpec,
+    Status,
 };
 use settee_kv_codec::subdoc::{
     doc_flag, op, path_flag, put_lookup_result, put_mutation_result, MultiExtras, SingleExtras,
     Spec, Specs, SubdocError, MAX_PATH_BYTES,
 };
-use settee_kv_codec::{datatype, opcode, status, Frame};
+use settee_kv_codec::{datatype, finish_response, opcode, start_response, status, Frame};
+use smallvec::SmallVec;
 
 use crate::ops::{absolute_expiry, request_value, OpCtx};
 use crate::session::{reply, Handled};
@@ -113,34 +115,87 @@ pub(crate) fn run(
     mutate(ctx, request, frame.cas, key, specs)
 }
 
+/// Answers a lookup on the request thread unless it is heavy (then `false`: nothing written).
+/// Multi-path results are written into `out` as the engine produces them.
 fn answer_lookup(
     ctx: &OpCtx,
     single: bool,
     access_deleted: bool,
     key: &[u8],
     lookups: &[LookupSpec<'_>],
+    light_only: bool,
     out: &mut Vec<u8>,
-) {
-    let mut body = Vec::new();
+) -> bool {
+    if single {
+        return answer_single_lookup(ctx, access_deleted, key, lookups, light_only, out);
+    }
+    let start = start_response(out, ctx.opcode, ctx.opaque);
     let mut failed = false;
-    let mut single_result: (u16, Vec<u8>) = (0, Vec::new());
-    let found = ctx
-        .bucket
-        .lookup_in(key, lookups, access_deleted, |_, outcome, value| {
-            let code = status_code(outcome);
-            failed |= code != status::SUCCESS;
-            if single {
-                single_result = (code, value.to_vec());
-            } else {
-                put_lookup_result(&mut body, code, value);
-            }
-        });
+    let each = |_: usize, outcome: Status, value: &[u8]| {
+        let code = status_code(outcome);
+        failed |= code != status::SUCCESS;
+        put_lookup_result(out, code, value);
+    };
+    let found = if light_only {
+        ctx.bucket
+            .lookup_in_light(key, lookups, access_deleted, each)
+    } else {
+        ctx.bucket
+            .lookup_in(key, lookups, access_deleted, each)
+            .map(|found| found.map_or(Lookup::NotFound, Lookup::Found))
+    };
     match found {
-        Ok(Some(meta)) if single => {
+        Ok(Lookup::Found(meta)) => {
+            let code = match (failed, meta.deleted) {
+                (false, false) => status::SUCCESS,
+                (false, true) => status::SUBDOC_SUCCESS_DELETED,
+                (true, false) => status::SUBDOC_MULTI_PATH_FAILURE,
+                (true, true) => status::SUBDOC_MULTI_PATH_FAILURE_DELETED,
+            };
+            finish_response(out, start, code, meta.cas, datatype::RAW);
+        }
+        Ok(Lookup::Heavy) => {
+            out.truncate(start);
+            return false;
+        }
+        Ok(Lookup::NotFound) => {
+            out.truncate(start);
+            ctx.error(out, status::KEY_ENOENT, "Not found");
+        }
+        Err(error) => {
+            out.truncate(start);
+            ctx.error(out, status::EINTERNAL, &error.to_string());
+        }
+    }
+    true
+}
+
+fn answer_single_lookup(
+    ctx: &OpCtx,
+    access_deleted: bool,
+    key: &[u8],
+    lookups: &[LookupSpec<'_>],
+    light_only: bool,
+    out: &mut Vec<u8>,
+) -> bool {
+    let mut single_result: (u16, Vec<u8>) = (0, Vec::new());
+    let each = |_: usize, outcome: Status, value: &[u8]| {
+        single_result = (status_code(outcome), value.to_vec());
+    };
+    let found = if light_only {
+        ctx.bucket
+            .lookup_in_light(key, lookups, access_deleted, each)
+    } else {
+        ctx.bucket
+            .lookup_in(key, lookups, access_deleted, each)
+            .map(|found| found.map_or(Lookup::NotFound, Lookup::Found))
+    };
+    match found {
+        Ok(Lookup::Found(meta)) => {
             let (code, value) = single_result;
             if code != status::SUCCESS {
                 ctx.error(out, code, "Sub-document path failed");
-                return;
+                return true;
             }
             let dt = if value.is_empty() || !ctx.features.json {
                 datatype::RAW
@@ -164,31 +219,16 @@ fn answer_lookup(
                 &value,
             );
         }
-        Ok(Some(meta)) => {
-            let code = match (failed, meta.deleted) {
-                (false, false) => status::SUCCESS,
-                (false, true) => status::SUBDOC_SUCCESS_DELETED,
-                (true, false) => status::SUBDOC_MULTI_PATH_FAILURE,
-                (true, true) => status::SUBDOC_MULTI_PATH_FAILURE_DELETED,
-            };
-            reply(
-                out,
-                ctx.opcode,
-                ctx.opaque,
-                code,
-                meta.cas,
-                0,
-                &[],
-                &[],
-                &body,
-            );
-        }
-        Ok(None) => ctx.error(out, status::KEY_ENOENT, "Not found"),
+        Ok(Lookup::Heavy) => return false,
+        Ok(Lookup::NotFound) => ctx.error(out, status::KEY_ENOENT, "Not found"),
         Err(error) => ctx.error(out, status::EINTERNAL, &error.to_string()),
     }
+    true
 }
 
-fn lookup_specs<'a>(specs: impl Iterator<Item = (u8, u8, &'a [u8])>) -> Vec<LookupSpec<'a>> {
+fn lookup_specs<'a>(
+    specs: impl Iterator<Item = (u8, u8, &'a [u8])>,
+) -> SmallVec<[LookupSpec<'a>; 16]> {
     specs
         .map(|(spec_op, flags, path)| LookupSpec {
             op: lookup_op(spec_op),
@@ -209,15 +249,14 @@ fn lookup(
 ) -> Handled {
     let single = request.single;
     let access_deleted = request.doc_flags & doc_flag::ACCESS_DELETED != 0;
-    if !ctx.bucket.lookup_is_heavy(&key) {
-        let lookups = lookup_specs(
-            request
-                .specs
-                .as_slice()
-                .iter()
-                .map(|spec| (spec.op, spec.flags, spec.path)),
-        );
-        answer_lookup(&ctx, single, access_deleted, &key, &lookups, out);
+    let lookups = lookup_specs(
+        request
+            .specs
+            .as_slice()
+            .iter()
+            .map(|spec| (spec.op, spec.flags, spec.path)),
+    );
+    if answer_lookup(&ctx, single, access_deleted, &key, &lookups, true, out) {
         return Handled::Done;
     }
     // Owned specs: the job outlives this frame's borrow.
@@ -236,7 +275,15 @@ fn lookup(
                 .map(|(spec_op, flags, path)| (*spec_op, *flags, &path[..])),
         );
         let mut out = Vec::new();
-        answer_lookup(&job_ctx, single, access_deleted, &key, &lookups, &mut out);
+        answer_lookup(
+            &job_ctx,
+            single,
+            access_deleted,
+            &key,
+            &lookups,
+            false,
+            &mut out,
+        );
         out
     };
     Handled::Later(Box::pin(async move {

@@ -103,7 +103,7 @@ impl NodeTimings {
         self.log_if_slow(opcode, key, took);
     }
 
-    fn log_if_slow(&self, opcode: u8, key: &[u8], took: Duration) {
+    pub(crate) fn log_if_slow(&self, opcode: u8, key: &[u8], took: Duration) {
         if took >= self.slow_after {
             let shown = &key[..key.len().min(LOGGED_KEY_BYTES)];
             tracing::warn!(
@@ -136,6 +136,17 @@ impl ConnTimings {
         let took = now.saturating_duration_since(started);
         self.local.record(opcode, took.as_micros() as u64);
         node.log_if_slow(opcode, key, took);
+        if now.saturating_duration_since(self.last_merge) >= MERGE_EVERY {
+            self.merge(node);
+            self.last_merge = now;
+        }
+    }
+
+    /// Records a request timed elsewhere (answered on another thread, which logged it if it
+    /// was slow).
+    pub(crate) fn record_took(&mut self, node: &NodeTimings, opcode: u8, took: Duration) {
+        self.local.record(opcode, took.as_micros() as u64);
+        let now = Instant::now();
         if now.saturating_duration_since(self.last_merge) >= MERGE_EVERY {
             self.merge(node);
             self.last_merge = now;

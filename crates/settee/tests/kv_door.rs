@@ -566,6 +566,105 @@ fn a_pipelined_read_sees_the_writes_sent_before_it() {
     server.stop();
 }
 
+/// With UnorderedExecution a batch of pipelined data requests is split across threads: every
+/// request must still get exactly one reply, the right one, whatever the order; a non-data
+/// request in the middle of a batch is answered too.
+#[test]
+fn an_unordered_connection_answers_every_pipelined_request_once() {
+    use settee_kv_codec::subdoc::{op, put_lookup_spec};
+    use std::collections::HashMap;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    setup(&server);
+    let mut kv = Kv::connect(&server.kv_addr);
+    let accepted = kv.hello(&[
+        feature::XERROR,
+        feature::SELECT_BUCKET,
+        feature::JSON,
+        feature::UNORDERED_EXECUTION,
+    ]);
+    assert!(accepted.contains(&feature::UNORDERED_EXECUTION));
+    assert_eq!(kv.auth("alice", "alicepw"), 0);
+    assert_eq!(
+        kv.call(opcode::SELECT_BUCKET, b"default", &[], &[], 0)
+            .status,
+        0
+    );
+    // What each opaque must be answered with: (status, value).
+    let mut expected: HashMap<u32, (u16, Vec<u8>)> = HashMap::new();
+    let read_all = |kv: &mut Kv, expected: &mut HashMap<u32, (u16, Vec<u8>)>| {
+        while !expected.is_empty() {
+            let reply = kv.read().expect("a reply for every request");
+            let (status, value) = expected
+                .remove(&reply.opaque)
+                .unwrap_or_else(|| panic!("unexpected or repeated opaque {}", reply.opaque));
+            assert_eq!(reply.status, status, "opaque {}", reply.opaque);
+            if !value.is_empty() {
+                assert_eq!(reply.value, value, "opaque {}", reply.opaque);
+            }
+        }
+    };
+    for i in 0..100 {
+        let key = format!("u{i}");
+        let body = format!(r#"{{"n":{i},"tag":"t{i}"}}"#);
+        let opaque = kv.send(
+            opcode::SET,
+            key.as_bytes(),
+            &store_extras(0, 0),
+            body.as_bytes(),
+            0,
+        );
+        expected.insert(opaque, (0, Vec::new()));
+    }
+    read_all(&mut kv, &mut expected);
+    for round in 0..5 {
+        for i in 0..100 {
+            let key = format!("u{i}");
+            let opaque = kv.send(opcode::GET, key.as_bytes(), &[], &[], 0);
+            expected.insert(
+                opaque,
+                (0, format!(r#"{{"n":{i},"tag":"t{i}"}}"#).into_bytes()),
+            );
+            let mut specs = Vec::new();
+            put_lookup_spec(&mut specs, op::GET, 0, b"tag");
+            put_lookup_spec(&mut specs, op::GET, 0, b"n");
+            let opaque = kv.send(opcode::SUBDOC_MULTI_LOOKUP, key.as_bytes(), &[], &specs, 0);
+            let tag = format!(r#""t{i}""#);
+            let number = i.to_string();
+            let mut results = Vec::new();
+            for value in [tag.as_bytes(), number.as_bytes()] {
+                results.extend_from_slice(&0u16.to_be_bytes());
+                results.extend_from_slice(&(value.len() as u32).to_be_bytes());
+                results.extend_from_slice(value);
+            }
+            expected.insert(opaque, (0, results));
+            let missing = format!("missing-{round}-{i}");
+            let opaque = kv.send(opcode::GET, missing.as_bytes(), &[], &[], 0);
+            expected.insert(opaque, (status::KEY_ENOENT, Vec::new()));
+            if i == 50 {
+                // Not a data request: answered in the middle of the batch.
+                let opaque = kv.send(opcode::NOOP, b"", &[], &[], 0);
+                expected.insert(opaque, (0, Vec::new()));
+            }
+            let opaque = kv.send(
+                opcode::INCREMENT,
+                format!("c{}", i % 10).as_bytes(),
+                &counter_extras(1, 1, 0),
+                &[],
+                0,
+            );
+            expected.insert(opaque, (0, Vec::new()));
+        }
+        read_all(&mut kv, &mut expected);
+    }
+    // Every increment happened exactly once: 5 rounds x 10 per counter, starting at 1.
+    for counter in 0..10 {
+        let reply = kv.call(opcode::GET, format!("c{counter}").as_bytes(), &[], &[], 0);
+        assert_eq!(reply.value, b"50", "counter c{counter}");
+    }
+    server.stop();
+}
+
 #[test]
 fn malformed_frames_close_only_their_connection_and_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,10 +1,15 @@
 //! Sub-document semantics over JSON bytes: every lookup path of a request resolved in one walk
 //! of the document, and mutations spliced into the bytes.
 
+use smallvec::SmallVec;
+
 use super::index::Index;
 use super::path::{self, Component};
 use super::scan::{self, Span};
 use super::Status;
+
+/// One answer per path, in path order (a request has at most 16 paths: no allocation).
+pub type Answers = SmallVec<[Result<Span, Status>; 16]>;
 
 /// Deepest nesting a document or an inserted value may reach (Couchbase's limit).
 pub const MAX_DEPTH: usize = 32;
@@ -12,7 +17,7 @@ pub const MAX_DEPTH: usize = 32;
 /// Resolves every path in `paths` within `doc` in one walk; each answer is the value's span.
 /// Paths are already parsed; the walk descends only into members and elements some path needs
 /// and stops as soon as every path is answered.
-pub fn resolve_all(doc: &[u8], paths: &[&[Component<'_>]]) -> Vec<Result<Span, Status>> {
+pub fn resolve_all(doc: &[u8], paths: &[&[Component<'_>]]) -> Answers {
     resolve_all_indexed(doc, None, paths)
 }
 
@@ -22,23 +27,39 @@ pub fn resolve_all_indexed(
     doc: &[u8],
     index: Option<&Index<'_>>,
     paths: &[&[Component<'_>]],
-) -> Vec<Result<Span, Status>> {
-    let mut answers: Vec<Option<Result<Span, Status>>> = vec![None; paths.len()];
+) -> Answers {
+    let mut answers: SmallVec<[Option<Result<Span, Status>>; 16]> =
+        SmallVec::from_elem(None, paths.len());
+    if let Some((index, root)) =
+        index.and_then(|index| indexed_root(doc, index).map(|r| (index, r)))
+    {
+        // With an index every path is a few probes of it, no scan and no allocation: resolve
+        // each on its own (the walk exists to share one scan between paths), starting from
+        // where the previous path's shared leading components led (`data.a`, `data.b`, ...).
+        {
+            let mut previous: &[Component<'_>] = &[];
+            let mut reached: SmallVec<[Span; 8]> = SmallVec::new();
+            return paths
+                .iter()
+                .map(|path| {
+                    let shared = previous
+                        .iter()
+                        .zip(path.iter())
+                        .take_while(|(a, b)| a == b)
+                        .count();
+                    reached.truncate(shared);
+                    previous = path;
+                    resolve_indexed(doc, index, root, path, &mut reached)
+                })
+                .collect();
+        }
+    }
     let start = scan::skip_ws(doc, 0);
     let end = match index {
         Some(index) => index.value_end(doc, start),
         None => scan::value_end(doc, start),
     };
     match end {
-        // With an index every path is a few probes of it, no scan and no allocation: resolve
-        // each on its own (the walk exists to share one scan between paths).
-        Ok(end) if index.is_some_and(|index| index.is_indexed(start)) => {
-            let index = index.expect("checked just above");
-            return paths
-                .iter()
-                .map(|path| resolve_indexed(doc, index, (start, end), path))
-                .collect();
-        }
         Ok(end) => {
             let pending: Vec<(usize, usize)> = (0..paths.len()).map(|index| (index, 0)).collect();
             walk(doc, index, (start, end), paths, pending, 0, &mut answers);
@@ -53,16 +74,29 @@ pub fn resolve_all_indexed(
         .collect()
 }
 
+/// The span of the whole document when its root is an indexed container (then every path can
+/// be resolved through the index alone).
+pub(crate) fn indexed_root(doc: &[u8], index: &Index<'_>) -> Option<Span> {
+    let start = scan::skip_ws(doc, 0);
+    if !index.is_indexed(start) {
+        return None;
+    }
+    index.value_end(doc, start).ok().map(|end| (start, end))
+}
+
 /// One path through the index: indexed containers answer directly; small ones (under the
-/// index's threshold) are scanned, which costs at most a kilobyte.
-fn resolve_indexed(
+/// index's threshold) are scanned, which costs at most a kilobyte. `reached[d]` is where the
+/// first `d + 1` components lead (from an earlier path with the same leading components); the
+/// walk continues from the last of them and records the steps it takes.
+pub(crate) fn resolve_indexed(
     doc: &[u8],
     index: &Index<'_>,
     root: Span,
     path: &[Component<'_>],
+    reached: &mut SmallVec<[Span; 8]>,
 ) -> Result<Span, Status> {
-    let mut current = root;
-    for (depth, component) in path.iter().enumerate() {
+    let mut current = reached.last().copied().unwrap_or(root);
+    for (depth, component) in path.iter().enumerate().skip(reached.len()) {
         if depth >= MAX_DEPTH {
             return Err(Status::DocE2deep);
         }
@@ -79,7 +113,10 @@ fn resolve_indexed(
             Err(_) => step_in(doc, Some(index), current, component)?,
         };
         match next {
-            Some((child, _)) => current = child,
+            Some((child, _)) => {
+                current = child;
+                reached.push(child);
+            }
             None => return Err(Status::PathEnoent),
         }
     }

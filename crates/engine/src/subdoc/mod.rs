@@ -12,6 +12,7 @@ pub mod scan;
 
 use bytes::Bytes;
 use settee_revtree::RevId;
+use smallvec::SmallVec;
 
 use crate::bucket::Bucket;
 use crate::error::EngineError;
@@ -172,26 +173,17 @@ fn status_text(count: usize) -> Vec<u8> {
 /// large xattrs) are worth moving off the request threads.
 pub const HEAVY_SCAN_BYTES: usize = 64 * 1024;
 
-impl Bucket {
-    /// Whether a lookup on `key` would have to scan a lot (see [`HEAVY_SCAN_BYTES`]): one
-    /// header read, from the row cache for hot documents.
-    pub fn lookup_is_heavy(&self, key: &[u8]) -> bool {
-        let vbucket = self.vbucket_of(key);
-        let Some(doc_key) = crate::keys::DocKeyBuf::new(self.id, vbucket, key) else {
-            return false;
-        };
-        self.store
-            .get_with(settee_storage::Cf::Doc, doc_key.as_slice(), |raw| {
-                crate::record::Header::decode(raw).is_ok_and(|header| {
-                    (header.body_len as usize >= HEAVY_SCAN_BYTES && header.index_len == 0)
-                        || header.xattrs_len as usize >= HEAVY_SCAN_BYTES
-                })
-            })
-            .ok()
-            .flatten()
-            .unwrap_or(false)
-    }
+/// What [`Bucket::lookup_in_light`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    Found(LookupMeta),
+    /// No such document (or deleted without `access_deleted`, or expired).
+    NotFound,
+    /// Nothing was run: the lookup would scan a lot (see [`HEAVY_SCAN_BYTES`]).
+    Heavy,
+}
 
+impl Bucket {
     /// Runs lookup specs against one document, all body paths in one walk of the body and all
     /// xattr paths in one walk of the xattrs. `each(index, status, value)` gets every spec's
     /// outcome in order (values borrowed from the stored record). `None` when the document
@@ -201,36 +193,85 @@ impl Bucket {
         key: &[u8],
         specs: &[LookupSpec<'_>],
         access_deleted: bool,
-        mut each: impl FnMut(usize, Status, &[u8]),
+        each: impl FnMut(usize, Status, &[u8]),
     ) -> Result<Option<LookupMeta>, EngineError> {
+        Ok(
+            match self.lookup_with(key, specs, access_deleted, false, each)? {
+                Lookup::Found(meta) => Some(meta),
+                Lookup::NotFound | Lookup::Heavy => None,
+            },
+        )
+    }
+
+    /// [`Bucket::lookup_in`] for request threads: a lookup that would scan a large unindexed
+    /// body or large xattrs is not run (`Lookup::Heavy`, `each` never called), so the caller
+    /// can move it to a pool. Deciding costs nothing extra: it is the same read of the record.
+    pub fn lookup_in_light(
+        &self,
+        key: &[u8],
+        specs: &[LookupSpec<'_>],
+        access_deleted: bool,
+        each: impl FnMut(usize, Status, &[u8]),
+    ) -> Result<Lookup, EngineError> {
+        self.lookup_with(key, specs, access_deleted, true, each)
+    }
+
+    fn lookup_with(
+        &self,
+        key: &[u8],
+        specs: &[LookupSpec<'_>],
+        access_deleted: bool,
+        refuse_heavy: bool,
+        mut each: impl FnMut(usize, Status, &[u8]),
+    ) -> Result<Lookup, EngineError> {
         let vbucket = self.vbucket_of(key);
         let Some(doc_key) = crate::keys::DocKeyBuf::new(self.id, vbucket, key) else {
-            return Ok(None);
+            return Ok(Lookup::NotFound);
         };
         let locked = self.is_kv_locked(key);
         let now = self.now_secs();
         let found = self.store.get_with(
             settee_storage::Cf::Doc,
             doc_key.as_slice(),
-            |raw| -> Result<Option<LookupMeta>, EngineError> {
+            |raw| -> Result<Lookup, EngineError> {
                 let header = crate::record::Header::decode(raw)?;
                 let expired = header.expiry != 0 && header.expiry <= now;
                 if (header.deleted && !access_deleted) || (!header.deleted && expired) {
-                    return Ok(None);
+                    return Ok(Lookup::NotFound);
+                }
+                let heavy = (header.body_len as usize >= HEAVY_SCAN_BYTES && header.index_len == 0)
+                    || header.xattrs_len as usize >= HEAVY_SCAN_BYTES;
+                if refuse_heavy && heavy {
+                    return Ok(Lookup::Heavy);
                 }
                 let body = header.body(raw)?;
                 let body_index = index::Index::open(header.index(raw)?);
+                let meta = LookupMeta {
+                    cas: if locked { u64::MAX } else { header.cas },
+                    deleted: header.deleted,
+                };
+                // The common case — body paths only, through the index — streams: each path is
+                // parsed, resolved and answered in turn, with nothing collected in between.
+                if header.json && specs.iter().all(|spec| !spec.xattr) {
+                    if let Some((index, root)) = body_index
+                        .as_ref()
+                        .and_then(|index| json::indexed_root(body, index).map(|root| (index, root)))
+                    {
+                        lookup_indexed(body, index, root, specs, &mut each);
+                        return Ok(Lookup::Found(meta));
+                    }
+                }
                 let stored_xattrs = header.xattrs(raw)?;
                 let xattrs: &[u8] = if stored_xattrs.is_empty() {
                     b"{}"
                 } else {
                     stored_xattrs
                 };
-                let parsed: Vec<Result<Vec<path::Component<'_>>, Status>> = specs
+                let parsed: SmallVec<[Result<path::Path<'_>, Status>; 16]> = specs
                     .iter()
                     .map(|spec| match spec.op {
-                        LookupOp::WholeDoc => Ok(Vec::new()),
-                        _ => path::parse(spec.path),
+                        LookupOp::WholeDoc => Ok(path::Path::new()),
+                        _ => path::parse_path(spec.path),
                     })
                     .collect();
                 let virtual_doc = if specs
@@ -256,10 +297,11 @@ impl Bucket {
                     Vec::new()
                 };
                 // One walk per target, all of its paths at once.
-                let mut answers: Vec<Option<Result<scan::Span, Status>>> = vec![None; specs.len()];
+                let mut answers: SmallVec<[Option<Result<scan::Span, Status>>; 16]> =
+                    SmallVec::from_elem(None, specs.len());
                 for (target, doc) in [(0u8, body), (1, xattrs), (2, virtual_doc.as_slice())] {
-                    let mut indexes = Vec::new();
-                    let mut paths = Vec::new();
+                    let mut indexes: SmallVec<[usize; 16]> = SmallVec::new();
+                    let mut paths: SmallVec<[&[path::Component<'_>]; 16]> = SmallVec::new();
                     for (index, spec) in specs.iter().enumerate() {
                         let Ok(components) = &parsed[index] else {
                             continue;
@@ -313,26 +355,72 @@ impl Bucket {
                         each(index, Status::Success, body);
                         continue;
                     }
-                    match answers[index].take().unwrap_or(Err(Status::PathEnoent)) {
-                        Err(status) => each(index, status, &[]),
-                        Ok(span) => match spec.op {
-                            LookupOp::Get => each(index, Status::Success, &doc[span.0..span.1]),
-                            LookupOp::Exists => each(index, Status::Success, &[]),
-                            LookupOp::Count => match json::count(doc, span) {
-                                Ok(count) => each(index, Status::Success, &status_text(count)),
-                                Err(status) => each(index, status, &[]),
-                            },
-                            LookupOp::WholeDoc => each(index, Status::Success, body),
-                        },
-                    }
+                    let answer = answers[index].take().unwrap_or(Err(Status::PathEnoent));
+                    answer_spec(index, spec.op, doc, answer, &mut each);
                 }
-                Ok(Some(LookupMeta {
-                    cas: if locked { u64::MAX } else { header.cas },
-                    deleted: header.deleted,
-                }))
+                Ok(Lookup::Found(meta))
             },
         )?;
-        found.transpose().map(Option::flatten)
+        found.unwrap_or(Ok(Lookup::NotFound))
+    }
+}
+
+/// Hands one spec's outcome to the caller: the value's bytes for `get`, nothing for `exists`,
+/// the number of members or elements for `count`.
+fn answer_spec(
+    index: usize,
+    op: LookupOp,
+    doc: &[u8],
+    answer: Result<scan::Span, Status>,
+    each: &mut impl FnMut(usize, Status, &[u8]),
+) {
+    match answer {
+        Err(status) => each(index, status, &[]),
+        Ok(span) => match op {
+            LookupOp::Get | LookupOp::WholeDoc => {
+                each(index, Status::Success, &doc[span.0..span.1])
+            }
+            LookupOp::Exists => each(index, Status::Success, &[]),
+            LookupOp::Count => match json::count(doc, span) {
+                Ok(count) => each(index, Status::Success, &status_text(count)),
+                Err(status) => each(index, status, &[]),
+            },
+        },
+    }
+}
+
+/// Body-only lookups on an indexed body, answered in spec order as they are resolved. A path
+/// that shares leading components with the one before it starts where that one got to.
+fn lookup_indexed(
+    body: &[u8],
+    index: &index::Index<'_>,
+    root: scan::Span,
+    specs: &[LookupSpec<'_>],
+    each: &mut impl FnMut(usize, Status, &[u8]),
+) {
+    let mut previous = path::Path::new();
+    let mut reached: SmallVec<[scan::Span; 8]> = SmallVec::new();
+    for (position, spec) in specs.iter().enumerate() {
+        if spec.op == LookupOp::WholeDoc {
+            each(position, Status::Success, body);
+            continue;
+        }
+        let components = match path::parse_path(spec.path) {
+            Ok(components) => components,
+            Err(status) => {
+                each(position, status, &[]);
+                continue;
+            }
+        };
+        let shared = previous
+            .iter()
+            .zip(components.iter())
+            .take_while(|(a, b)| a == b)
+            .count();
+        reached.truncate(shared);
+        let answer = json::resolve_indexed(body, index, root, &components, &mut reached);
+        answer_spec(position, spec.op, body, answer, each);
+        previous = components;
     }
 }
 

@@ -3,6 +3,8 @@
 
 use std::borrow::Cow;
 
+use smallvec::SmallVec;
+
 use super::Status;
 
 /// Most components a path may have (kv_engine's limit).
@@ -18,11 +20,20 @@ pub enum Component<'a> {
     Index(i64),
 }
 
+/// A parsed path. Paths of up to four components (nearly all of them) live on the stack, so a
+/// lookup of many paths allocates nothing for them.
+pub type Path<'a> = SmallVec<[Component<'a>; 4]>;
+
+/// [`parse_path`] into a `Vec`.
 pub fn parse(path: &[u8]) -> Result<Vec<Component<'_>>, Status> {
+    parse_path(path).map(SmallVec::into_vec)
+}
+
+pub fn parse_path(path: &[u8]) -> Result<Path<'_>, Status> {
     if path.len() > MAX_PATH_BYTES {
         return Err(Status::PathE2big);
     }
-    let mut components = Vec::new();
+    let mut components = Path::new();
     let mut at = 0;
     // Whether a name may start here (start of path or after a dot).
     let mut expect_name = true;
