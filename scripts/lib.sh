@@ -33,7 +33,22 @@ install_system_packages() {
   fi
 }
 
+# Every build of a test leaves a new ~430 MB executable (RocksDB is linked statically) next
+# to the old ones; keep only the newest of each name so the shared cache stays bounded.
+prune_stale_executables() {
+  local deps="$CARGO_TARGET_DIR/release/deps"
+  [ -d "$deps" ] || return 0
+  local -A seen=()
+  find "$deps" -maxdepth 1 -type f -perm -u+x -regextype posix-extended \
+      -regex '.*/.+-[0-9a-f]{16}' -printf '%T@ %f\n' \
+    | sort -rn \
+    | while read -r _ file; do
+        name="${file%-*}"
+        if [ -n "${seen[$name]:-}" ]; then rm -f "$deps/$file"; else seen[$name]=1; fi
+      done
+}
 build_release() {
   mkdir -p "$CARGO_TARGET_DIR"
+  prune_stale_executables
   (cd "$ROOT" && cargo build --release --locked --bin settee)
 }

@@ -34,6 +34,18 @@ pub fn name_hash(name: &[u8]) -> u32 {
     hash
 }
 
+/// [`name_hash`], and whether the name can be spelled without escapes (no `"`, no backslash),
+/// in one pass over it.
+fn name_hash_and_plain(name: &[u8]) -> (u32, bool) {
+    let mut hash: u32 = 0x811c_9dc5;
+    let mut plain = true;
+    for byte in name {
+        hash = (hash ^ u32::from(*byte)).wrapping_mul(0x0100_0193);
+        plain &= !matches!(byte, b'"' | b'\\');
+    }
+    (hash, plain)
+}
+
 fn unescaped_name(doc: &[u8], key: Span) -> Option<Vec<u8>> {
     let inner = &doc[key.0 + 1..key.1 - 1];
     if !inner.contains(&b'\\') {
@@ -247,9 +259,8 @@ impl<'a> Index<'a> {
         let container = self.container(start).ok_or(NotIndexed)?;
         match (component, container.kind) {
             (super::path::Component::Key(name), KIND_OBJECT) => {
-                let hash = name_hash(name);
+                let (hash, plain_name) = name_hash_and_plain(name);
                 let mut row = self.first_row_with(&container, hash).ok_or(NotIndexed)?;
-                let plain_name = !name.iter().any(|byte| matches!(byte, b'"' | b'\\'));
                 while row < container.count {
                     let base = container.first + row * 3;
                     if word(self.entries, base).ok_or(NotIndexed)? != hash {

@@ -20,6 +20,16 @@ pub enum Component<'a> {
     Index(i64),
 }
 
+/// Bytes that end an unquoted name (a table: paths are parsed on every lookup).
+const ENDS_NAME: [bool; 256] = {
+    let mut table = [false; 256];
+    table[b'.' as usize] = true;
+    table[b'[' as usize] = true;
+    table[b']' as usize] = true;
+    table[b'`' as usize] = true;
+    table
+};
+
 /// A parsed path. Paths of up to four components (nearly all of them) live on the stack, so a
 /// lookup of many paths allocates nothing for them.
 pub type Path<'a> = SmallVec<[Component<'a>; 4]>;
@@ -99,7 +109,7 @@ pub fn parse_path(path: &[u8]) -> Result<Path<'_>, Status> {
                 }
                 let end = path[at..]
                     .iter()
-                    .position(|byte| matches!(byte, b'.' | b'[' | b']' | b'`'))
+                    .position(|byte| ENDS_NAME[*byte as usize])
                     .map_or(path.len(), |offset| at + offset);
                 if end == at || path.get(end) == Some(&b']') || path.get(end) == Some(&b'`') {
                     return Err(Status::PathEinval);

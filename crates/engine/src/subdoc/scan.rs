@@ -13,9 +13,22 @@ pub fn skip_ws(doc: &[u8], mut at: usize) -> usize {
     at
 }
 
+/// Bytes of a string looked at one by one before a vectorised search takes over: most strings
+/// (member names, short values) end within them, and for those the search's setup costs more
+/// than the scan.
+const SHORT_STRING_BYTES: usize = 24;
+
 /// `at` is an opening quote; returns the index after the closing quote.
 pub fn string_end(doc: &[u8], at: usize) -> Result<usize, Status> {
     let mut i = at + 1;
+    let short_end = doc.len().min(i + SHORT_STRING_BYTES);
+    while i < short_end {
+        match doc[i] {
+            b'"' => return Ok(i + 1),
+            b'\\' => i += 2,
+            _ => i += 1,
+        }
+    }
     loop {
         let offset = memchr::memchr2(b'"', b'\\', doc.get(i..).ok_or(Status::DocNotJson)?)
             .ok_or(Status::DocNotJson)?;
