@@ -2,6 +2,7 @@
 
 use hyper::StatusCode;
 use settee_engine::EngineError;
+use settee_mango::MangoError;
 
 /// Every way a request can fail, each with exactly one status and `{"error", "reason"}` body,
 /// as Apache CouchDB 3.x answers.
@@ -45,6 +46,9 @@ pub enum ApiError {
     ServiceUnavailable(String),
     #[error("{0}")]
     Internal(String),
+    /// Mango's errors carry CouchDB's status and error name themselves.
+    #[error("{0}")]
+    Mango(#[from] MangoError),
 }
 
 impl ApiError {
@@ -69,6 +73,9 @@ impl ApiError {
             ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Mango(error) => {
+                StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST)
+            }
         }
     }
 
@@ -93,6 +100,7 @@ impl ApiError {
             ApiError::NotImplemented(_) => "not_implemented",
             ApiError::ServiceUnavailable(_) => "service_unavailable",
             ApiError::Internal(_) => "unknown_error",
+            ApiError::Mango(error) => error.error(),
         }
     }
 

@@ -21,7 +21,6 @@ pub mod multipart;
 pub mod request;
 pub mod response;
 pub mod router;
-pub mod selector;
 pub mod server_api;
 pub mod subdoc_api;
 pub mod uuids;

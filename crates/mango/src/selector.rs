@@ -40,7 +40,7 @@ use std::sync::OnceLock;
 use regex::{Regex, RegexBuilder};
 use serde_json::{Number, Value};
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::{MangoError, MangoResult};
 
 /// Deepest nesting of arrays and objects a selector may have, operator arguments included.
 /// Bounds every recursion over a selector.
@@ -53,7 +53,7 @@ pub const REGEX_SIZE_LIMIT_BYTES: usize = 1 << 20;
 pub const ERROR_ARGUMENT_CHARS_MAX: usize = 1024;
 
 /// Checks a selector is well formed, with CouchDB's reason text on failure.
-pub fn validate(selector: &Value) -> ApiResult<()> {
+pub fn validate(selector: &Value) -> MangoResult<()> {
     Selector::parse(selector).map(|_| ())
 }
 
@@ -71,17 +71,21 @@ pub struct Selector {
 }
 
 impl Selector {
-    pub fn parse(selector: &Value) -> ApiResult<Selector> {
+    pub fn parse(selector: &Value) -> MangoResult<Selector> {
         let Value::Object(members) = selector else {
-            return Err(bad_request("Selector error: expected a JSON object".into()));
+            return Err(MangoError::bad_request(
+                "invalid_selector_json",
+                "Selector error: expected a JSON object",
+            ));
         };
         if members.is_empty() {
             return Ok(Selector { root: None });
         }
         if deeper_than(selector, SELECTOR_DEPTH_MAX) {
-            return Err(bad_request(format!(
-                "Selector is nested more than {SELECTOR_DEPTH_MAX} levels deep"
-            )));
+            return Err(MangoError::bad_request(
+                "invalid_selector",
+                format!("Selector is nested more than {SELECTOR_DEPTH_MAX} levels deep"),
+            ));
         }
         let root = normalize_negations(parse_node(selector, &[])?)?;
         if let Node::Field { path, .. } = &root {
@@ -98,12 +102,32 @@ impl Selector {
             Some(root) => eval(root, doc).unwrap_or(false),
         }
     }
+
+    /// The conjunction of `nodes` (the empty selector when there are none).
+    pub(crate) fn from_conjuncts(mut nodes: Vec<Node>) -> Selector {
+        let root = match nodes.len() {
+            0 => None,
+            1 => nodes.pop(),
+            _ => Some(Node::And(nodes)),
+        };
+        Selector { root }
+    }
+
+    /// True for the empty selector `{}`.
+    pub fn is_empty(&self) -> bool {
+        self.root.is_none()
+    }
+
+    /// The normalised tree, `None` for `{}`; read by the planner.
+    pub(crate) fn root(&self) -> Option<&Node> {
+        self.root.as_ref()
+    }
 }
 
 /// The normalised selector tree. After normalisation `Nor` survives only inside the argument of
 /// `$elemMatch`, `$allMatch` and `$keyMapMatch`, and `Not` only there too.
 #[derive(Debug, Clone)]
-enum Node {
+pub(crate) enum Node {
     And(Vec<Node>),
     Or(Vec<Node>),
     Nor(Vec<Node>),
@@ -119,7 +143,7 @@ enum Node {
 
 /// A condition on one value.
 #[derive(Debug, Clone)]
-enum Cond {
+pub(crate) enum Cond {
     Eq(Value),
     Ne(Value),
     Lt(Value),
@@ -146,7 +170,7 @@ enum Cond {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum JsonType {
+pub(crate) enum JsonType {
     Null,
     Boolean,
     Number,
@@ -185,12 +209,12 @@ impl JsonType {
 
 /// An object of two or more members is an implicit `$and`; anything that is not a one-member
 /// object is an implicit `$eq` (so `{"a": {}}` means `a == {}`).
-fn parse_node(value: &Value, path: &[String]) -> ApiResult<Node> {
+fn parse_node(value: &Value, path: &[String]) -> MangoResult<Node> {
     match value {
         Value::Object(members) if members.len() > 1 => members
             .iter()
             .map(|(key, arg)| parse_member(key, arg, path))
-            .collect::<ApiResult<Vec<_>>>()
+            .collect::<MangoResult<Vec<_>>>()
             .map(Node::And),
         Value::Object(members) => match members.iter().next() {
             Some((key, arg)) => parse_member(key, arg, path),
@@ -200,7 +224,7 @@ fn parse_node(value: &Value, path: &[String]) -> ApiResult<Node> {
     }
 }
 
-fn parse_member(key: &str, arg: &Value, path: &[String]) -> ApiResult<Node> {
+fn parse_member(key: &str, arg: &Value, path: &[String]) -> MangoResult<Node> {
     match key {
         "$and" | "$or" | "$nor" => {
             let Value::Array(items) = arg else {
@@ -209,7 +233,7 @@ fn parse_member(key: &str, arg: &Value, path: &[String]) -> ApiResult<Node> {
             let children = items
                 .iter()
                 .map(|item| parse_node(item, path))
-                .collect::<ApiResult<Vec<_>>>()?;
+                .collect::<MangoResult<Vec<_>>>()?;
             Ok(match key {
                 "$and" => Node::And(children),
                 "$or" => Node::Or(children),
@@ -238,7 +262,10 @@ fn parse_member(key: &str, arg: &Value, path: &[String]) -> ApiResult<Node> {
         },
         "$default" => parse_default(arg, path),
         "$where" | "$geoWithin" | "$geoIntersects" | "$near" | "$nearSphere" => {
-            Err(bad_request(format!("Unsupported operator: {key}")))
+            Err(MangoError::bad_request(
+                "not_supported",
+                format!("Unsupported operator: {key}"),
+            ))
         }
         _ if key.starts_with('$') => Ok(field(path, parse_condition(key, arg)?)),
         _ => {
@@ -250,21 +277,24 @@ fn parse_member(key: &str, arg: &Value, path: &[String]) -> ApiResult<Node> {
 }
 
 /// `$text` becomes `{"$default": {"$text": arg}}`, which may only stand at the top level.
-fn parse_default(arg: &Value, path: &[String]) -> ApiResult<Node> {
+fn parse_default(arg: &Value, path: &[String]) -> MangoResult<Node> {
     let is_text = arg
         .as_object()
         .is_some_and(|members| members.len() == 1 && members.contains_key("$text"));
     if path.is_empty() && is_text {
         Ok(Node::Text(arg.clone()))
     } else {
-        Err(bad_request(format!(
-            "Invalid field normalization on selector: {}",
-            quoted_term(&serde_json::json!({ "$default": arg }))
-        )))
+        Err(MangoError::bad_request(
+            "bad_field",
+            format!(
+                "Invalid field normalization on selector: {}",
+                quoted_term(&serde_json::json!({ "$default": arg }))
+            ),
+        ))
     }
 }
 
-fn parse_condition(operator: &str, arg: &Value) -> ApiResult<Cond> {
+fn parse_condition(operator: &str, arg: &Value) -> MangoResult<Cond> {
     let bad = || bad_arg(operator, arg);
     Ok(match operator {
         "$eq" => Cond::Eq(arg.clone()),
@@ -306,7 +336,12 @@ fn parse_condition(operator: &str, arg: &Value) -> ApiResult<Cond> {
         }
         "$beginsWith" => Cond::BeginsWith(arg.as_str().ok_or_else(bad)?.to_string()),
         "$size" => Cond::Size(arg.as_u64().ok_or_else(bad)?),
-        _ => return Err(bad_request(format!("Invalid operator: {operator}"))),
+        _ => {
+            return Err(MangoError::bad_request(
+                "invalid_operator",
+                format!("Invalid operator: {operator}"),
+            ))
+        }
     })
 }
 
@@ -319,11 +354,13 @@ fn field(path: &[String], cond: Cond) -> Node {
 
 /// Splits a field name on the dots not escaped by a backslash, then drops every backslash, as
 /// `mango_util:parse_field/1` does: `"a.b\\.c"` is `["a", "b.c"]`, `"\\$x"` is `["$x"]`.
-fn parse_field(name: &str) -> ApiResult<Vec<String>> {
+pub(crate) fn parse_field(name: &str) -> MangoResult<Vec<String>> {
     if name.is_empty() {
         return Err(missing_field_name());
     }
-    let invalid = || bad_request(format!("Invalid field name: {name}"));
+    let invalid = || {
+        MangoError::bad_request("invalid_field_name", format!("Invalid field name: {name}"))
+    };
     let mut segments = Vec::new();
     let mut segment = String::new();
     let mut segment_is_empty = true;
@@ -364,7 +401,7 @@ fn deeper_than(value: &Value, levels: usize) -> bool {
 // Negations: CouchDB's norm_negations and negate. Negations are pushed down to the conditions so
 // that `$not: {a: {$gt: 1}}` reads `a <= 1`, which (like every condition) needs `a` to exist.
 
-fn normalize_negations(node: Node) -> ApiResult<Node> {
+fn normalize_negations(node: Node) -> MangoResult<Node> {
     Ok(match node {
         Node::Not(inner) => negate(*inner)?,
         Node::Nor(children) => Node::And(map_nodes(children, negate)?),
@@ -375,7 +412,7 @@ fn normalize_negations(node: Node) -> ApiResult<Node> {
     })
 }
 
-fn negate(node: Node) -> ApiResult<Node> {
+fn negate(node: Node) -> MangoResult<Node> {
     Ok(match node {
         Node::Not(inner) => normalize_negations(*inner)?,
         Node::Nor(children) => Node::Or(map_nodes(children, normalize_negations)?),
@@ -407,7 +444,7 @@ fn negate_cond(cond: Cond) -> Cond {
     }
 }
 
-fn map_nodes(nodes: Vec<Node>, f: fn(Node) -> ApiResult<Node>) -> ApiResult<Vec<Node>> {
+fn map_nodes(nodes: Vec<Node>, f: fn(Node) -> MangoResult<Node>) -> MangoResult<Vec<Node>> {
     nodes.into_iter().map(f).collect()
 }
 
@@ -539,14 +576,14 @@ fn is_in(args: &[Value], value: &Value, order: TermOrder) -> bool {
     }
 }
 
-enum Lookup<'a> {
+pub(crate) enum Lookup<'a> {
     Found(&'a Value),
     Missing,
     /// The path runs into a scalar, or into an array with a name that is not an index in range.
     BadPath,
 }
 
-fn lookup<'a>(value: &'a Value, path: &[String]) -> Lookup<'a> {
+pub(crate) fn lookup<'a>(value: &'a Value, path: &[String]) -> Lookup<'a> {
     let mut current = value;
     for name in path {
         current = match current {
@@ -612,19 +649,15 @@ fn erlang_equal(a: &Value, b: &Value, exact: bool) -> bool {
 // ---------------------------------------------------------------------------------------------
 // Errors, with the reason text of `mango_error.erl`. Erlang prints arguments with `~w`.
 
-fn bad_request(reason: String) -> ApiError {
-    ApiError::BadRequest(reason)
-}
-
-fn bad_arg(operator: &str, arg: &Value) -> ApiError {
-    bad_request(format!(
-        "Bad argument for operator {operator}: {}",
-        quoted_term(arg)
-    ))
+fn bad_arg(operator: &str, arg: &Value) -> MangoError {
+    MangoError::bad_request(
+        "bad_arg",
+        format!("Bad argument for operator {operator}: {}", quoted_term(arg)),
+    )
 }
 
 /// `erlang_term`, cut to [`ERROR_ARGUMENT_CHARS_MAX`] characters.
-fn quoted_term(value: &Value) -> String {
+pub(crate) fn quoted_term(value: &Value) -> String {
     let mut text = erlang_term(value);
     if let Some((cut, _)) = text.char_indices().nth(ERROR_ARGUMENT_CHARS_MAX) {
         text.truncate(cut);
@@ -633,13 +666,16 @@ fn quoted_term(value: &Value) -> String {
     text
 }
 
-fn missing_field_name() -> ApiError {
-    bad_request("One or more conditions is missing a field name.".into())
+fn missing_field_name() -> MangoError {
+    MangoError::bad_request(
+        "invalid_selector",
+        "One or more conditions is missing a field name.",
+    )
 }
 
 /// A decoded JSON value as Erlang's `~w` prints it: strings as byte lists (`<<97,98>>`),
 /// objects as `{[{Key,Value}]}`.
-fn erlang_term(value: &Value) -> String {
+pub(crate) fn erlang_term(value: &Value) -> String {
     fn binary(s: &str) -> String {
         let bytes: Vec<String> = s.bytes().map(|b| b.to_string()).collect();
         format!("<<{}>>", bytes.join(","))
@@ -684,8 +720,8 @@ pub fn collate(a: &Value, b: &Value) -> Ordering {
     TermOrder::Collation.compare(a, b)
 }
 
-#[derive(Debug, Clone, Copy)]
-enum TermOrder {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TermOrder {
     /// View collation, for every field but `_id`.
     Collation,
     /// Erlang's term order (`mango_json:cmp_raw/2`), for `_id`: `numbers < false < null < true <
@@ -718,7 +754,7 @@ impl TermOrder {
     }
 
     /// Walks both values with an explicit stack, so no document is too deep to compare.
-    fn compare(self, a: &Value, b: &Value) -> Ordering {
+    pub(crate) fn compare(self, a: &Value, b: &Value) -> Ordering {
         enum Pending<'a> {
             Arrays(std::slice::Iter<'a, Value>, std::slice::Iter<'a, Value>),
             Objects(serde_json::map::Iter<'a>, serde_json::map::Iter<'a>),
@@ -1574,7 +1610,7 @@ mod tests {
         ];
         for (selector, reason) in cases {
             match validate(selector) {
-                Err(ApiError::BadRequest(text)) => {
+                Err(MangoError::BadRequest { reason: text, .. }) => {
                     assert!(text.starts_with(reason), "{selector}: got {text:?}")
                 }
                 other => panic!("{selector}: expected 400 {reason:?}, got {other:?}"),
@@ -1587,7 +1623,7 @@ mod tests {
     fn quoted_arguments_are_cut() {
         let huge = json!({"a": {"$in": "x".repeat(10_000)}});
         match validate(&huge) {
-            Err(ApiError::BadRequest(reason)) => {
+            Err(MangoError::BadRequest { reason, .. }) => {
                 assert!(
                     reason.len() < ERROR_ARGUMENT_CHARS_MAX + 100,
                     "{}",
@@ -1611,7 +1647,7 @@ mod tests {
         );
         let too_deep = json!({ "a": selector });
         match validate(&too_deep) {
-            Err(ApiError::BadRequest(reason)) => assert!(reason.contains("nested")),
+            Err(MangoError::BadRequest { reason, .. }) => assert!(reason.contains("nested")),
             other => panic!("expected a depth error, got {other:?}"),
         }
     }
