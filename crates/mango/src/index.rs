@@ -20,7 +20,7 @@ use sha1::{Digest, Sha1};
 
 use crate::error::{MangoError, MangoResult};
 use crate::request::design_id;
-use crate::selector::{quoted_term, Selector};
+use crate::selector::{lookup, quoted_term, Lookup, Selector};
 use crate::sort::Sort;
 
 /// The name of the special index.
@@ -78,6 +78,35 @@ impl Index {
                 "ddoc": self.ddoc, "name": self.name, "type": "json", "partitioned": false,
                 "def": def,
             }),
+        }
+    }
+
+    /// The key this index holds for `doc` (the whole document as JSON, `_id` included), or
+    /// `None` when the document is not in it: a JSON index leaves out design documents,
+    /// documents missing one of its fields and documents its partial filter refuses
+    /// (`mango_native_proc:get_index_entries`).
+    pub fn key_of(&self, doc: &Value) -> Option<Vec<Value>> {
+        let id = doc.get("_id").and_then(Value::as_str)?;
+        match self.kind {
+            IndexKind::Special => Some(vec![json!(id)]),
+            IndexKind::Json => {
+                if id.starts_with("_design/") {
+                    return None;
+                }
+                if let Some(filter) = &self.partial_filter {
+                    if !filter.matches(doc) {
+                        return None;
+                    }
+                }
+                self.fields
+                    .fields
+                    .iter()
+                    .map(|field| match lookup(doc, &field.path) {
+                        Lookup::Found(value) => Some(value.clone()),
+                        Lookup::Missing | Lookup::BadPath => None,
+                    })
+                    .collect()
+            }
         }
     }
 

@@ -13,6 +13,7 @@
 #![deny(clippy::unwrap_used)]
 
 pub mod error;
+pub mod explain;
 pub mod fields;
 pub mod index;
 mod normal_form;

@@ -525,6 +525,8 @@ fn is_exact(
         IndexKind::Special => ranges::cond_intervals(cond, ColumnOrder::Bytes).is_some(),
         // An `$eq` on a column is exact when, in every box, it and every column before it are
         // single values, so each key in range holds exactly that value there.
+        // Every document in a JSON index has every indexed field.
+        IndexKind::Json if matches!(cond, Cond::Exists(true)) => true,
         IndexKind::Json => {
             matches!(cond, Cond::Eq(_))
                 && columns[column].1 == ColumnOrder::Collation

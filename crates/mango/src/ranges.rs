@@ -213,14 +213,21 @@ fn node_boxes(
             };
             match cond_intervals(cond, columns[column].1) {
                 None => vec![full()],
-                Some(intervals) => intervals
-                    .into_iter()
-                    .map(|interval| {
-                        let mut region = full();
-                        region[column] = interval;
-                        region
-                    })
-                    .collect(),
+                Some(intervals) => {
+                    let regions: Vec<Region> = intervals
+                        .into_iter()
+                        .map(|interval| {
+                            let mut region = full();
+                            region[column] = interval;
+                            region
+                        })
+                        .collect();
+                    if regions.len() > RANGES_MAX {
+                        hull_all(regions, columns, hulled)
+                    } else {
+                        regions
+                    }
+                }
             }
         }
         // Negations survive normalisation only inside $elemMatch and friends; $text matches
@@ -438,7 +445,8 @@ impl IdRange {
         }
     }
 
-    /// `start_key` / `end_key` as CouchDB's `_explain` shows an `_all_docs` scan.
+    /// `start_key` / `end_key` as CouchDB's `_explain` shows an `_all_docs` scan, with
+    /// `inclusive_start` / `inclusive_end` set to `false` for an excluded end.
     pub fn to_json(&self) -> Value {
         let end = match &self.end {
             Bound::Unbounded => json!("<MAX>"),
@@ -448,7 +456,14 @@ impl IdRange {
             Bound::Unbounded => Value::Null,
             Bound::Included(id) | Bound::Excluded(id) => json!(id),
         };
-        json!({"start_key": start, "end_key": end})
+        let mut out = json!({"start_key": start, "end_key": end});
+        if matches!(self.start, Bound::Excluded(_)) {
+            out["inclusive_start"] = json!(false);
+        }
+        if matches!(self.end, Bound::Excluded(_)) {
+            out["inclusive_end"] = json!(false);
+        }
+        out
     }
 
     pub fn contains(&self, id: &str) -> bool {
