@@ -3,7 +3,7 @@
 //! [`serve`] accepts connections on an already-bound listener until its shutdown future
 //! resolves. Each request is authenticated ([`auth`]), routed by its decoded path segments
 //! ([`router`]) to a handler module (`server_api`, `db_api`, `doc_api`, `bulk_api`,
-//! `changes_api`, `attachments_api`), and every failure becomes one CouchDB error body through
+//! `changes_api`, `attachments_api`, `mango_api`), and every failure becomes one CouchDB error body through
 //! the table in [`error`]. Document JSON is split and spliced in [`couch_doc`], never
 //! re-serialised on reads.
 #![deny(clippy::unwrap_used)]
@@ -17,6 +17,7 @@ pub mod couch_doc;
 pub mod db_api;
 pub mod doc_api;
 pub mod error;
+pub mod mango_api;
 pub mod multipart;
 pub mod request;
 pub mod response;

@@ -10,7 +10,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::request::{parse_query, split_path, Req};
 use crate::response::{self, HttpResponse};
 use crate::{
-    attachments_api, bulk_api, changes_api, db_api, doc_api, server_api, subdoc_api, HttpState,
+    attachments_api, bulk_api, changes_api, db_api, doc_api, mango_api, server_api, subdoc_api,
+    HttpState,
 };
 
 pub const SERVER_HEADER: &str = "settee/0.1 (CouchDB 3.x compatible)";
@@ -62,6 +63,17 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
         [db, "_all_docs"] => bulk_api::all_docs(state, req, db, bulk_api::DocSet::All).await,
         [db, "_design_docs"] => bulk_api::all_docs(state, req, db, bulk_api::DocSet::Design).await,
         [db, "_bulk_docs"] => bulk_api::bulk_docs(state, req, db).await,
+        [db, "_index"] => mango_api::index(state, req, db).await,
+        [db, "_index", "_bulk_delete"] => mango_api::bulk_delete(state, req, db).await,
+        [db, "_index", ddoc, kind, name] => {
+            mango_api::delete(state, req, db, ddoc, kind, name).await
+        }
+        [db, "_index", "_design", ddoc, kind, name] => {
+            mango_api::delete(state, req, db, ddoc, kind, name).await
+        }
+        [_, "_index", ..] => Err(ApiError::missing()),
+        [db, "_find"] => mango_api::find(state, req, db).await,
+        [db, "_explain"] => mango_api::explain_find(state, req, db).await,
         [db, "_bulk_get"] => bulk_api::bulk_get(state, req, db).await,
         [db, "_revs_diff"] => bulk_api::revs_diff(state, req, db).await,
         [db, "_missing_revs"] => bulk_api::missing_revs(state, req, db).await,

@@ -12,7 +12,9 @@
 //! Start reading at [`planner::plan`].
 #![deny(clippy::unwrap_used)]
 
+pub mod bookmark;
 pub mod error;
+pub mod exec;
 pub mod explain;
 pub mod fields;
 pub mod index;
@@ -24,6 +26,8 @@ pub mod selector;
 pub mod sort;
 
 pub use error::{MangoError, MangoResult};
+pub use exec::{execute, ExecutionStats, FindOutcome};
+pub use explain::explain;
 pub use fields::Fields;
 pub use index::{Index, IndexKind, NewIndex};
 pub use planner::{plan, Plan, Purpose, Query};
