@@ -173,12 +173,12 @@ pub fn execute(
     if index.kind == IndexKind::Special {
         warnings.push("No matching index found, create an index to optimize query time.".into());
     }
-    let examined = stats.docs_examined + stats.quorum_docs_examined;
+    let examined = (stats.docs_examined + stats.quorum_docs_examined) as f64;
     let ratio = match stats.results_returned {
         0 => examined,
-        returned => examined / returned,
+        returned => examined / returned as f64,
     };
-    if ratio > INDEX_SCAN_WARNING_RATIO {
+    if ratio > INDEX_SCAN_WARNING_RATIO as f64 {
         warnings.push(
             "The number of documents examined is high in proportion to the number of results \
              returned. Consider adding a more specific index to improve this."
