@@ -34,7 +34,6 @@
 //! `$regex` uses the `regex` crate instead of PCRE: look-around and back-references are
 //! rejected, and `.` matches a character where CouchDB's byte-mode PCRE matches a byte.
 
-
 use regex::{Regex, RegexBuilder};
 use serde_json::{Number, Value};
 

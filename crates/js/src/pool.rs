@@ -156,7 +156,13 @@ impl JsPool {
             worker.run_program(&program, |sandbox| {
                 let text = sandbox.call(
                     "reduce",
-                    (program.id as f64, view as f64, keys_json, values_json, rereduce),
+                    (
+                        program.id as f64,
+                        view as f64,
+                        keys_json,
+                        values_json,
+                        rereduce,
+                    ),
                 )?;
                 script_answer(&text)
             })

@@ -34,7 +34,10 @@ fn rows(output: &settee_js::MapOutput) -> serde_json::Value {
             .iter()
             .map(|view| view
                 .iter()
-                .map(|(k, v)| json!([k, serde_json::from_str::<serde_json::Value>(v.get()).expect("value")]))
+                .map(|(k, v)| json!([
+                    k,
+                    serde_json::from_str::<serde_json::Value>(v.get()).expect("value")
+                ]))
                 .collect::<Vec<_>>())
             .collect::<Vec<_>>())
         .collect::<Vec<_>>())
@@ -79,7 +82,9 @@ fn documents_are_frozen_for_map_functions() {
 #[test]
 fn functions_that_do_not_compile_are_named() {
     let pool = pool(5000);
-    let error = pool.check(program(&["function (doc) { emit(doc._id "])).wait();
+    let error = pool
+        .check(program(&["function (doc) { emit(doc._id "]))
+        .wait();
     match error {
         Err(JsError::Compile(reason)) => assert!(
             reason.starts_with("Compilation of the map function in the 'v0' view failed"),
@@ -100,7 +105,10 @@ fn functions_that_do_not_compile_are_named() {
 fn an_endless_loop_is_stopped_and_the_pool_keeps_serving() {
     let pool = pool(300);
     let result = pool
-        .map(program(&["function (doc) { while (true) {} }"]), "[{}]".into())
+        .map(
+            program(&["function (doc) { while (true) {} }"]),
+            "[{}]".into(),
+        )
         .wait();
     assert!(matches!(result, Err(JsError::Timeout(300))), "{result:?}");
     let fine = pool
@@ -113,11 +121,15 @@ fn an_endless_loop_is_stopped_and_the_pool_keeps_serving() {
 #[test]
 fn a_memory_hog_is_stopped_and_the_pool_keeps_serving() {
     let pool = pool(20_000);
-    let hog = "function (doc) { var all = []; while (true) { all.push(new Array(100000).fill(doc)); } }";
+    let hog =
+        "function (doc) { var all = []; while (true) { all.push(new Array(100000).fill(doc)); } }";
     let result = pool.map(program(&[hog]), "[{}]".into()).wait();
     assert!(matches!(result, Err(JsError::OutOfMemory)), "{result:?}");
     let fine = pool
-        .map(program(&["function (doc) { emit(null, 1); }"]), "[{}]".into())
+        .map(
+            program(&["function (doc) { emit(null, 1); }"]),
+            "[{}]".into(),
+        )
         .wait()
         .expect("map after running out of memory");
     assert_eq!(rows(&fine), json!([[[[null, 1]]]]));
@@ -135,7 +147,13 @@ fn javascript_reduce_and_rereduce() {
         ..ProgramSpec::default()
     }));
     let first = pool
-        .reduce(program.clone(), 0, "[[1,\"a\"],[2,\"b\"]]".into(), "[5,6]".into(), false)
+        .reduce(
+            program.clone(),
+            0,
+            "[[1,\"a\"],[2,\"b\"]]".into(),
+            "[5,6]".into(),
+            false,
+        )
         .wait();
     assert_eq!(first, Ok(json!(2)));
     let again = pool
@@ -145,11 +163,14 @@ fn javascript_reduce_and_rereduce() {
     let thrown = Arc::new(Program::new(&ProgramSpec {
         names: vec!["v".into()],
         maps: vec!["function (doc) {}".into()],
-        reduces: vec![Some("function () { throw {error: 'nope', reason: 'bad'}; }".into())],
+        reduces: vec![Some(
+            "function () { throw {error: 'nope', reason: 'bad'}; }".into(),
+        )],
         ..ProgramSpec::default()
     }));
     assert_eq!(
-        pool.reduce(thrown, 0, "[]".into(), "[]".into(), false).wait(),
+        pool.reduce(thrown, 0, "[]".into(), "[]".into(), false)
+            .wait(),
         Err(JsError::Script("nope: bad".into()))
     );
 }
