@@ -137,6 +137,16 @@ impl IndexGroup {
         self.state.lock().row_counts.get(view).copied().unwrap_or(0)
     }
 
+    /// (bytes on disk, bytes on disk) of the group's rows, back index and state; data still
+    /// in memtables is not counted.
+    pub fn sizes(&self) -> (u64, u64) {
+        let prefix = keys::group_prefix(self.bucket.id(), self.id);
+        let file = self
+            .store
+            .size_on_disk(Cf::View, &prefix, &keys::prefix_end(&prefix));
+        (file, file)
+    }
+
     pub fn task(&self) -> TaskProgress {
         self.task.lock().clone()
     }
