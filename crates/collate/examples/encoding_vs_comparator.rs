@@ -19,8 +19,15 @@ fn keys(n: usize) -> Vec<Value> {
     };
     (0..n)
         .map(|i| match i % 3 {
-            0 => json!(["contact", format!("Name {}", next() % 100_000), next() % 1000]),
-            1 => json!([format!("user-{}", next() % 500), 1_600_000_000_000u64 + next() % 1_000_000]),
+            0 => json!([
+                "contact",
+                format!("Name {}", next() % 100_000),
+                next() % 1000
+            ]),
+            1 => json!([
+                format!("user-{}", next() % 500),
+                1_600_000_000_000u64 + next() % 1_000_000
+            ]),
             _ => json!(format!("place-{}-{}", next() % 1000, next() % 1000)),
         })
         .collect()
@@ -29,7 +36,10 @@ fn keys(n: usize) -> Vec<Value> {
 fn main() {
     let n = 200_000;
     let values = keys(n);
-    let texts: Vec<Vec<u8>> = values.iter().map(|v| serde_json::to_vec(v).unwrap_or_default()).collect();
+    let texts: Vec<Vec<u8>> = values
+        .iter()
+        .map(|v| serde_json::to_vec(v).unwrap_or_default())
+        .collect();
 
     let start = Instant::now();
     let mut encoded: Vec<Vec<u8>> = values.iter().map(settee_collate::encode_key).collect();
@@ -52,8 +62,18 @@ fn main() {
     let encoded_bytes: usize = encoded.iter().map(Vec::len).sum();
     let text_bytes: usize = texts.iter().map(Vec::len).sum();
     println!("{n} keys");
-    println!("encode once:            {:>8.1} ms ({:.0} ns/key)", encode.as_secs_f64() * 1e3, encode.as_nanos() as f64 / n as f64);
-    println!("sort, memcmp:           {:>8.1} ms", memcmp_sort.as_secs_f64() * 1e3);
+    println!(
+        "encode once:            {:>8.1} ms ({:.0} ns/key)",
+        encode.as_secs_f64() * 1e3,
+        encode.as_nanos() as f64 / n as f64
+    );
+    println!(
+        "sort, memcmp:           {:>8.1} ms",
+        memcmp_sort.as_secs_f64() * 1e3
+    );
     println!("sort, JSON comparator:  {:>8.1} ms ({comparisons} comparisons, {per_compare_ns:.0} ns each)", comparator_sort.as_secs_f64() * 1e3);
-    println!("bytes: encoded {encoded_bytes}, JSON {text_bytes} ({:.2}x)", encoded_bytes as f64 / text_bytes as f64);
+    println!(
+        "bytes: encoded {encoded_bytes}, JSON {text_bytes} ({:.2}x)",
+        encoded_bytes as f64 / text_bytes as f64
+    );
 }

@@ -45,6 +45,17 @@ pub enum ApiError {
     #[error("{0}")]
     ServiceUnavailable(String),
     #[error("{0}")]
+    InvalidDesignDoc(String),
+    #[error("{0}")]
+    Compilation(String),
+    /// JavaScript could not run to completion (time or memory limit, reduce error).
+    #[error("{0}")]
+    OsProcess(String),
+    #[error("{0}")]
+    BuiltinReduce(String),
+    #[error("{0}")]
+    ReduceOverflow(String),
+    #[error("{0}")]
     Internal(String),
     /// Mango's errors carry CouchDB's status and error name themselves.
     #[error("{0}")]
@@ -57,7 +68,9 @@ impl ApiError {
             ApiError::BadRequest(_)
             | ApiError::QueryParse(_)
             | ApiError::IllegalDatabaseName(_)
-            | ApiError::DocValidation(_) => StatusCode::BAD_REQUEST,
+            | ApiError::DocValidation(_)
+            | ApiError::InvalidDesignDoc(_)
+            | ApiError::Compilation(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
@@ -72,7 +85,10 @@ impl ApiError {
             ApiError::BadContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Internal(_)
+            | ApiError::OsProcess(_)
+            | ApiError::BuiltinReduce(_)
+            | ApiError::ReduceOverflow(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Mango(error) => {
                 StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST)
             }
@@ -101,6 +117,11 @@ impl ApiError {
             ApiError::ServiceUnavailable(_) => "service_unavailable",
             ApiError::Internal(_) => "unknown_error",
             ApiError::Mango(error) => error.error(),
+            ApiError::InvalidDesignDoc(_) => "invalid_design_doc",
+            ApiError::Compilation(_) => "compilation_error",
+            ApiError::OsProcess(_) => "os_process_error",
+            ApiError::BuiltinReduce(_) => "builtin_reduce_error",
+            ApiError::ReduceOverflow(_) => "reduce_overflow_error",
         }
     }
 

@@ -11,6 +11,7 @@ use crate::request::{parse_query, split_path, Req};
 use crate::response::{self, HttpResponse};
 use crate::{
     attachments_api, bulk_api, changes_api, db_api, doc_api, mango_api, server_api, subdoc_api,
+    view_api,
     HttpState,
 };
 
@@ -52,7 +53,7 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
         ["_dbs_info"] => server_api::dbs_info(state, req).await,
         ["_uuids"] => server_api::uuids(state, req),
         ["_session"] => server_api::session(state, req).await,
-        ["_active_tasks"] => server_api::active_tasks(req),
+        ["_active_tasks"] => server_api::active_tasks(state, req),
         ["favicon.ico"] => Err(ApiError::missing()),
         [first, ..] if first.starts_with('_') && !db_api::is_system_db(first) => {
             Err(ApiError::BadRequest(format!(
@@ -89,6 +90,11 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
             let id = format!("_design/{name}");
             doc_api::document(state, req, db, &id).await
         }
+        [db, "_design", name, "_view", view] => view_api::view(state, req, db, name, view).await,
+        [db, "_design", name, "_view", view, "queries"] => {
+            view_api::view_queries(state, req, db, name, view).await
+        }
+        [db, "_design", name, "_info"] => view_api::design_info(state, req, db, name).await,
         [_, "_design", _, "_view" | "_info" | "_show" | "_list" | "_update" | "_rewrite", ..] => {
             Err(ApiError::NotImplemented(
                 "design document functions are not served yet".into(),

@@ -36,12 +36,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         settings.pbkdf2_iterations,
     ));
     let server_uuid = config.server_uuid.clone();
+    let views = settee_views::Views::new(engine.clone(), settee_views::ViewsConfig::default())
+        .map_err(|error| anyhow::anyhow!("starting the view indexer: {error}"))?;
     let state = Arc::new(HttpState::new(
         engine.clone(),
         config,
         users.clone(),
         secret,
         shutdown_receiver.clone(),
+        views,
     ));
     for db in SYSTEM_DBS {
         if engine.bucket(db).is_none() {
