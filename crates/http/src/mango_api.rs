@@ -1,7 +1,8 @@
 //! Mango over HTTP: `GET/POST /{db}/_index`, `DELETE /{db}/_index/{ddoc}/json/{name}`,
 //! `POST /{db}/_index/_bulk_delete`, `POST /{db}/_find` and `POST /{db}/_explain`.
 //! Parsing, planning and execution are `settee-mango`'s; this module loads and saves the
-//! design documents indexes live in, checks access, and writes CouchDB's response shapes.
+//! design documents indexes live in, opens a JSON index's group on the view indexer (and
+//! waits for it when `update` is true), checks access, and writes CouchDB's response shapes.
 
 use bytes::Bytes;
 use hyper::{Method, StatusCode};
@@ -10,7 +11,8 @@ use settee_engine::{AttachmentInput, Bucket, DocRecord, DocUpdate, ScanRange, Up
 use settee_mango::index::{add_to_ddoc, indexes_in_ddoc, remove_from_ddoc, AddOutcome};
 use settee_mango::request::design_id;
 use settee_mango::{
-    execute, explain, plan, FindRequest, Index, IndexKind, MangoError, NewIndex, Purpose, Query,
+    execute, explain, open_index, plan, FindRequest, Index, IndexKind, MangoError, NewIndex,
+    Purpose, Query,
 };
 
 use crate::auth::DbAccess;
@@ -290,6 +292,19 @@ pub async fn find(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
     }
     let indexes = load_indexes(&bucket)?;
     let plan = plan(&Query::of(&request), &indexes, Purpose::Find)?;
+    let group = match &plan.index {
+        Some(index) => open_index(&state.views, &bucket, index).await?,
+        None => None,
+    };
+    if let Some(group) = &group {
+        // CouchDB's update=true: the index first catches up with every write acknowledged
+        // before the query arrived; otherwise it is read as it is, and catches up behind.
+        if request.update {
+            group.wait_for(&bucket.high_seqnos()).await?;
+        } else {
+            group.ensure_builder();
+        }
+    }
     let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(8);
     tokio::task::spawn_blocking(move || {
         let options = RenderOptions {
@@ -319,7 +334,14 @@ pub async fn find(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
                 .blocking_send(Bytes::from(std::mem::take(&mut chunk)))
                 .is_ok()
         };
-        let outcome = execute(&bucket, &request, &plan, &render, &mut emit);
+        let outcome = execute(
+            &bucket,
+            group.as_deref(),
+            &request,
+            &plan,
+            &render,
+            &mut emit,
+        );
         let mut tail = std::mem::take(&mut chunk);
         match outcome {
             Ok(outcome) => {

@@ -468,6 +468,12 @@ pub async fn view_cleanup(state: &HttpState, bucket: &Arc<Bucket>) -> ApiResult<
             keep.insert(design.signature);
         }
     }
+    // Mango JSON indexes are index groups too.
+    for index in crate::mango_api::load_indexes(bucket)? {
+        if index.kind == settee_mango::IndexKind::Json {
+            keep.insert(settee_mango::signature(&index));
+        }
+    }
     state.views.cleanup(bucket, &keep).await?;
     Ok(ok_true(StatusCode::ACCEPTED))
 }

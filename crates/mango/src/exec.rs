@@ -10,16 +10,17 @@
 use std::ops::Bound;
 use std::time::Instant;
 
-use serde_json::{json, Map, Value};
-use settee_collate::collate;
+use serde_json::{json, Value};
 use settee_engine::{Bucket, DocRecord, EngineError, ScanRange};
+use settee_views::{EncodedRange, IndexGroup, ViewError};
 
 use crate::bookmark::Bookmark;
 use crate::error::{MangoError, MangoResult};
 use crate::fields::Fields;
-use crate::index::{Index, IndexKind};
+use crate::index::IndexKind;
 use crate::planner::{Plan, Ranges};
-use crate::ranges::IdRange;
+use crate::fields::set_field;
+use crate::ranges::{IdRange, KeyPart, KeyRange};
 use crate::request::FindRequest;
 
 /// `execution_stats`, as CouchDB counts them.
@@ -72,9 +73,11 @@ struct Row {
 pub type Render<'a> = dyn Fn(&str, &DocRecord) -> Option<Vec<u8>> + 'a;
 
 /// Runs `plan` for `request` over `bucket`, handing each result's JSON to `emit` (which returns
-/// `false` when the client has gone, to stop early).
+/// `false` when the client has gone, to stop early). `group` is the indexer's group of the
+/// plan's JSON index (`None` for `_all_docs`).
 pub fn execute(
     bucket: &Bucket,
+    group: Option<&IndexGroup>,
     request: &FindRequest,
     plan: &Plan,
     render: &Render,
@@ -97,35 +100,57 @@ pub fn execute(
     let mut skip = request.skip;
     let mut limit = request.limit;
     let needs_doc_json = !plan.residual.is_empty() || request.fields != Fields::All;
-    let mut visit = |row: Row, stats: &mut ExecutionStats| -> MangoResult<bool> {
+    let columns: Vec<Vec<String>> = index
+        .fields
+        .fields
+        .iter()
+        .map(|field| field.path.clone())
+        .collect();
+    let mut visit = |mut row: Row, stats: &mut ExecutionStats| -> MangoResult<bool> {
         if limit == 0 {
             return Ok(false);
         }
         stats.keys_examined += 1;
-        let record = match row.record {
-            Some(record) => record,
-            None => match bucket.read_record(row.id.as_bytes()).map_err(engine_error)? {
-                Some(record) => record,
-                None => return Ok(true),
-            },
-        };
-        if request.r > 1 {
-            stats.quorum_docs_examined += 1;
+        // The document as matched (when the residual or `fields` need it) and as sent whole.
+        let (doc, rendered) = if plan.covering {
+            // Every field the query reads is in the key: no document is read.
+            let mut derived = json!({ "_id": row.id });
+            if let Value::Array(values) = &row.key {
+                for (path, value) in columns.iter().zip(values) {
+                    set_field(&mut derived, path, value.clone());
+                }
+            }
+            (Some(derived), None)
         } else {
-            stats.docs_examined += 1;
-        }
-        let Some(rendered) = render(&row.id, &record) else {
-            return Ok(true);
-        };
-        let mut doc = None;
-        if needs_doc_json {
-            let Ok(parsed) = serde_json::from_slice::<Value>(&rendered) else {
+            let record = match row.record.take() {
+                Some(record) => record,
+                None => match bucket.read_record(row.id.as_bytes()).map_err(engine_error)? {
+                    Some(record) => record,
+                    None => return Ok(true),
+                },
+            };
+            if request.r > 1 {
+                stats.quorum_docs_examined += 1;
+            } else {
+                stats.docs_examined += 1;
+            }
+            let Some(rendered) = render(&row.id, &record) else {
                 return Ok(true);
             };
-            if !plan.residual.matches(&parsed) {
+            let doc = if needs_doc_json {
+                let Ok(parsed) = serde_json::from_slice::<Value>(&rendered) else {
+                    return Ok(true);
+                };
+                Some(parsed)
+            } else {
+                None
+            };
+            (doc, Some(rendered))
+        };
+        if let Some(doc) = &doc {
+            if !plan.residual.matches(doc) {
                 return Ok(true);
             }
-            doc = Some(parsed);
         }
         last = Some(Bookmark {
             key: row.key,
@@ -135,11 +160,13 @@ pub fn execute(
             skip -= 1;
             return Ok(true);
         }
-        let delivered = match (&request.fields, doc) {
-            (Fields::Only(_), Some(doc)) => {
+        let delivered = match (&request.fields, doc, rendered) {
+            (Fields::Only(_), Some(doc), _) => {
                 emit(request.fields.extract(doc).to_string().as_bytes())
             }
-            _ => emit(&rendered),
+            (_, _, Some(rendered)) => emit(&rendered),
+            (_, Some(doc), None) => emit(doc.to_string().as_bytes()),
+            (_, None, None) => true,
         };
         stats.results_returned += 1;
         limit -= 1;
@@ -152,13 +179,17 @@ pub fn execute(
                     visit(row, &mut stats)
                 })?
             }
-            (Ranges::Keys(_), IndexKind::Json) => scan_json_index_by_documents(
-                bucket,
-                index,
-                plan,
-                resume.as_ref(),
-                &mut |row| visit(row, &mut stats),
-            )?,
+            (Ranges::Keys(ranges), IndexKind::Json) => {
+                let Some(group) = group else {
+                    return Err(MangoError::Internal {
+                        error: "internal_error",
+                        reason: "the JSON index is not open".into(),
+                    });
+                };
+                scan_index(group, ranges, plan.descending, resume.as_ref(), &mut |row| {
+                    visit(row, &mut stats)
+                })?
+            }
             (Ranges::Keys(_), IndexKind::Special) => {}
         }
     }
@@ -319,82 +350,78 @@ fn scan_range(range: &IdRange, descending: bool) -> ScanRange {
     }
 }
 
-/// A JSON index computed from the documents: every document's key is taken, those in the
-/// plan's ranges sorted by (key, id), and the rows visited in that order. Correct, but it reads
-/// every document and holds the matching keys in memory; it stands in until the index is kept
-/// by the view indexer.
-fn scan_json_index_by_documents(
-    bucket: &Bucket,
-    index: &Index,
-    plan: &Plan,
+/// A JSON index's ranges, scanned in the indexer's order (key, then document id), resuming
+/// strictly after a bookmark. A range's end `[v1 .. vk, <MAX>]` is every key that begins with
+/// `v1 .. vk`: the array's encoding without its closing byte, then `0xFF` (above every
+/// element's type tag; `docs/format/views.md`).
+fn scan_index(
+    group: &IndexGroup,
+    ranges: &[KeyRange],
+    descending: bool,
     resume: Option<&Bookmark>,
     visit: &mut dyn FnMut(Row) -> MangoResult<bool>,
 ) -> MangoResult<()> {
-    let Ranges::Keys(ranges) = &plan.ranges else {
-        return Ok(());
+    let ordered: Vec<&KeyRange> = if descending {
+        ranges.iter().rev().collect()
+    } else {
+        ranges.iter().collect()
     };
-    if ranges.is_empty() {
-        return Ok(());
-    }
-    let mut rows: Vec<(Vec<Value>, String)> = Vec::new();
-    for item in bucket.scan_docs(ScanRange::default()) {
-        let (key, record) = item.map_err(engine_error)?;
-        let Ok(id) = String::from_utf8(key) else {
-            continue;
-        };
-        let Some(leaf) = record.winner() else {
-            continue;
-        };
-        let live = !leaf.deleted && (record.expiry == 0 || record.expiry > bucket.now_secs());
-        if !live || !leaf.json {
-            continue;
-        }
-        let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(&leaf.body) else {
-            continue;
-        };
-        let mut doc = Map::with_capacity(body.len() + 2);
-        doc.insert("_id".into(), json!(id));
-        doc.insert("_rev".into(), json!(leaf.rev.to_string()));
-        doc.extend(body);
-        let Some(key) = index.key_of(&Value::Object(doc)) else {
-            continue;
-        };
-        if ranges.iter().any(|range| range.contains(&key)) {
-            rows.push((key, id));
-        }
-    }
-    let order = |a: &(Vec<Value>, String), b: &(Vec<Value>, String)| {
-        collate(&json!(a.0), &json!(b.0)).then_with(|| a.1.cmp(&b.1))
-    };
-    rows.sort_by(order);
-    if plan.descending {
-        rows.reverse();
-    }
-    for (key, id) in rows {
-        let row = (key, id);
+    for range in ordered {
+        let mut lower = settee_views::row_position(&Value::Array(range.start.clone()), None);
+        let mut upper = upper_position(&range.end);
         if let Some(bookmark) = resume {
-            let at = (
-                bookmark.key.as_array().cloned().unwrap_or_default(),
-                bookmark.id.clone(),
-            );
-            let past = if plan.descending {
-                order(&row, &at).is_lt()
+            let at = settee_views::row_position(&bookmark.key, Some(&bookmark.id));
+            if descending {
+                upper = upper.min(at);
             } else {
-                order(&row, &at).is_gt()
-            };
-            if !past {
-                continue;
+                lower = lower.max(settee_views::position_after(&at));
             }
         }
-        let (key, id) = row;
-        let visited = Row {
-            key: Value::Array(key),
-            id,
-            record: None,
+        let encoded = EncodedRange {
+            lower,
+            upper,
+            descending,
         };
-        if !visit(visited)? {
-            break;
+        for row in group.scan_encoded(0, &encoded) {
+            let row = row.map_err(view_error)?;
+            let visited = Row {
+                key: row.key(),
+                id: row.id_str().into_owned(),
+                record: None,
+            };
+            if !visit(visited)? {
+                return Ok(());
+            }
         }
     }
     Ok(())
+}
+
+/// The exclusive upper position of a key range's end.
+fn upper_position(end: &[KeyPart]) -> Vec<u8> {
+    let values: Vec<Value> = end
+        .iter()
+        .take_while(|part| matches!(part, KeyPart::Value(_)))
+        .filter_map(|part| match part {
+            KeyPart::Value(value) => Some(value.clone()),
+            KeyPart::Max => None,
+        })
+        .collect();
+    let mut position = settee_collate::encode_key(&Value::Array(values.clone()));
+    if end.len() > values.len() {
+        // Ends in <MAX>: every key with these first elements.
+        position.pop();
+        position.push(0xFF);
+        position
+    } else {
+        // Ends at this exact key: just past its rows.
+        settee_views::position_after(&position)
+    }
+}
+
+fn view_error(error: ViewError) -> MangoError {
+    MangoError::Internal {
+        error: "internal_error",
+        reason: error.to_string(),
+    }
 }

@@ -3,8 +3,10 @@
 //! A request body becomes a [`FindRequest`] ([`request`]) whose [`Selector`] ([`selector`]) is
 //! parsed and normalised once. The pure [`planner`] picks an [`Index`] ([`index`]: `_all_docs`
 //! or a JSON index stored in a `"language": "query"` design document) and the key ranges of it
-//! to scan ([`ranges`]); the executor ([`exec`]) scans them, filters with the plan's residual
-//! selector, projects [`Fields`], and counts `execution_stats`; [`explain`] renders a plan the
+//! to scan ([`ranges`]); the executor ([`exec`]) scans them — `_all_docs` through the engine,
+//! JSON indexes through the view indexer (`settee-views`), whose rows a native
+//! [`MangoMapper`] emits ([`mapper`]) — filters with the plan's residual selector, projects
+//! [`Fields`], and counts `execution_stats`; [`explain`] renders a plan the
 //! way CouchDB's `_explain` does. Errors carry CouchDB's status, name and reason
 //! ([`MangoError`]). The selector matcher and view collation are also what `_changes` filters
 //! with.
@@ -18,6 +20,7 @@ pub mod exec;
 pub mod explain;
 pub mod fields;
 pub mod index;
+pub mod mapper;
 mod normal_form;
 pub mod planner;
 pub mod ranges;
@@ -30,6 +33,7 @@ pub use exec::{execute, ExecutionStats, FindOutcome};
 pub use explain::explain;
 pub use fields::Fields;
 pub use index::{Index, IndexKind, NewIndex};
+pub use mapper::{open_index, signature, MangoMapper};
 pub use planner::{plan, Plan, Purpose, Query};
 pub use request::FindRequest;
 pub use selector::{collate, Selector};

@@ -2,7 +2,8 @@
 //! random selectors planned and executed, and the documents returned — paged through with a
 //! small limit and bookmarks — must be exactly those a brute-force filter over every document
 //! keeps: once each, in index order. Runs with no JSON index, with indexes the planner may
-//! choose, and with an index forced by `use_index` (partial ones included).
+//! choose, and with an index forced by `use_index` (partial ones included). JSON indexes are
+//! built by the view indexer with Mango's native mapper, as the server does.
 
 mod common;
 
@@ -15,11 +16,15 @@ use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use settee_engine::{DocRecord, DocUpdate, Engine, EngineOptions};
 use settee_mango::index::{add_to_ddoc, indexes_in_ddoc, AddOutcome};
-use settee_mango::{execute, plan, FindRequest, Index, IndexKind, NewIndex, Purpose, Query};
+use settee_mango::{
+    execute, open_index, plan, FindRequest, Index, IndexKind, NewIndex, Purpose, Query,
+};
+use settee_views::{Views, ViewsConfig};
 
 struct Fixture {
     _dir: tempfile::TempDir,
     engine: Arc<Engine>,
+    views: Arc<Views>,
     runtime: tokio::runtime::Runtime,
     next_bucket: AtomicUsize,
 }
@@ -30,9 +35,11 @@ fn fixture() -> &'static Fixture {
         let dir = tempfile::tempdir().expect("temp dir");
         let engine =
             Arc::new(Engine::open(dir.path(), EngineOptions::default()).expect("open engine"));
+        let views = Views::new(engine.clone(), ViewsConfig::default()).expect("views");
         Fixture {
             _dir: dir,
             engine,
+            views,
             runtime: tokio::runtime::Runtime::new().expect("runtime"),
             next_bucket: AtomicUsize::new(0),
         }
@@ -83,7 +90,7 @@ fn render(id: &str, record: &DocRecord) -> Option<Vec<u8>> {
 /// Runs the query page by page (`limit` documents each, following bookmarks) and returns every
 /// document returned, in order.
 fn find_all(
-    bucket: &settee_engine::Bucket,
+    bucket: &Arc<settee_engine::Bucket>,
     mut body: Value,
     indexes: &[Index],
     page: u64,
@@ -96,8 +103,19 @@ fn find_all(
         let plan = plan(&Query::of(&request), indexes, Purpose::Find)
             .map_err(|e| e.reason().to_string())?;
         let index = plan.index.clone().expect("find plans pick an index");
+        let fixture = fixture();
+        let group = fixture
+            .runtime
+            .block_on(async {
+                let group = open_index(&fixture.views, bucket, &index).await?;
+                if let Some(group) = &group {
+                    group.wait_for(&bucket.high_seqnos()).await?;
+                }
+                Ok::<_, settee_views::ViewError>(group)
+            })
+            .map_err(|e| e.to_string())?;
         let mut docs = Vec::new();
-        let outcome = execute(bucket, &request, &plan, &render, &mut |doc: &[u8]| {
+        let outcome = execute(bucket, group.as_deref(), &request, &plan, &render, &mut |doc: &[u8]| {
             docs.push(serde_json::from_slice::<Value>(doc).expect("emitted JSON"));
             true
         })

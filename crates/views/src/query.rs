@@ -72,6 +72,33 @@ impl Row {
     }
 }
 
+/// A range of a view's rows by encoded position, `[lower, upper)`, the view's own prefix left
+/// out: a position is an encoded key (`settee_collate::encode_key`), optionally followed by a
+/// document id ([`row_position`]), or any byte string between two of those. For callers whose
+/// bounds a [`KeyRange`] cannot state, such as Mango's "every key that begins with these array
+/// elements" (the array's encoding without its closing byte, then `0xFF`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedRange {
+    pub lower: Vec<u8>,
+    pub upper: Vec<u8>,
+    pub descending: bool,
+}
+
+/// Where the rows of `key` begin or, with `doc_id`, where that document's rows under `key`
+/// begin. [`position_after`] of it is just past them.
+pub fn row_position(key: &Value, doc_id: Option<&str>) -> Vec<u8> {
+    let mut bytes = settee_collate::encode_key(key);
+    if let Some(id) = doc_id {
+        keys::push_escaped_id(id.as_bytes(), &mut bytes);
+    }
+    bytes
+}
+
+/// The first position after every position that starts with `position`.
+pub fn position_after(position: &[u8]) -> Vec<u8> {
+    keys::prefix_end(position)
+}
+
 fn bound_bytes(prefix: &[u8], bound: &KeyBound) -> Vec<u8> {
     let mut bytes = prefix.to_vec();
     settee_collate::encode_key_to(&bound.key, &mut bytes);
@@ -110,12 +137,33 @@ impl IndexGroup {
         range: &KeyRange,
     ) -> impl Iterator<Item = Result<Row, ViewError>> + '_ {
         let (prefix, lower, upper) = self.bounds(view, range);
-        let prefix_len = prefix.len();
+        self.scan_between(prefix.len(), lower, upper, range.descending)
+    }
+
+    /// The rows of view `view` between two encoded positions (see [`EncodedRange`]), in key
+    /// order (reversed when descending).
+    pub fn scan_encoded(
+        &self,
+        view: usize,
+        range: &EncodedRange,
+    ) -> impl Iterator<Item = Result<Row, ViewError>> + '_ {
+        let prefix = keys::view_prefix(self.bucket.id(), self.id, view as u16);
+        let mut lower = prefix.clone();
+        lower.extend_from_slice(&range.lower);
+        let mut upper = prefix.clone();
+        upper.extend_from_slice(&range.upper);
+        self.scan_between(prefix.len(), lower, upper, range.descending)
+    }
+
+    fn scan_between(
+        &self,
+        prefix_len: usize,
+        lower: Vec<u8>,
+        upper: Vec<u8>,
+        descending: bool,
+    ) -> impl Iterator<Item = Result<Row, ViewError>> + '_ {
         let valid = lower < upper;
-        let scan = valid.then(|| {
-            self.store()
-                .scan(Cf::View, &lower, &upper, range.descending)
-        });
+        let scan = valid.then(|| self.store().scan(Cf::View, &lower, &upper, descending));
         scan.into_iter().flatten().map(move |item| {
             let (key, value) = item?;
             let (id, key_json, value_json) = keys::split_row(prefix_len, &key, &value)
