@@ -144,3 +144,22 @@ test('the response body is CouchDB\'s, byte for byte around the documents', asyn
   const empty = await http('POST', `${url}/_find`, { body: { selector: { group: 11 }, execution_stats: true } });
   assert.match(empty.text, /^\{"docs":\[\r\n\],\r\n"bookmark": "nil",\r\n"execution_stats": \{.*\}\}\r\n$/);
 });
+
+test('the index reflects every write acknowledged before the query (update=true)', async () => {
+  for (let i = 0; i < 25; i += 1) {
+    const id = `late${i}`;
+    const put = await http('PUT', `${url}/${id}`, { body: { group: 100 + i, n: -i } });
+    assert.equal(put.status, 201);
+    const found = await find({ selector: { group: { $in: [100 + i] } } });
+    assert.deepEqual(found.docs.map((doc) => doc._id), [id]);
+    assert.equal(found.execution_stats.total_docs_examined, 1);
+  }
+  // An update moves the document in the index; a deletion takes it out.
+  const doc = (await http('GET', `${url}/late0`)).json;
+  await http('PUT', `${url}/late0`, { body: { ...doc, group: 200 } });
+  assert.deepEqual((await find({ selector: { group: 100 } })).docs, []);
+  assert.deepEqual((await find({ selector: { group: 200 } })).docs.map((d) => d._id), ['late0']);
+  const moved = (await http('GET', `${url}/late0`)).json;
+  await http('DELETE', `${url}/late0?rev=${moved._rev}`);
+  assert.deepEqual((await find({ selector: { group: 200 } })).docs, []);
+});
