@@ -297,7 +297,9 @@ impl IndexGroup {
         }
         self.next_vbucket.store(resume_at, Ordering::Relaxed);
 
+        let read_done = std::time::Instant::now();
         let parts = self.process(&entries)?;
+        let mapped_done = std::time::Instant::now();
         let mut batch = Batch::new();
         let mut row_counts = state.row_counts.clone();
         for (part_batch, deltas) in parts {
@@ -319,6 +321,13 @@ impl IndexGroup {
             new_state.encode(),
         );
         self.store.write_unsynced(batch)?;
+        tracing::debug!(
+            design = %self.name,
+            entries = entries.len(),
+            map_ms = (mapped_done - read_done).as_millis() as u64,
+            write_ms = mapped_done.elapsed().as_millis() as u64,
+            "indexed a batch"
+        );
         *self.state.lock() = new_state;
         let mut task = self.task.lock();
         task.changes_done += entries.len() as u64;
