@@ -111,7 +111,9 @@ async fn create(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpRes
     let body = req.json_body_within(&state.config).await?;
     let index = NewIndex::parse(&body)?;
     let record = read_doc(&bucket, &index.ddoc)?;
-    let current = record.as_ref().and_then(|record| live_body(&bucket, record));
+    let current = record
+        .as_ref()
+        .and_then(|record| live_body(&bucket, record));
     let result = match add_to_ddoc(current.as_ref(), &index)? {
         AddOutcome::Exists => "exists",
         AddOutcome::Updated(new_body) => {

@@ -16,10 +16,10 @@ use settee_views::{EncodedRange, IndexGroup, ViewError};
 
 use crate::bookmark::Bookmark;
 use crate::error::{MangoError, MangoResult};
+use crate::fields::set_field;
 use crate::fields::Fields;
 use crate::index::IndexKind;
 use crate::planner::{Plan, Ranges};
-use crate::fields::set_field;
 use crate::ranges::{IdRange, KeyPart, KeyRange};
 use crate::request::FindRequest;
 
@@ -124,7 +124,10 @@ pub fn execute(
         } else {
             let record = match row.record.take() {
                 Some(record) => record,
-                None => match bucket.read_record(row.id.as_bytes()).map_err(engine_error)? {
+                None => match bucket
+                    .read_record(row.id.as_bytes())
+                    .map_err(engine_error)?
+                {
                     Some(record) => record,
                     None => return Ok(true),
                 },
@@ -174,11 +177,13 @@ pub fn execute(
     };
     if request.limit > 0 {
         match (&plan.ranges, index.kind) {
-            (Ranges::Ids(ranges), _) => {
-                scan_ids(bucket, ranges, plan.descending, resume.as_ref(), &mut |row| {
-                    visit(row, &mut stats)
-                })?
-            }
+            (Ranges::Ids(ranges), _) => scan_ids(
+                bucket,
+                ranges,
+                plan.descending,
+                resume.as_ref(),
+                &mut |row| visit(row, &mut stats),
+            )?,
             (Ranges::Keys(ranges), IndexKind::Json) => {
                 let Some(group) = group else {
                     return Err(MangoError::Internal {
@@ -186,9 +191,13 @@ pub fn execute(
                         reason: "the JSON index is not open".into(),
                     });
                 };
-                scan_index(group, ranges, plan.descending, resume.as_ref(), &mut |row| {
-                    visit(row, &mut stats)
-                })?
+                scan_index(
+                    group,
+                    ranges,
+                    plan.descending,
+                    resume.as_ref(),
+                    &mut |row| visit(row, &mut stats),
+                )?
             }
             (Ranges::Keys(_), IndexKind::Special) => {}
         }
@@ -275,11 +284,7 @@ fn scan_ids(
 }
 
 /// The part of `range` after (before, descending) the bookmarked id.
-fn resume_within(
-    range: &IdRange,
-    resume: Option<&Bookmark>,
-    descending: bool,
-) -> Option<IdRange> {
+fn resume_within(range: &IdRange, resume: Option<&Bookmark>, descending: bool) -> Option<IdRange> {
     let Some(bookmark) = resume else {
         return Some(range.clone());
     };

@@ -51,7 +51,9 @@ pub fn explain(db: &str, request: &FindRequest, plan: &Plan) -> Value {
     out.insert("dbname".into(), json!(db));
     out.insert(
         "index".into(),
-        plan.index.as_ref().map_or(Value::Null, |index| index.to_json()),
+        plan.index
+            .as_ref()
+            .map_or(Value::Null, |index| index.to_json()),
     );
     out.insert("partitioned".into(), json!(false));
     out.insert("selector".into(), request.selector.to_json());

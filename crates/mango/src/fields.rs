@@ -105,7 +105,10 @@ mod tests {
             fields.extract(doc.clone()),
             json!({"_id": "x", "b": {"c": 2}, "e": {"1": 6}})
         );
-        assert_eq!(Fields::parse(&json!([])).expect("ok").extract(doc.clone()), doc);
+        assert_eq!(
+            Fields::parse(&json!([])).expect("ok").extract(doc.clone()),
+            doc
+        );
         assert_eq!(fields.names(), ["_id", "b.c", "missing", "a.z", "e.1"]);
     }
 

@@ -189,7 +189,10 @@ impl NewIndex {
             Some(other) => {
                 return Err(MangoError::bad_request(
                     "invalid_pos_integer",
-                    format!("{} is not an integer greater than zero", quoted_term(&other)),
+                    format!(
+                        "{} is not an integer greater than zero",
+                        quoted_term(&other)
+                    ),
                 ))
             }
         }
@@ -290,7 +293,10 @@ fn parse_def(def: &Value) -> MangoResult<(Sort, Value)> {
         Some(other) => {
             return Err(MangoError::bad_request(
                 "invalid_selector_json",
-                format!("Selector must be a JSON object, not: {}", quoted_term(&other)),
+                format!(
+                    "Selector must be a JSON object, not: {}",
+                    quoted_term(&other)
+                ),
             ))
         }
     };
@@ -331,7 +337,10 @@ fn invalid_string(value: &Value) -> MangoError {
 }
 
 fn invalid_key(key: &str) -> MangoError {
-    MangoError::bad_request("invalid_key", format!("Invalid key {key} for this request."))
+    MangoError::bad_request(
+        "invalid_key",
+        format!("Invalid key {key} for this request."),
+    )
 }
 
 /// What adding an index to a design document came to.
@@ -482,21 +491,51 @@ mod tests {
         let cases = [
             (json!({"index": {"fields": "bing"}}), "invalid_sort_json"),
             (json!({"index": {"fields": [""]}}), "invalid_sort_field"),
-            (json!({"index": {"fields": [{"a": "asc", "b": "desc"}]}}), "invalid_sort_field"),
-            (json!({"index": {"fields": ["a", {"b": "desc"}]}}), "unsupported_mixed_sort"),
+            (
+                json!({"index": {"fields": [{"a": "asc", "b": "desc"}]}}),
+                "invalid_sort_field",
+            ),
+            (
+                json!({"index": {"fields": ["a", {"b": "desc"}]}}),
+                "unsupported_mixed_sort",
+            ),
             (json!({"index": ["a"]}), "invalid_index"),
             (json!({"index": {}}), "missing_required_key"),
             (json!({"index": {"fields": ["a"], "x": 1}}), "invalid_key"),
-            (json!({"index": {"fields": ["a"], "partial_filter_selector": 1}}), "invalid_selector_json"),
+            (
+                json!({"index": {"fields": ["a"], "partial_filter_selector": 1}}),
+                "invalid_selector_json",
+            ),
             (json!({"fields": ["a"]}), "invalid_key"),
             (json!({}), "missing_required_key"),
-            (json!({"index": {"fields": ["a"]}, "type": "geo"}), "invalid_index"),
-            (json!({"index": {"fields": ["a"]}, "type": 1.5}), "invalid_string"),
-            (json!({"index": {"fields": ["a"]}, "name": ""}), "invalid_empty_string"),
-            (json!({"index": {"fields": ["a"]}, "name": true}), "invalid_string"),
-            (json!({"index": {"fields": ["a"]}, "ddoc": "_design/"}), "illegal_docid"),
-            (json!({"index": {"fields": ["a"]}, "ddoc": {"a": 1}}), "invalid_string"),
-            (json!({"index": {"fields": ["a"]}, "w": 0}), "invalid_pos_integer"),
+            (
+                json!({"index": {"fields": ["a"]}, "type": "geo"}),
+                "invalid_index",
+            ),
+            (
+                json!({"index": {"fields": ["a"]}, "type": 1.5}),
+                "invalid_string",
+            ),
+            (
+                json!({"index": {"fields": ["a"]}, "name": ""}),
+                "invalid_empty_string",
+            ),
+            (
+                json!({"index": {"fields": ["a"]}, "name": true}),
+                "invalid_string",
+            ),
+            (
+                json!({"index": {"fields": ["a"]}, "ddoc": "_design/"}),
+                "illegal_docid",
+            ),
+            (
+                json!({"index": {"fields": ["a"]}, "ddoc": {"a": 1}}),
+                "invalid_string",
+            ),
+            (
+                json!({"index": {"fields": ["a"]}, "w": 0}),
+                "invalid_pos_integer",
+            ),
         ];
         for (body, error) in cases {
             let got = NewIndex::parse(&body).expect_err("invalid");

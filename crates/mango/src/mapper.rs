@@ -9,9 +9,7 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use settee_engine::{md5_of, Bucket};
-use settee_views::{
-    DocInput, GroupSpec, IndexGroup, MappedBatch, Mapper, ViewError, Views,
-};
+use settee_views::{DocInput, GroupSpec, IndexGroup, MappedBatch, Mapper, ViewError, Views};
 
 use crate::index::{Index, IndexKind};
 
@@ -112,10 +110,7 @@ mod tests {
             r#"{"_id":"3","_rev":"1-a","a":null,"b":{"c":[1]},"x":0}"#,
             r#"{"_id":"4","_rev":"1-a","a":null,"b":{"c":[1]},"x":1}"#,
         ];
-        let inputs: Vec<DocInput> = docs
-            .iter()
-            .map(|json| DocInput { id: "", json })
-            .collect();
+        let inputs: Vec<DocInput> = docs.iter().map(|json| DocInput { id: "", json }).collect();
         let mapped = mapper.map(&inputs).expect("maps");
         let keys: Vec<Option<Value>> = mapped
             .iter()

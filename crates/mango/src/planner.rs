@@ -20,8 +20,8 @@ use crate::fields::Fields;
 use crate::index::{Index, IndexKind};
 use crate::normal_form::join_field;
 use crate::ranges::{
-    self, boxes, id_range, is_indexable, key_range, merge_id_ranges, merge_key_ranges,
-    ColumnOrder, IdRange, KeyRange, Region,
+    self, boxes, id_range, is_indexable, key_range, merge_id_ranges, merge_key_ranges, ColumnOrder,
+    IdRange, KeyRange, Region,
 };
 use crate::request::{design_id, FindRequest, UseIndex};
 use crate::selector::{Cond, Node, Selector, TermOrder};
@@ -153,9 +153,7 @@ pub fn plan(query: &Query, indexes: &[Index], purpose: Purpose) -> MangoResult<P
         .collect();
     let chosen_from = if !by_use_index.is_empty() {
         by_use_index
-    } else if query.allow_fallback
-        || (query.use_index.is_empty() && usable_indexes.len() > 1)
-    {
+    } else if query.allow_fallback || (query.use_index.is_empty() && usable_indexes.len() > 1) {
         usable_indexes.clone()
     } else {
         return Err(invalid_index(query.use_index));
@@ -214,7 +212,13 @@ pub fn plan(query: &Query, indexes: &[Index], purpose: Purpose) -> MangoResult<P
             boxes.regions.iter().map(key_range).collect(),
         )),
     };
-    let residual = residual(query.selector, winner, &columns, &boxes.regions, boxes.hulled);
+    let residual = residual(
+        query.selector,
+        winner,
+        &columns,
+        &boxes.regions,
+        boxes.hulled,
+    );
     let use_index_warning = if query.use_index.is_empty() || names(winner, query.use_index) {
         None
     } else {
@@ -275,9 +279,9 @@ fn invalid_index(use_index: &UseIndex) -> MangoError {
 fn not_used_warning(use_index: &UseIndex) -> String {
     let ddoc = design_id(use_index.ddoc.as_deref().unwrap_or_default());
     match &use_index.name {
-        None => format!(
-            "{ddoc} was not used because it does not contain a valid index for this query."
-        ),
+        None => {
+            format!("{ddoc} was not used because it does not contain a valid index for this query.")
+        }
         Some(name) => {
             format!("{ddoc}, {name} was not used because it is not a valid index for this query.")
         }
@@ -396,9 +400,7 @@ pub(crate) fn constrained_fields(node: Option<&Node>) -> BTreeSet<Vec<String>> {
     node.map(walk).unwrap_or_default()
 }
 
-fn intersection(
-    mut sets: impl Iterator<Item = BTreeSet<Vec<String>>>,
-) -> BTreeSet<Vec<String>> {
+fn intersection(mut sets: impl Iterator<Item = BTreeSet<Vec<String>>>) -> BTreeSet<Vec<String>> {
     let Some(first) = sets.next() else {
         return BTreeSet::new();
     };
@@ -438,8 +440,7 @@ fn required_fields(query: &Query, selector: Option<&Node>) -> Option<BTreeSet<St
     match query.fields {
         Fields::All => None,
         Fields::Only(fields) => {
-            let mut names: BTreeSet<String> =
-                fields.iter().map(|(name, _)| name.clone()).collect();
+            let mut names: BTreeSet<String> = fields.iter().map(|(name, _)| name.clone()).collect();
             names.extend(selector_fields(selector));
             Some(names)
         }

@@ -92,7 +92,10 @@ impl FindRequest {
             Some(other) => {
                 return Err(MangoError::bad_request(
                     "invalid_selector_json",
-                    format!("Selector must be a JSON object, not: {}", quoted_term(&other)),
+                    format!(
+                        "Selector must be a JSON object, not: {}",
+                        quoted_term(&other)
+                    ),
                 ))
             }
         };
@@ -183,7 +186,11 @@ impl FindRequest {
         opts.insert("conflicts".into(), json!(self.conflicts));
         opts.insert(
             "stale".into(),
-            if self.stale { json!("ok") } else { json!(false) },
+            if self.stale {
+                json!("ok")
+            } else {
+                json!(false)
+            },
         );
         opts.insert("update".into(), json!(self.update));
         opts.insert("stable".into(), json!(self.stable));
@@ -296,7 +303,12 @@ mod tests {
             Some("_design/d")
         );
         assert!(parse(json!(null)).expect("ok").is_empty());
-        for bad in [json!("a/b/c/d"), json!(5), json!([1]), json!(["a", "b", "c"])] {
+        for bad in [
+            json!("a/b/c/d"),
+            json!(5),
+            json!([1]),
+            json!(["a", "b", "c"]),
+        ] {
             assert_eq!(parse(bad).expect_err("bad").error(), "invalid_index_name");
         }
     }
@@ -308,18 +320,33 @@ mod tests {
             (json!({}), "missing_required_key"),
             (json!({"selector": []}), "invalid_selector_json"),
             (json!({"selector": {"a": {"$bad": 1}}}), "invalid_operator"),
-            (json!({"selector": {}, "limit": -1}), "invalid_non_neg_integer"),
-            (json!({"selector": {}, "skip": 1.5}), "invalid_non_neg_integer"),
+            (
+                json!({"selector": {}, "limit": -1}),
+                "invalid_non_neg_integer",
+            ),
+            (
+                json!({"selector": {}, "skip": 1.5}),
+                "invalid_non_neg_integer",
+            ),
             (json!({"selector": {}, "r": 0}), "invalid_pos_integer"),
-            (json!({"selector": {}, "conflicts": "yes"}), "invalid_boolean"),
+            (
+                json!({"selector": {}, "conflicts": "yes"}),
+                "invalid_boolean",
+            ),
             (json!({"selector": {}, "bookmark": 1}), "invalid_bookmark"),
             (json!({"selector": {}, "sort": {}}), "invalid_sort_json"),
             (json!({"selector": {}, "fields": "a"}), "invalid_fields"),
-            (json!({"selector": {}, "stale": "no"}), "invalid_ok_or_false_value"),
+            (
+                json!({"selector": {}, "stale": "no"}),
+                "invalid_ok_or_false_value",
+            ),
             (json!({"selector": {}, "partition": "p"}), "bad_request"),
             (json!({"selector": {}, "bogus": 1}), "invalid_key"),
             // A bad value is reported before an unknown member.
-            (json!({"selector": {}, "bogus": 1, "limit": "x"}), "invalid_non_neg_integer"),
+            (
+                json!({"selector": {}, "bogus": 1, "limit": "x"}),
+                "invalid_non_neg_integer",
+            ),
         ];
         for (body, error) in cases {
             let got = FindRequest::parse(&body).expect_err("invalid");

@@ -258,12 +258,9 @@ fn parse_member(key: &str, arg: &Value, path: &[String]) -> MangoResult<Node> {
             _ => Err(bad_arg(key, arg)),
         },
         "$default" => parse_default(arg, path),
-        "$where" | "$geoWithin" | "$geoIntersects" | "$near" | "$nearSphere" => {
-            Err(MangoError::bad_request(
-                "not_supported",
-                format!("Unsupported operator: {key}"),
-            ))
-        }
+        "$where" | "$geoWithin" | "$geoIntersects" | "$near" | "$nearSphere" => Err(
+            MangoError::bad_request("not_supported", format!("Unsupported operator: {key}")),
+        ),
         _ if key.starts_with('$') => Ok(field(path, parse_condition(key, arg)?)),
         _ => {
             let mut full = path.to_vec();
@@ -355,9 +352,8 @@ pub(crate) fn parse_field(name: &str) -> MangoResult<Vec<String>> {
     if name.is_empty() {
         return Err(missing_field_name());
     }
-    let invalid = || {
-        MangoError::bad_request("invalid_field_name", format!("Invalid field name: {name}"))
-    };
+    let invalid =
+        || MangoError::bad_request("invalid_field_name", format!("Invalid field name: {name}"));
     let mut segments = Vec::new();
     let mut segment = String::new();
     let mut segment_is_empty = true;
@@ -708,9 +704,9 @@ pub(crate) fn erlang_term(value: &Value) -> String {
 // ---------------------------------------------------------------------------------------------
 // Collation lives in `settee-collate`, shared with the view indexer.
 
-pub use settee_collate::{collate, compare_strings};
 use settee_collate::compare_numbers;
 pub(crate) use settee_collate::TermOrder;
+pub use settee_collate::{collate, compare_strings};
 
 #[cfg(test)]
 mod tests {

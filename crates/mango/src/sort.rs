@@ -52,7 +52,10 @@ impl Sort {
             .map(sort_field)
             .collect::<MangoResult<Vec<_>>>()?;
         if let Some(first) = fields.first() {
-            if fields.iter().any(|field| field.direction != first.direction) {
+            if fields
+                .iter()
+                .any(|field| field.direction != first.direction)
+            {
                 return Err(MangoError::bad_request(
                     "unsupported_mixed_sort",
                     "Sorts currently only support a single direction for all fields.",
@@ -74,7 +77,10 @@ impl Sort {
     }
 
     pub fn names(&self) -> Vec<&str> {
-        self.fields.iter().map(|field| field.name.as_str()).collect()
+        self.fields
+            .iter()
+            .map(|field| field.name.as_str())
+            .collect()
     }
 
     /// `[{"a": "asc"}, ...]`, the form indexes are listed in.
@@ -140,10 +146,7 @@ mod tests {
         assert_eq!(sort.fields[1].path, ["b", "c"]);
         assert_eq!(sort.direction(), Direction::Asc);
         assert_eq!(sort.to_json_object(), json!({"a": "asc", "b.c": "asc"}));
-        assert_eq!(
-            sort.to_json_list(),
-            json!([{"a": "asc"}, {"b.c": "asc"}])
-        );
+        assert_eq!(sort.to_json_list(), json!([{"a": "asc"}, {"b.c": "asc"}]));
         let desc = Sort::parse(&json!([{"a": "desc"}])).expect("valid");
         assert_eq!(desc.direction(), Direction::Desc);
         assert!(Sort::parse(&json!([])).expect("valid").is_empty());

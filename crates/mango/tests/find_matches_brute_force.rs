@@ -115,10 +115,17 @@ fn find_all(
             })
             .map_err(|e| e.to_string())?;
         let mut docs = Vec::new();
-        let outcome = execute(bucket, group.as_deref(), &request, &plan, &render, &mut |doc: &[u8]| {
-            docs.push(serde_json::from_slice::<Value>(doc).expect("emitted JSON"));
-            true
-        })
+        let outcome = execute(
+            bucket,
+            group.as_deref(),
+            &request,
+            &plan,
+            &render,
+            &mut |doc: &[u8]| {
+                docs.push(serde_json::from_slice::<Value>(doc).expect("emitted JSON"));
+                true
+            },
+        )
         .map_err(|e| e.reason().to_string())?;
         assert_eq!(outcome.stats.results_returned, docs.len() as u64);
         let done = (docs.len() as u64) < page;

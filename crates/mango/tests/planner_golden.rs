@@ -50,10 +50,9 @@ fn outcome(case: &Value) -> Value {
 
 #[test]
 fn plans_match_the_golden_file() {
-    let cases: Vec<Value> = serde_json::from_str(
-        &std::fs::read_to_string(testdata("cases.json")).expect("cases.json"),
-    )
-    .expect("cases are JSON");
+    let cases: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(testdata("cases.json")).expect("cases.json"))
+            .expect("cases are JSON");
     let mut got = Map::new();
     for case in &cases {
         let name = case["name"].as_str().expect("case has a name").to_string();
@@ -78,9 +77,9 @@ fn plans_match_the_golden_file() {
     for (name, plan) in got {
         match golden.get(name) {
             Some(expected) if expected == plan => {}
-            Some(expected) => differences.push(format!(
-                "{name}:\n  expected {expected}\n  got      {plan}"
-            )),
+            Some(expected) => {
+                differences.push(format!("{name}:\n  expected {expected}\n  got      {plan}"))
+            }
             None => differences.push(format!("{name}: not in the golden file")),
         }
     }

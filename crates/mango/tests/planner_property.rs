@@ -115,7 +115,6 @@ proptest! {
     }
 }
 
-
 #[test]
 fn unions_past_the_limit_become_their_hull() {
     let values: Vec<i64> = (0..1500).collect();
@@ -132,7 +131,11 @@ fn unions_past_the_limit_become_their_hull() {
         assert!(!plan.residual.is_empty(), "a hull decides nothing exactly");
         for a in [0, 49, 1499] {
             let doc = json!({"_id": "x", "a": a, "b": 7});
-            let key = plan.index.as_ref().and_then(|i| i.key_of(&doc)).expect("indexed");
+            let key = plan
+                .index
+                .as_ref()
+                .and_then(|i| i.key_of(&doc))
+                .expect("indexed");
             assert!(in_ranges(&plan.ranges, &key), "{a} must stay in range");
         }
     }

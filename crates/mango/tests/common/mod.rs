@@ -64,7 +64,11 @@ pub fn id_value() -> impl Strategy<Value = Value> {
 }
 
 pub fn condition(field: &'static str) -> BoxedStrategy<Value> {
-    let v = if field == "_id" { id_value().boxed() } else { value().boxed() };
+    let v = if field == "_id" {
+        id_value().boxed()
+    } else {
+        value().boxed()
+    };
     let values = prop::collection::vec(v.clone(), 0..4);
     prop_oneof![
         v.clone().prop_map(|v| v),
@@ -120,4 +124,3 @@ pub fn selector() -> impl Strategy<Value = Value> {
         ]
     })
 }
-
