@@ -8,7 +8,7 @@ fuzz_target!(|data: &[u8]| {
         serde_json::Value::Array(items) if items.len() == 2 => (&items[0], &items[1]),
         _ => (&value, &value),
     };
-    if settee_http::selector::validate(selector).is_ok() {
-        let _ = settee_http::selector::matches(selector, doc);
+    if settee_mango::selector::validate(selector).is_ok() {
+        let _ = settee_mango::selector::matches(selector, doc);
     }
 });

@@ -11,7 +11,8 @@
 //! memcached (`scripts/bench-kv-vs-memcached.sh`). Start reading at `kv/mod.rs`.
 //!
 //! Both share the documents they write (`docs.rs`), the per-phase histograms and the table they
-//! print (`report.rs`). [`ids`] drives the document engine in-process instead (seed 003).
+//! print (`report.rs`). [`ids`] drives the document engine in-process instead (seed 003), and
+//! [`views`] the engine and the view indexer (seed 001).
 #![deny(clippy::unwrap_used)]
 
 mod cpu;
@@ -21,3 +22,4 @@ pub mod ids;
 pub mod kv;
 mod report;
 pub mod subdoc;
+pub mod views;

@@ -119,6 +119,9 @@ fn prepare_bulk_doc(
     }
     if id.starts_with("_design/") {
         require_db_access(bucket, &req.user, DbAccess::Admin).map_err(fail)?;
+        if !doc.deleted {
+            crate::view_api::check_design_fields(&id, &doc.body).map_err(fail)?;
+        }
     }
     if bucket.name() == USERS_DB {
         prepare_user_doc(state, &req.user, &id, &mut doc).map_err(fail)?;

@@ -26,7 +26,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::request::Req;
 use crate::response::{channel_body, json_string, HttpResponse};
 use crate::router::not_allowed;
-use crate::{selector, HttpState};
+use crate::HttpState;
+use settee_mango::Selector;
 
 /// Rows rendered per batch before the task yields to send them.
 const ROWS_PER_BATCH: usize = 500;
@@ -49,7 +50,7 @@ enum Feed {
 enum Filter {
     None,
     DocIds(HashSet<String>),
-    Selector(selector::Selector),
+    Selector(Selector),
     Design,
 }
 
@@ -181,7 +182,11 @@ fn feed_options(state: &HttpState, req: &Req, body: &Value) -> ApiResult<FeedOpt
             let selector = body.get("selector").cloned().ok_or_else(|| {
                 ApiError::BadRequest("Selector must be specified in POST payload".into())
             })?;
-            Filter::Selector(selector::Selector::parse(&selector)?)
+            // CouchDB answers a bad `_changes` selector with `bad_request` and Mango's reason.
+            Filter::Selector(
+                Selector::parse(&selector)
+                    .map_err(|error| ApiError::BadRequest(error.reason().to_string()))?,
+            )
         }
         Some("_design") => Filter::Design,
         Some("_view") => return Err(ApiError::NotImplemented("filter=_view needs views".into())),

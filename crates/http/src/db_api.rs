@@ -210,9 +210,9 @@ pub async fn view_cleanup(state: &HttpState, req: &mut Req, db: &str) -> ApiResu
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    open(state, req, db, DbAccess::Admin)?;
+    let bucket = open(state, req, db, DbAccess::Admin)?;
     req.require_json_content_type()?;
-    Ok(ok_true(StatusCode::ACCEPTED))
+    crate::view_api::view_cleanup(state, &bucket).await
 }
 
 pub async fn purge(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {

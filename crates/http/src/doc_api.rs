@@ -277,6 +277,9 @@ pub async fn save(
     if bucket.name() == USERS_DB {
         prepare_user_doc(state, &req.user, id, &mut doc)?;
     }
+    if id.starts_with("_design/") && !doc.deleted {
+        crate::view_api::check_design(state, id, &doc.body).await?;
+    }
     let new_edits = req.bool_param("new_edits", true)?;
     let history = match (&doc.revisions, &rev) {
         (Some(history), _) => history.clone(),

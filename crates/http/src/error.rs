@@ -2,6 +2,7 @@
 
 use hyper::StatusCode;
 use settee_engine::EngineError;
+use settee_mango::MangoError;
 
 /// Every way a request can fail, each with exactly one status and `{"error", "reason"}` body,
 /// as Apache CouchDB 3.x answers.
@@ -44,7 +45,21 @@ pub enum ApiError {
     #[error("{0}")]
     ServiceUnavailable(String),
     #[error("{0}")]
+    InvalidDesignDoc(String),
+    #[error("{0}")]
+    Compilation(String),
+    /// JavaScript could not run to completion (time or memory limit, reduce error).
+    #[error("{0}")]
+    OsProcess(String),
+    #[error("{0}")]
+    BuiltinReduce(String),
+    #[error("{0}")]
+    ReduceOverflow(String),
+    #[error("{0}")]
     Internal(String),
+    /// Mango's errors carry CouchDB's status and error name themselves.
+    #[error("{0}")]
+    Mango(#[from] MangoError),
 }
 
 impl ApiError {
@@ -53,7 +68,9 @@ impl ApiError {
             ApiError::BadRequest(_)
             | ApiError::QueryParse(_)
             | ApiError::IllegalDatabaseName(_)
-            | ApiError::DocValidation(_) => StatusCode::BAD_REQUEST,
+            | ApiError::DocValidation(_)
+            | ApiError::InvalidDesignDoc(_)
+            | ApiError::Compilation(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
@@ -68,7 +85,13 @@ impl ApiError {
             ApiError::BadContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Internal(_)
+            | ApiError::OsProcess(_)
+            | ApiError::BuiltinReduce(_)
+            | ApiError::ReduceOverflow(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Mango(error) => {
+                StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST)
+            }
         }
     }
 
@@ -93,6 +116,12 @@ impl ApiError {
             ApiError::NotImplemented(_) => "not_implemented",
             ApiError::ServiceUnavailable(_) => "service_unavailable",
             ApiError::Internal(_) => "unknown_error",
+            ApiError::Mango(error) => error.error(),
+            ApiError::InvalidDesignDoc(_) => "invalid_design_doc",
+            ApiError::Compilation(_) => "compilation_error",
+            ApiError::OsProcess(_) => "os_process_error",
+            ApiError::BuiltinReduce(_) => "builtin_reduce_error",
+            ApiError::ReduceOverflow(_) => "reduce_overflow_error",
         }
     }
 

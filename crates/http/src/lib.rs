@@ -3,9 +3,9 @@
 //! [`serve`] accepts connections on an already-bound listener until its shutdown future
 //! resolves. Each request is authenticated ([`auth`]), routed by its decoded path segments
 //! ([`router`]) to a handler module (`server_api`, `db_api`, `doc_api`, `bulk_api`,
-//! `changes_api`, `attachments_api`), and every failure becomes one CouchDB error body through
-//! the table in [`error`]. Document JSON is split and spliced in [`couch_doc`], never
-//! re-serialised on reads.
+//! `changes_api`, `attachments_api`, `view_api`, `mango_api`), and every failure becomes one
+//! CouchDB error body through the table in [`error`]. Document JSON is split and spliced in
+//! [`couch_doc`], never re-serialised on reads.
 #![deny(clippy::unwrap_used)]
 
 pub mod attachments_api;
@@ -17,14 +17,16 @@ pub mod couch_doc;
 pub mod db_api;
 pub mod doc_api;
 pub mod error;
+pub mod mango_api;
 pub mod multipart;
 pub mod request;
 pub mod response;
 pub mod router;
-pub mod selector;
 pub mod server_api;
 pub mod subdoc_api;
 pub mod uuids;
+pub mod view_api;
+pub mod view_params;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -47,6 +49,8 @@ pub struct HttpState {
     pub open_feeds: Arc<std::sync::atomic::AtomicUsize>,
     /// Resolves when the server shuts down, so long-running feeds end.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// The view indexer and its JS pool (shared with the KV door's view endpoint).
+    pub views: Arc<settee_views::Views>,
 }
 
 impl HttpState {
@@ -56,6 +60,7 @@ impl HttpState {
         users: Arc<settee_auth::Users>,
         cookie_secret: Vec<u8>,
         shutdown: tokio::sync::watch::Receiver<bool>,
+        views: Arc<settee_views::Views>,
     ) -> HttpState {
         let auth = auth::Auth::new(users, cookie_secret, config.session_timeout_secs);
         HttpState {
@@ -65,6 +70,7 @@ impl HttpState {
             uuids: uuids::UuidGenerator::new(),
             open_feeds: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             shutdown,
+            views,
         }
     }
 }

@@ -10,7 +10,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::request::{parse_query, split_path, Req};
 use crate::response::{self, HttpResponse};
 use crate::{
-    attachments_api, bulk_api, changes_api, db_api, doc_api, server_api, subdoc_api, HttpState,
+    attachments_api, bulk_api, changes_api, db_api, doc_api, mango_api, server_api, subdoc_api,
+    view_api, HttpState,
 };
 
 pub const SERVER_HEADER: &str = "settee/0.1 (CouchDB 3.x compatible)";
@@ -51,7 +52,7 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
         ["_dbs_info"] => server_api::dbs_info(state, req).await,
         ["_uuids"] => server_api::uuids(state, req),
         ["_session"] => server_api::session(state, req).await,
-        ["_active_tasks"] => server_api::active_tasks(req),
+        ["_active_tasks"] => server_api::active_tasks(state, req),
         ["favicon.ico"] => Err(ApiError::missing()),
         [first, ..] if first.starts_with('_') && !db_api::is_system_db(first) => {
             Err(ApiError::BadRequest(format!(
@@ -62,6 +63,17 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
         [db, "_all_docs"] => bulk_api::all_docs(state, req, db, bulk_api::DocSet::All).await,
         [db, "_design_docs"] => bulk_api::all_docs(state, req, db, bulk_api::DocSet::Design).await,
         [db, "_bulk_docs"] => bulk_api::bulk_docs(state, req, db).await,
+        [db, "_index"] => mango_api::index(state, req, db).await,
+        [db, "_index", "_bulk_delete"] => mango_api::bulk_delete(state, req, db).await,
+        [db, "_index", ddoc, kind, name] => {
+            mango_api::delete(state, req, db, ddoc, kind, name).await
+        }
+        [db, "_index", "_design", ddoc, kind, name] => {
+            mango_api::delete(state, req, db, ddoc, kind, name).await
+        }
+        [_, "_index", ..] => Err(ApiError::missing()),
+        [db, "_find"] => mango_api::find(state, req, db).await,
+        [db, "_explain"] => mango_api::explain_find(state, req, db).await,
         [db, "_bulk_get"] => bulk_api::bulk_get(state, req, db).await,
         [db, "_revs_diff"] => bulk_api::revs_diff(state, req, db).await,
         [db, "_missing_revs"] => bulk_api::missing_revs(state, req, db).await,
@@ -77,6 +89,11 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
             let id = format!("_design/{name}");
             doc_api::document(state, req, db, &id).await
         }
+        [db, "_design", name, "_view", view] => view_api::view(state, req, db, name, view).await,
+        [db, "_design", name, "_view", view, "queries"] => {
+            view_api::view_queries(state, req, db, name, view).await
+        }
+        [db, "_design", name, "_info"] => view_api::design_info(state, req, db, name).await,
         [_, "_design", _, "_view" | "_info" | "_show" | "_list" | "_update" | "_rewrite", ..] => {
             Err(ApiError::NotImplemented(
                 "design document functions are not served yet".into(),

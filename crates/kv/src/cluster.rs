@@ -11,8 +11,13 @@ use crate::KvConfig;
 const CONFIG_REV: u64 = 1;
 
 fn nodes_ext(config: &KvConfig) -> serde_json::Value {
+    let mut services =
+        serde_json::json!({"kv": config.kv_addr.port(), "mgmt": config.mgmt_addr.port()});
+    if let Some(capi) = config.capi_addr {
+        services["capi"] = capi.port().into();
+    }
     serde_json::json!([{
-        "services": {"kv": config.kv_addr.port(), "mgmt": config.mgmt_addr.port()},
+        "services": services,
         "thisNode": true,
         "hostname": "$HOST",
     }])
@@ -39,7 +44,11 @@ pub fn bucket_config(bucket: &Bucket, config: &KvConfig) -> serde_json::Value {
             "vBucketMap": map,
         },
         "nodes": [{
-            "couchApiBase": format!("http://$HOST:{}/{}", config.mgmt_addr.port(), bucket.name()),
+            "couchApiBase": format!(
+                "http://$HOST:{}/{}",
+                config.capi_addr.unwrap_or(config.mgmt_addr).port(),
+                bucket.name()
+            ),
             "hostname": format!("$HOST:{}", config.mgmt_addr.port()),
             "ports": {"direct": kv},
         }],

@@ -35,6 +35,9 @@ pub struct KvConfig {
     pub kv_addr: SocketAddr,
     /// The management address advertised in the cluster map.
     pub mgmt_addr: SocketAddr,
+    /// Where view queries go (Couchbase's `capi` service): the node's CouchDB HTTP address,
+    /// which serves `/{bucket}/_design/{ddoc}/_view/{view}` as the SDKs send it.
+    pub capi_addr: Option<SocketAddr>,
     pub max_value_bytes: usize,
     /// Offer SASL PLAIN (password in clear) on plain TCP.
     pub allow_plain: bool,

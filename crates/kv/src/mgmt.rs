@@ -102,12 +102,15 @@ fn node_list(state: &KvState) -> serde_json::Value {
     serde_json::json!([{
         "hostname": format!("$HOST:{}", state.config.mgmt_addr.port()),
         "ports": {"direct": state.config.kv_addr.port()},
-        "services": ["kv"],
+        "services": if state.config.capi_addr.is_some() { serde_json::json!(["kv", "capi"]) } else { serde_json::json!(["kv"]) },
         "status": "healthy",
         "clusterMembership": "active",
         "version": concat!("7.6.0-settee-", env!("CARGO_PKG_VERSION")),
         "thisNode": true,
-        "couchApiBase": format!("http://$HOST:{}/", state.config.mgmt_addr.port()),
+        "couchApiBase": format!(
+            "http://$HOST:{}/",
+            state.config.capi_addr.unwrap_or(state.config.mgmt_addr).port()
+        ),
     }])
 }
 

@@ -53,6 +53,13 @@ pub struct ServeArgs {
     /// off [default: 268435456].
     #[arg(long, env = "SETTEE_DOC_CACHE_SIZE")]
     pub doc_cache_size: Option<usize>,
+    /// Longest one JavaScript call (a batch of map calls, a reduce) may run, ms
+    /// [default: 5000, CouchDB's os_process_timeout].
+    #[arg(long, env = "SETTEE_JS_TIMEOUT_MS")]
+    pub js_timeout_ms: Option<u64>,
+    /// Heap limit of each JavaScript runtime (one per core), bytes [default: 268435456].
+    #[arg(long, env = "SETTEE_JS_MEMORY")]
+    pub js_memory: Option<usize>,
 }
 
 #[derive(serde::Deserialize, Default, Debug)]
@@ -71,6 +78,8 @@ struct FileConfig {
     expiry_purge_interval: Option<u64>,
     pbkdf2_iterations: Option<u32>,
     doc_cache_size: Option<usize>,
+    js_timeout_ms: Option<u64>,
+    js_memory: Option<usize>,
 }
 
 /// Settings after merging flags, environment, file and defaults.
@@ -89,6 +98,8 @@ pub struct Settings {
     pub expiry_purge_interval_secs: u64,
     pub pbkdf2_iterations: u32,
     pub doc_cache_size: usize,
+    pub js_timeout_ms: u64,
+    pub js_memory: usize,
 }
 
 pub fn default_data_dir() -> PathBuf {
@@ -167,6 +178,14 @@ impl ServeArgs {
                 .pbkdf2_iterations
                 .or(file.pbkdf2_iterations)
                 .unwrap_or(settee_auth::PBKDF2_ITERATIONS_DEFAULT),
+            js_timeout_ms: self
+                .js_timeout_ms
+                .or(file.js_timeout_ms)
+                .unwrap_or(settee_views::ViewsConfig::default().js.timeout_ms),
+            js_memory: self
+                .js_memory
+                .or(file.js_memory)
+                .unwrap_or(settee_views::ViewsConfig::default().js.memory_bytes_max),
             doc_cache_size: self.doc_cache_size.or(file.doc_cache_size).unwrap_or(
                 settee_engine::EngineOptions::default()
                     .store

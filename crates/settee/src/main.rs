@@ -35,6 +35,8 @@ enum BenchCommand {
     Kv(settee_bench::kv::KvArgs),
     /// Seed 000's sub-document experiment (cb-perf-tester) against a KV door.
     Subdoc(settee_bench::subdoc::SubdocArgs),
+    /// Seed 001: full view-index build time, CPU use and query latency per vbucket count.
+    Views(settee_bench::views::ViewsArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -61,6 +63,9 @@ fn main() -> anyhow::Result<()> {
             Command::Bench(BenchCommand::Kv(args)) => settee_bench::kv::run(args).await.map(|_| ()),
             Command::Bench(BenchCommand::Subdoc(args)) => {
                 settee_bench::subdoc::run(args).await.map(|_| ())
+            }
+            Command::Bench(BenchCommand::Views(args)) => {
+                settee_bench::views::run(args).await.map(|_| ())
             }
         }
     })

@@ -36,12 +36,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         settings.pbkdf2_iterations,
     ));
     let server_uuid = config.server_uuid.clone();
+    let mut views_config = settee_views::ViewsConfig::default();
+    views_config.js.timeout_ms = settings.js_timeout_ms;
+    views_config.js.memory_bytes_max = settings.js_memory;
+    let views = settee_views::Views::new(engine.clone(), views_config)
+        .map_err(|error| anyhow::anyhow!("starting the view indexer: {error}"))?;
     let state = Arc::new(HttpState::new(
         engine.clone(),
         config,
         users.clone(),
         secret,
         shutdown_receiver.clone(),
+        views,
     ));
     for db in SYSTEM_DBS {
         if engine.bucket(db).is_none() {
@@ -67,6 +73,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             settee_kv::KvConfig {
                 kv_addr: kv_listener.local_addr()?,
                 mgmt_addr: mgmt_listener.local_addr()?,
+                capi_addr: Some(local),
                 max_value_bytes: settee_kv::MAX_VALUE_BYTES_DEFAULT,
                 allow_plain: settings.kv_allow_plain,
                 server_uuid,

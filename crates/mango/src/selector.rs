@@ -7,8 +7,8 @@
 //! field names are pushed down to the condition they constrain (`{"a": {"b": {"$gt": 1}}}`
 //! becomes `a.b > 1`), and `$not`/`$nor` are pushed down to the conditions by De Morgan's laws
 //! (`$not: {a: {$gt: 1}}` becomes `a <= 1`). [`Selector::matches`] then walks that tree over a
-//! document. [`validate`] and [`matches`] are the one-shot forms; [`collate`] is the view
-//! collation order (at the bottom of the file).
+//! document. [`validate`] and [`matches`] are the one-shot forms; [`collate`], the view
+//! collation order, comes from `settee-collate` (shared with the view indexer).
 //!
 //! CouchDB behaviours kept on purpose, all read in `src/mango/src/mango_selector.erl`,
 //! `mango_doc.erl`, `mango_util.erl` and `mango_json.erl` at tag 3.5.2:
@@ -34,13 +34,10 @@
 //! `$regex` uses the `regex` crate instead of PCRE: look-around and back-references are
 //! rejected, and `.` matches a character where CouchDB's byte-mode PCRE matches a byte.
 
-use std::cmp::Ordering;
-use std::sync::OnceLock;
-
 use regex::{Regex, RegexBuilder};
 use serde_json::{Number, Value};
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::{MangoError, MangoResult};
 
 /// Deepest nesting of arrays and objects a selector may have, operator arguments included.
 /// Bounds every recursion over a selector.
@@ -53,7 +50,7 @@ pub const REGEX_SIZE_LIMIT_BYTES: usize = 1 << 20;
 pub const ERROR_ARGUMENT_CHARS_MAX: usize = 1024;
 
 /// Checks a selector is well formed, with CouchDB's reason text on failure.
-pub fn validate(selector: &Value) -> ApiResult<()> {
+pub fn validate(selector: &Value) -> MangoResult<()> {
     Selector::parse(selector).map(|_| ())
 }
 
@@ -71,17 +68,21 @@ pub struct Selector {
 }
 
 impl Selector {
-    pub fn parse(selector: &Value) -> ApiResult<Selector> {
+    pub fn parse(selector: &Value) -> MangoResult<Selector> {
         let Value::Object(members) = selector else {
-            return Err(bad_request("Selector error: expected a JSON object".into()));
+            return Err(MangoError::bad_request(
+                "invalid_selector_json",
+                "Selector error: expected a JSON object",
+            ));
         };
         if members.is_empty() {
             return Ok(Selector { root: None });
         }
         if deeper_than(selector, SELECTOR_DEPTH_MAX) {
-            return Err(bad_request(format!(
-                "Selector is nested more than {SELECTOR_DEPTH_MAX} levels deep"
-            )));
+            return Err(MangoError::bad_request(
+                "invalid_selector",
+                format!("Selector is nested more than {SELECTOR_DEPTH_MAX} levels deep"),
+            ));
         }
         let root = normalize_negations(parse_node(selector, &[])?)?;
         if let Node::Field { path, .. } = &root {
@@ -98,12 +99,32 @@ impl Selector {
             Some(root) => eval(root, doc).unwrap_or(false),
         }
     }
+
+    /// The conjunction of `nodes` (the empty selector when there are none).
+    pub(crate) fn from_conjuncts(mut nodes: Vec<Node>) -> Selector {
+        let root = match nodes.len() {
+            0 => None,
+            1 => nodes.pop(),
+            _ => Some(Node::And(nodes)),
+        };
+        Selector { root }
+    }
+
+    /// True for the empty selector `{}`.
+    pub fn is_empty(&self) -> bool {
+        self.root.is_none()
+    }
+
+    /// The normalised tree, `None` for `{}`; read by the planner.
+    pub(crate) fn root(&self) -> Option<&Node> {
+        self.root.as_ref()
+    }
 }
 
 /// The normalised selector tree. After normalisation `Nor` survives only inside the argument of
 /// `$elemMatch`, `$allMatch` and `$keyMapMatch`, and `Not` only there too.
 #[derive(Debug, Clone)]
-enum Node {
+pub(crate) enum Node {
     And(Vec<Node>),
     Or(Vec<Node>),
     Nor(Vec<Node>),
@@ -119,7 +140,7 @@ enum Node {
 
 /// A condition on one value.
 #[derive(Debug, Clone)]
-enum Cond {
+pub(crate) enum Cond {
     Eq(Value),
     Ne(Value),
     Lt(Value),
@@ -146,7 +167,7 @@ enum Cond {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum JsonType {
+pub(crate) enum JsonType {
     Null,
     Boolean,
     Number,
@@ -185,12 +206,12 @@ impl JsonType {
 
 /// An object of two or more members is an implicit `$and`; anything that is not a one-member
 /// object is an implicit `$eq` (so `{"a": {}}` means `a == {}`).
-fn parse_node(value: &Value, path: &[String]) -> ApiResult<Node> {
+fn parse_node(value: &Value, path: &[String]) -> MangoResult<Node> {
     match value {
         Value::Object(members) if members.len() > 1 => members
             .iter()
             .map(|(key, arg)| parse_member(key, arg, path))
-            .collect::<ApiResult<Vec<_>>>()
+            .collect::<MangoResult<Vec<_>>>()
             .map(Node::And),
         Value::Object(members) => match members.iter().next() {
             Some((key, arg)) => parse_member(key, arg, path),
@@ -200,7 +221,7 @@ fn parse_node(value: &Value, path: &[String]) -> ApiResult<Node> {
     }
 }
 
-fn parse_member(key: &str, arg: &Value, path: &[String]) -> ApiResult<Node> {
+fn parse_member(key: &str, arg: &Value, path: &[String]) -> MangoResult<Node> {
     match key {
         "$and" | "$or" | "$nor" => {
             let Value::Array(items) = arg else {
@@ -209,7 +230,7 @@ fn parse_member(key: &str, arg: &Value, path: &[String]) -> ApiResult<Node> {
             let children = items
                 .iter()
                 .map(|item| parse_node(item, path))
-                .collect::<ApiResult<Vec<_>>>()?;
+                .collect::<MangoResult<Vec<_>>>()?;
             Ok(match key {
                 "$and" => Node::And(children),
                 "$or" => Node::Or(children),
@@ -237,9 +258,9 @@ fn parse_member(key: &str, arg: &Value, path: &[String]) -> ApiResult<Node> {
             _ => Err(bad_arg(key, arg)),
         },
         "$default" => parse_default(arg, path),
-        "$where" | "$geoWithin" | "$geoIntersects" | "$near" | "$nearSphere" => {
-            Err(bad_request(format!("Unsupported operator: {key}")))
-        }
+        "$where" | "$geoWithin" | "$geoIntersects" | "$near" | "$nearSphere" => Err(
+            MangoError::bad_request("not_supported", format!("Unsupported operator: {key}")),
+        ),
         _ if key.starts_with('$') => Ok(field(path, parse_condition(key, arg)?)),
         _ => {
             let mut full = path.to_vec();
@@ -250,21 +271,24 @@ fn parse_member(key: &str, arg: &Value, path: &[String]) -> ApiResult<Node> {
 }
 
 /// `$text` becomes `{"$default": {"$text": arg}}`, which may only stand at the top level.
-fn parse_default(arg: &Value, path: &[String]) -> ApiResult<Node> {
+fn parse_default(arg: &Value, path: &[String]) -> MangoResult<Node> {
     let is_text = arg
         .as_object()
         .is_some_and(|members| members.len() == 1 && members.contains_key("$text"));
     if path.is_empty() && is_text {
         Ok(Node::Text(arg.clone()))
     } else {
-        Err(bad_request(format!(
-            "Invalid field normalization on selector: {}",
-            quoted_term(&serde_json::json!({ "$default": arg }))
-        )))
+        Err(MangoError::bad_request(
+            "bad_field",
+            format!(
+                "Invalid field normalization on selector: {}",
+                quoted_term(&serde_json::json!({ "$default": arg }))
+            ),
+        ))
     }
 }
 
-fn parse_condition(operator: &str, arg: &Value) -> ApiResult<Cond> {
+fn parse_condition(operator: &str, arg: &Value) -> MangoResult<Cond> {
     let bad = || bad_arg(operator, arg);
     Ok(match operator {
         "$eq" => Cond::Eq(arg.clone()),
@@ -306,7 +330,12 @@ fn parse_condition(operator: &str, arg: &Value) -> ApiResult<Cond> {
         }
         "$beginsWith" => Cond::BeginsWith(arg.as_str().ok_or_else(bad)?.to_string()),
         "$size" => Cond::Size(arg.as_u64().ok_or_else(bad)?),
-        _ => return Err(bad_request(format!("Invalid operator: {operator}"))),
+        _ => {
+            return Err(MangoError::bad_request(
+                "invalid_operator",
+                format!("Invalid operator: {operator}"),
+            ))
+        }
     })
 }
 
@@ -319,11 +348,12 @@ fn field(path: &[String], cond: Cond) -> Node {
 
 /// Splits a field name on the dots not escaped by a backslash, then drops every backslash, as
 /// `mango_util:parse_field/1` does: `"a.b\\.c"` is `["a", "b.c"]`, `"\\$x"` is `["$x"]`.
-fn parse_field(name: &str) -> ApiResult<Vec<String>> {
+pub(crate) fn parse_field(name: &str) -> MangoResult<Vec<String>> {
     if name.is_empty() {
         return Err(missing_field_name());
     }
-    let invalid = || bad_request(format!("Invalid field name: {name}"));
+    let invalid =
+        || MangoError::bad_request("invalid_field_name", format!("Invalid field name: {name}"));
     let mut segments = Vec::new();
     let mut segment = String::new();
     let mut segment_is_empty = true;
@@ -364,7 +394,7 @@ fn deeper_than(value: &Value, levels: usize) -> bool {
 // Negations: CouchDB's norm_negations and negate. Negations are pushed down to the conditions so
 // that `$not: {a: {$gt: 1}}` reads `a <= 1`, which (like every condition) needs `a` to exist.
 
-fn normalize_negations(node: Node) -> ApiResult<Node> {
+fn normalize_negations(node: Node) -> MangoResult<Node> {
     Ok(match node {
         Node::Not(inner) => negate(*inner)?,
         Node::Nor(children) => Node::And(map_nodes(children, negate)?),
@@ -375,7 +405,7 @@ fn normalize_negations(node: Node) -> ApiResult<Node> {
     })
 }
 
-fn negate(node: Node) -> ApiResult<Node> {
+fn negate(node: Node) -> MangoResult<Node> {
     Ok(match node {
         Node::Not(inner) => normalize_negations(*inner)?,
         Node::Nor(children) => Node::Or(map_nodes(children, normalize_negations)?),
@@ -407,7 +437,7 @@ fn negate_cond(cond: Cond) -> Cond {
     }
 }
 
-fn map_nodes(nodes: Vec<Node>, f: fn(Node) -> ApiResult<Node>) -> ApiResult<Vec<Node>> {
+fn map_nodes(nodes: Vec<Node>, f: fn(Node) -> MangoResult<Node>) -> MangoResult<Vec<Node>> {
     nodes.into_iter().map(f).collect()
 }
 
@@ -539,14 +569,14 @@ fn is_in(args: &[Value], value: &Value, order: TermOrder) -> bool {
     }
 }
 
-enum Lookup<'a> {
+pub(crate) enum Lookup<'a> {
     Found(&'a Value),
     Missing,
     /// The path runs into a scalar, or into an array with a name that is not an index in range.
     BadPath,
 }
 
-fn lookup<'a>(value: &'a Value, path: &[String]) -> Lookup<'a> {
+pub(crate) fn lookup<'a>(value: &'a Value, path: &[String]) -> Lookup<'a> {
     let mut current = value;
     for name in path {
         current = match current {
@@ -612,19 +642,15 @@ fn erlang_equal(a: &Value, b: &Value, exact: bool) -> bool {
 // ---------------------------------------------------------------------------------------------
 // Errors, with the reason text of `mango_error.erl`. Erlang prints arguments with `~w`.
 
-fn bad_request(reason: String) -> ApiError {
-    ApiError::BadRequest(reason)
-}
-
-fn bad_arg(operator: &str, arg: &Value) -> ApiError {
-    bad_request(format!(
-        "Bad argument for operator {operator}: {}",
-        quoted_term(arg)
-    ))
+fn bad_arg(operator: &str, arg: &Value) -> MangoError {
+    MangoError::bad_request(
+        "bad_arg",
+        format!("Bad argument for operator {operator}: {}", quoted_term(arg)),
+    )
 }
 
 /// `erlang_term`, cut to [`ERROR_ARGUMENT_CHARS_MAX`] characters.
-fn quoted_term(value: &Value) -> String {
+pub(crate) fn quoted_term(value: &Value) -> String {
     let mut text = erlang_term(value);
     if let Some((cut, _)) = text.char_indices().nth(ERROR_ARGUMENT_CHARS_MAX) {
         text.truncate(cut);
@@ -633,13 +659,16 @@ fn quoted_term(value: &Value) -> String {
     text
 }
 
-fn missing_field_name() -> ApiError {
-    bad_request("One or more conditions is missing a field name.".into())
+fn missing_field_name() -> MangoError {
+    MangoError::bad_request(
+        "invalid_selector",
+        "One or more conditions is missing a field name.",
+    )
 }
 
 /// A decoded JSON value as Erlang's `~w` prints it: strings as byte lists (`<<97,98>>`),
 /// objects as `{[{Key,Value}]}`.
-fn erlang_term(value: &Value) -> String {
+pub(crate) fn erlang_term(value: &Value) -> String {
     fn binary(s: &str) -> String {
         let bytes: Vec<String> = s.bytes().map(|b| b.to_string()).collect();
         format!("<<{}>>", bytes.join(","))
@@ -673,511 +702,16 @@ fn erlang_term(value: &Value) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Collation.
+// Collation lives in `settee-collate`, shared with the view indexer.
 
-/// CouchDB's view collation (`couch_ejson_compare`): `null < false < true < numbers < strings <
-/// arrays < objects`; numbers by value (`1 == 1.0`); strings by the Unicode Collation Algorithm
-/// with ICU's root locale (see [`compare_strings`]); arrays element by element, a prefix first;
-/// objects member by member in document order, comparing the key and then the value, a prefix
-/// first.
-pub fn collate(a: &Value, b: &Value) -> Ordering {
-    TermOrder::Collation.compare(a, b)
-}
-
-#[derive(Debug, Clone, Copy)]
-enum TermOrder {
-    /// View collation, for every field but `_id`.
-    Collation,
-    /// Erlang's term order (`mango_json:cmp_raw/2`), for `_id`: `numbers < false < null < true <
-    /// objects < arrays < strings`, strings byte by byte.
-    Erlang,
-}
-
-impl TermOrder {
-    fn rank(self, value: &Value) -> u8 {
-        let (collation, erlang) = match value {
-            Value::Null => (0, 2),
-            Value::Bool(false) => (1, 1),
-            Value::Bool(true) => (2, 3),
-            Value::Number(_) => (3, 0),
-            Value::String(_) => (4, 6),
-            Value::Array(_) => (5, 5),
-            Value::Object(_) => (6, 4),
-        };
-        match self {
-            TermOrder::Collation => collation,
-            TermOrder::Erlang => erlang,
-        }
-    }
-
-    fn compare_strings(self, a: &str, b: &str) -> Ordering {
-        match self {
-            TermOrder::Collation => compare_strings(a, b),
-            TermOrder::Erlang => a.cmp(b),
-        }
-    }
-
-    /// Walks both values with an explicit stack, so no document is too deep to compare.
-    fn compare(self, a: &Value, b: &Value) -> Ordering {
-        enum Pending<'a> {
-            Arrays(std::slice::Iter<'a, Value>, std::slice::Iter<'a, Value>),
-            Objects(serde_json::map::Iter<'a>, serde_json::map::Iter<'a>),
-        }
-        let mut stack: Vec<Pending> = Vec::new();
-        let mut next = Some((a, b));
-        loop {
-            if let Some((x, y)) = next.take() {
-                let by_rank = self.rank(x).cmp(&self.rank(y));
-                if by_rank.is_ne() {
-                    return by_rank;
-                }
-                let by_value = match (x, y) {
-                    (Value::Number(x), Value::Number(y)) => compare_numbers(x, y),
-                    (Value::String(x), Value::String(y)) => self.compare_strings(x, y),
-                    (Value::Array(xs), Value::Array(ys)) => {
-                        stack.push(Pending::Arrays(xs.iter(), ys.iter()));
-                        Ordering::Equal
-                    }
-                    (Value::Object(xs), Value::Object(ys)) => {
-                        stack.push(Pending::Objects(xs.iter(), ys.iter()));
-                        Ordering::Equal
-                    }
-                    _ => Ordering::Equal,
-                };
-                if by_value.is_ne() {
-                    return by_value;
-                }
-            }
-            let Some(top) = stack.last_mut() else {
-                return Ordering::Equal;
-            };
-            match top {
-                Pending::Arrays(xs, ys) => match (xs.next(), ys.next()) {
-                    (Some(x), Some(y)) => next = Some((x, y)),
-                    (None, None) => {
-                        stack.pop();
-                    }
-                    (None, Some(_)) => return Ordering::Less,
-                    (Some(_), None) => return Ordering::Greater,
-                },
-                Pending::Objects(xs, ys) => match (xs.next(), ys.next()) {
-                    (Some((kx, x)), Some((ky, y))) => {
-                        let by_key = self.compare_strings(kx, ky);
-                        if by_key.is_ne() {
-                            return by_key;
-                        }
-                        next = Some((x, y));
-                    }
-                    (None, None) => {
-                        stack.pop();
-                    }
-                    (None, Some(_)) => return Ordering::Less,
-                    (Some(_), None) => return Ordering::Greater,
-                },
-            }
-        }
-    }
-}
-
-/// Numbers by value, exactly, whether integers or floats.
-fn compare_numbers(a: &Number, b: &Number) -> Ordering {
-    fn float_against_integer(f: f64, i: i128) -> Ordering {
-        // An integral float in range converts exactly; any other float is below 2^53 in
-        // magnitude, where rounding the integer to f64 cannot cross it.
-        if f.fract() == 0.0 && f.abs() < 1e38 {
-            (f as i128).cmp(&i)
-        } else {
-            f.partial_cmp(&(i as f64)).unwrap_or(Ordering::Equal)
-        }
-    }
-    match (integer(a), integer(b)) {
-        (Some(x), Some(y)) => x.cmp(&y),
-        (None, Some(y)) => float_against_integer(a.as_f64().unwrap_or(0.0), y),
-        (Some(x), None) => float_against_integer(b.as_f64().unwrap_or(0.0), x).reverse(),
-        (None, None) => {
-            let (x, y) = (a.as_f64().unwrap_or(0.0), b.as_f64().unwrap_or(0.0));
-            x.partial_cmp(&y).unwrap_or(Ordering::Equal)
-        }
-    }
-}
-
-/// Strings in the order of ICU's root collator at its default (tertiary) strength, which
-/// CouchDB uses: first by base letters ignoring case and accents, then by accents, then by case
-/// with lowercase first; characters such as U+200B count for nothing. Symbols sort before
-/// digits, digits before letters: `"_" < "-" < "," < "~" < "$" < "0" < "a" < "A" < "á" < "b"`.
-///
-/// The full Unicode tables are approximated with a few rules, which agree with ICU 72 on every
-/// pair in a differential test of random strings over ASCII, Latin-1, Latin Extended-A, the
-/// accented letters of Latin Extended-B and Extended Additional (decomposed into a base letter
-/// and accents), whitespace and ignorable characters. Elsewhere the order is approximate: other
-/// Latin Extended-B letters and other scripts sort after `z` by lowercase code point, and
-/// symbols outside Latin-1 between the Latin-1 symbols and the currency signs by code point.
-pub fn compare_strings(a: &str, b: &str) -> Ordering {
-    if a == b {
-        return Ordering::Equal;
-    }
-    let (x, y) = (collation_elements(a), collation_elements(b));
-    fn primaries(elements: &[Element]) -> impl Iterator<Item = u32> + '_ {
-        elements.iter().map(|e| e.primary).filter(|&p| p != 0)
-    }
-    primaries(&x)
-        .cmp(primaries(&y))
-        .then_with(|| {
-            x.iter()
-                .map(|e| e.secondary)
-                .cmp(y.iter().map(|e| e.secondary))
-        })
-        .then_with(|| {
-            x.iter()
-                .map(|e| e.tertiary)
-                .cmp(y.iter().map(|e| e.tertiary))
-        })
-}
-
-/// One collation element: `primary` tells letters apart (0 for an accent), `secondary` accents
-/// (`COMMON` for none), `tertiary` case and variants (`LOWER` for none).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Element {
-    primary: u32,
-    secondary: u16,
-    tertiary: u8,
-}
-
-const COMMON: u16 = 1;
-const LOWER: u8 = 1;
-const UPPER: u8 = 2;
-/// The tertiary weight of a variant form: `ß` of `ss`, `ª` of `a`, a no-break space of a space.
-const VARIANT: u8 = 3;
-const UPPER_VARIANT: u8 = 4;
-/// The secondary weight of the middle dot in `ŀ`, above every combining accent's.
-const MIDDLE_DOT: u16 = u16::MAX - 3;
-/// The secondary weight that sets `ð` apart from `d`, above [`MIDDLE_DOT`].
-const ETH: u16 = u16::MAX - 2;
-/// The secondary weight inside `æ`, `œ` and `ß`, above [`ETH`].
-const LIGATURE: u16 = u16::MAX - 1;
-/// The secondary weight of the long s `ſ`, above [`LIGATURE`].
-const LONG_S: u16 = u16::MAX;
-
-// Primary weight ranges, in ICU's order of groups.
-const WHITESPACE_BASE: u32 = 0x10;
-const SYMBOL_BASE: u32 = 0x100;
-const OTHER_SYMBOL_BASE: u32 = 0x1000;
-const CURRENCY_BASE: u32 = 0x12_0000;
-const DIGIT_BASE: u32 = 0x20_0000;
-const OTHER_DIGIT_BASE: u32 = 0x20_0100;
-const LATIN_BASE: u32 = 0x40_0000;
-const OTHER_LETTER_BASE: u32 = 0x50_0000;
-
-/// The whitespace characters that have their own primary weight, in order; others are
-/// variants of the space.
-const WHITESPACE_ORDER: &str = "\t\n\u{b}\u{c}\r\u{85}";
-/// ASCII and Latin-1 punctuation and symbols in ICU root order, currency signs excepted.
-const SYMBOL_ORDER: &str = "_-,;:!¡?¿.·'\"«»()[]{}§¶@*/\\&#%`´^¯¨¸°©®+±÷×<=>¬|¦~";
-const CURRENCY_ORDER: &str = "¤¢$£¥";
-/// Combining accents in ICU root secondary order; canonical duplicates (U+0340 for U+0300, ...)
-/// are mapped before lookup. Accents not listed sort after these.
-const ACCENT_ORDER: &[u16] = &[
-    0x332, 0x313, 0x314, 0x301, 0x300, 0x306, 0x302, 0x30C, 0x30A, 0x342, 0x308, 0x344, 0x30B,
-    0x303, 0x307, 0x338, 0x327, 0x328, 0x304, 0x30D, 0x30E, 0x312, 0x315, 0x31A, 0x33D, 0x33E,
-    0x33F, 0x346, 0x34A, 0x34B, 0x34C, 0x350, 0x351, 0x352, 0x357, 0x35B, 0x35D, 0x35E, 0x316,
-    0x317, 0x318, 0x319, 0x31C, 0x31D, 0x31E, 0x31F, 0x320, 0x329, 0x32A, 0x32B, 0x32C, 0x32F,
-    0x333, 0x33A, 0x33B, 0x33C, 0x347, 0x348, 0x349, 0x34D, 0x34E, 0x353, 0x354, 0x355, 0x356,
-    0x359, 0x35A, 0x35C, 0x35F, 0x362, 0x336, 0x337, 0x335, 0x305, 0x309, 0x30F, 0x310, 0x311,
-    0x31B, 0x321, 0x322, 0x323, 0x324, 0x325, 0x326, 0x32D, 0x32E, 0x330, 0x331, 0x334, 0x339,
-    0x345, 0x358, 0x360, 0x361, 0x363, 0x368, 0x369, 0x364, 0x36A, 0x365, 0x36B, 0x366, 0x36C,
-    0x36D, 0x367, 0x36E, 0x36F,
-];
-/// Letter codes for the accents in [`LATIN_DECOMPOSITIONS`].
-#[rustfmt::skip]
-const ACCENT_CODES: &[(char, u16)] = &[
-    ('g', 0x300), ('a', 0x301), ('c', 0x302), ('t', 0x303), ('m', 0x304), ('b', 0x306),
-    ('o', 0x307), ('d', 0x308), ('k', 0x309), ('r', 0x30A), ('h', 0x30B), ('v', 0x30C),
-    ('G', 0x30F), ('B', 0x311), ('H', 0x31B), ('u', 0x323), ('D', 0x324), ('R', 0x325),
-    (',', 0x326), ('s', 0x327), ('q', 0x328), ('C', 0x32D), ('W', 0x32E), ('T', 0x330),
-    ('M', 0x331),
-];
-/// Accented Latin letters as `<letter><base letter><accent codes>`, generated from the canonical
-/// decompositions in the Unicode Character Database for U+00C0..U+024F and U+1E00..U+1EFF.
-/// Example: `ấac` is `a` + circumflex + acute. Bases are ASCII letters, `æ` or `ø`.
-const LATIN_DECOMPOSITIONS: &str =
-    "ÀAg ÁAa ÂAc ÃAt ÄAd ÅAr ÇCs ÈEg ÉEa ÊEc ËEd ÌIg ÍIa ÎIc ÏId ÑNt ÒOg ÓOa ÔOc ÕOt ÖOd ÙUg  \
-     ÚUa ÛUc ÜUd ÝYa àag áaa âac ãat äad åar çcs èeg éea êec ëed ìig íia îic ïid ñnt òog óoa  \
-     ôoc õot öod ùug úua ûuc üud ýya ÿyd ĀAm āam ĂAb ăab ĄAq ąaq ĆCa ćca ĈCc ĉcc ĊCo ċco ČCv  \
-     čcv ĎDv ďdv ĒEm ēem ĔEb ĕeb ĖEo ėeo ĘEq ęeq ĚEv ěev ĜGc ĝgc ĞGb ğgb ĠGo ġgo ĢGs ģgs ĤHc  \
-     ĥhc ĨIt ĩit ĪIm īim ĬIb ĭib ĮIq įiq İIo ĴJc ĵjc ĶKs ķks ĹLa ĺla ĻLs ļls ĽLv ľlv ŃNa ńna  \
-     ŅNs ņns ŇNv ňnv ŌOm ōom ŎOb ŏob ŐOh őoh ŔRa ŕra ŖRs ŗrs ŘRv řrv ŚSa śsa ŜSc ŝsc ŞSs şss  \
-     ŠSv šsv ŢTs ţts ŤTv ťtv ŨUt ũut ŪUm ūum ŬUb ŭub ŮUr ůur ŰUh űuh ŲUq ųuq ŴWc ŵwc ŶYc ŷyc  \
-     ŸYd ŹZa źza ŻZo żzo ŽZv žzv ƠOH ơoH ƯUH ưuH ǍAv ǎav ǏIv ǐiv ǑOv ǒov ǓUv ǔuv ǕUdm ǖudm  \
-     ǗUda ǘuda ǙUdv ǚudv ǛUdg ǜudg ǞAdm ǟadm ǠAom ǡaom ǢÆm ǣæm ǦGv ǧgv ǨKv ǩkv ǪOq ǫoq ǬOqm  \
-     ǭoqm ǰjv ǴGa ǵga ǸNg ǹng ǺAra ǻara ǼÆa ǽæa ǾØa ǿøa ȀAG ȁaG ȂAB ȃaB ȄEG ȅeG ȆEB ȇeB ȈIG  \
-     ȉiG ȊIB ȋiB ȌOG ȍoG ȎOB ȏoB ȐRG ȑrG ȒRB ȓrB ȔUG ȕuG ȖUB ȗuB ȘS, șs, ȚT, țt, ȞHv ȟhv ȦAo  \
-     ȧao ȨEs ȩes ȪOdm ȫodm ȬOtm ȭotm ȮOo ȯoo ȰOom ȱoom ȲYm ȳym ḀAR ḁaR ḂBo ḃbo ḄBu ḅbu ḆBM  \
-     ḇbM ḈCsa ḉcsa ḊDo ḋdo ḌDu ḍdu ḎDM ḏdM ḐDs ḑds ḒDC ḓdC ḔEmg ḕemg ḖEma ḗema ḘEC ḙeC ḚET  \
-     ḛeT ḜEsb ḝesb ḞFo ḟfo ḠGm ḡgm ḢHo ḣho ḤHu ḥhu ḦHd ḧhd ḨHs ḩhs ḪHW ḫhW ḬIT ḭiT ḮIda ḯida  \
-     ḰKa ḱka ḲKu ḳku ḴKM ḵkM ḶLu ḷlu ḸLum ḹlum ḺLM ḻlM ḼLC ḽlC ḾMa ḿma ṀMo ṁmo ṂMu ṃmu ṄNo  \
-     ṅno ṆNu ṇnu ṈNM ṉnM ṊNC ṋnC ṌOta ṍota ṎOtd ṏotd ṐOmg ṑomg ṒOma ṓoma ṔPa ṕpa ṖPo ṗpo ṘRo  \
-     ṙro ṚRu ṛru ṜRum ṝrum ṞRM ṟrM ṠSo ṡso ṢSu ṣsu ṤSao ṥsao ṦSvo ṧsvo ṨSuo ṩsuo ṪTo ṫto ṬTu  \
-     ṭtu ṮTM ṯtM ṰTC ṱtC ṲUD ṳuD ṴUT ṵuT ṶUC ṷuC ṸUta ṹuta ṺUmd ṻumd ṼVt ṽvt ṾVu ṿvu ẀWg ẁwg  \
-     ẂWa ẃwa ẄWd ẅwd ẆWo ẇwo ẈWu ẉwu ẊXo ẋxo ẌXd ẍxd ẎYo ẏyo ẐZc ẑzc ẒZu ẓzu ẔZM ẕzM ẖhM ẗtd  \
-     ẘwr ẙyr ẠAu ạau ẢAk ảak ẤAca ấaca ẦAcg ầacg ẨAck ẩack ẪAct ẫact ẬAuc ậauc ẮAba ắaba ẰAbg  \
-     ằabg ẲAbk ẳabk ẴAbt ẵabt ẶAub ặaub ẸEu ẹeu ẺEk ẻek ẼEt ẽet ẾEca ếeca ỀEcg ềecg ỂEck ểeck  \
-     ỄEct ễect ỆEuc ệeuc ỈIk ỉik ỊIu ịiu ỌOu ọou ỎOk ỏok ỐOca ốoca ỒOcg ồocg ỔOck ổock ỖOct  \
-     ỗoct ỘOuc ộouc ỚOHa ớoHa ỜOHg ờoHg ỞOHk ởoHk ỠOHt ỡoHt ỢOHu ợoHu ỤUu ụuu ỦUk ủuk ỨUHa  \
-     ứuHa ỪUHg ừuHg ỬUHk ửuHk ỮUHt ữuHt ỰUHu ựuHu ỲYg ỳyg ỴYu ỵyu ỶYk ỷyk ỸYt ỹyt";
-
-fn collation_elements(s: &str) -> Vec<Element> {
-    let mut elements = Vec::with_capacity(s.len());
-    for c in s.chars() {
-        push_elements(c, &mut elements);
-    }
-    elements
-}
-
-fn push_elements(c: char, out: &mut Vec<Element>) {
-    let letter = |primary: u32, tertiary: u8| Element {
-        primary,
-        secondary: COMMON,
-        tertiary,
-    };
-    let case = |c: char| if c.is_uppercase() { UPPER } else { LOWER };
-    let cp = c as u32;
-    if c.is_ascii_alphabetic() {
-        out.push(letter(latin_primary(c), case(c)));
-    } else if let Some(digit) = c.to_digit(10) {
-        out.push(letter(DIGIT_BASE + digit, LOWER));
-    } else if let Some(i) = WHITESPACE_ORDER.chars().position(|w| w == c) {
-        out.push(letter(WHITESPACE_BASE + i as u32, LOWER));
-    } else if c == ' ' {
-        out.push(letter(WHITESPACE_BASE + 0x10, LOWER));
-    } else if let Some(i) = SYMBOL_ORDER.chars().position(|s| s == c) {
-        out.push(letter(SYMBOL_BASE + i as u32, LOWER));
-    } else if let Some(i) = CURRENCY_ORDER.chars().position(|s| s == c) {
-        out.push(letter(CURRENCY_BASE + i as u32, LOWER));
-    } else if is_ignorable(c) {
-        // Contributes nothing at any level.
-    } else if let Some(weight) = accent_weight(c) {
-        out.push(Element {
-            primary: 0,
-            secondary: weight,
-            tertiary: LOWER,
-        });
-    } else if let Some((base, accents)) = latin_decomposition(c) {
-        push_elements(base, out);
-        for accent in accents.chars() {
-            if let Some(&(_, mark)) = ACCENT_CODES.iter().find(|(code, _)| *code == accent) {
-                push_elements(char::from_u32(u32::from(mark)).unwrap_or(' '), out);
-            }
-        }
-    } else if let Some(special) = special_latin(c) {
-        push_special_latin(special, out);
-    } else {
-        out.push(if c.is_whitespace() {
-            letter(WHITESPACE_BASE + 0x10, VARIANT)
-        } else if (0x20A0..=0x20CF).contains(&cp) {
-            letter(CURRENCY_BASE + 0x100 + cp, LOWER)
-        } else if let Some(digit) = decimal_digit(cp) {
-            letter(
-                DIGIT_BASE + digit,
-                if cp >= 0xFF10 { VARIANT } else { LOWER },
-            )
-        } else if c.is_numeric() {
-            letter(OTHER_DIGIT_BASE + cp, LOWER)
-        } else if c.is_alphabetic() {
-            // ICU sorts the micro sign as the Greek letter mu.
-            let lower = if c == 'µ' {
-                'μ'
-            } else {
-                c.to_lowercase().next().unwrap_or(c)
-            };
-            letter(OTHER_LETTER_BASE + lower as u32, case(c))
-        } else {
-            letter(OTHER_SYMBOL_BASE + cp, LOWER)
-        });
-    }
-}
-
-/// Each ASCII letter owns four primary weights, so that letters ICU sorts after it (`ŋ` after
-/// `n`, `þ` after `z`) fit between.
-fn latin_primary(base: char) -> u32 {
-    let index = u32::from(base.to_ascii_lowercase()).saturating_sub(u32::from('a'));
-    LATIN_BASE + index * 4
-}
-
-/// How a Latin letter without a canonical decomposition collates.
-enum SpecialLatin {
-    /// Several base letters with a variant tertiary weight: `ĳ` is `ij`.
-    Expansion(&'static str, u8),
-    /// Two base letters joined by a secondary weight above every accent: `æ` is `a` `e`, `ß` is
-    /// `s` `s`, so `"ae" < "AE" < "æ"` and `"aé" < "æ"`.
-    Ligature(char, char, u8),
-    /// A base letter followed by a secondary weight: `ø` is `o` with a stroke, `ſ` is `s` with
-    /// a weight above `ß`'s.
-    Marked(char, u8, u16),
-    /// A letter of its own, sorted right after a base letter: `ŋ` after `n`.
-    After(char, u32, u8),
-    /// A variant of a digit: `²`.
-    Digit(u32),
-}
-
-fn special_latin(c: char) -> Option<SpecialLatin> {
-    use SpecialLatin::*;
-    // ICU weighs the stroke of `đ`, `ħ` and `ł` like U+0335, the slash of `ø` like U+0338.
-    let stroke = accent_weight('\u{335}').unwrap_or(MIDDLE_DOT);
-    let slash = accent_weight('\u{338}').unwrap_or(MIDDLE_DOT);
-    Some(match c {
-        'æ' => Ligature('a', 'e', VARIANT),
-        'Æ' => Ligature('a', 'e', UPPER_VARIANT),
-        'œ' => Ligature('o', 'e', VARIANT),
-        'Œ' => Ligature('o', 'e', UPPER_VARIANT),
-        'ß' => Ligature('s', 's', VARIANT),
-        'ẞ' => Ligature('s', 's', UPPER_VARIANT),
-        'ĳ' => Expansion("ij", VARIANT),
-        'Ĳ' => Expansion("ij", UPPER_VARIANT),
-        'ſ' => Marked('s', VARIANT, LONG_S),
-        'ª' => Expansion("a", VARIANT),
-        'º' => Expansion("o", VARIANT),
-        'đ' => Marked('d', LOWER, stroke),
-        'Đ' => Marked('d', UPPER, stroke),
-        'ð' => Marked('d', LOWER, ETH),
-        'Ð' => Marked('d', UPPER, ETH),
-        'ħ' => Marked('h', LOWER, stroke),
-        'Ħ' => Marked('h', UPPER, stroke),
-        'ł' => Marked('l', LOWER, stroke),
-        'Ł' => Marked('l', UPPER, stroke),
-        'ŀ' => Marked('l', LOWER, MIDDLE_DOT),
-        'Ŀ' => Marked('l', UPPER, MIDDLE_DOT),
-        'ø' => Marked('o', LOWER, slash),
-        'Ø' => Marked('o', UPPER, slash),
-        'ı' => After('i', 1, LOWER),
-        'ƒ' => After('f', 1, LOWER),
-        'Ƒ' => After('f', 1, UPPER),
-        'ŋ' => After('n', 1, LOWER),
-        'Ŋ' => After('n', 1, UPPER),
-        'ĸ' => After('q', 1, LOWER),
-        'ŧ' => After('t', 1, LOWER),
-        'Ŧ' => After('t', 1, UPPER),
-        'þ' => After('z', 2, LOWER),
-        'Þ' => After('z', 2, UPPER),
-        '¹' => Digit(1),
-        '²' => Digit(2),
-        '³' => Digit(3),
-        _ => return None,
-    })
-}
-
-fn push_special_latin(special: SpecialLatin, out: &mut Vec<Element>) {
-    let element = |primary: u32, tertiary: u8| Element {
-        primary,
-        secondary: COMMON,
-        tertiary,
-    };
-    match special {
-        SpecialLatin::Expansion(bases, tertiary) => {
-            out.extend(bases.chars().map(|b| element(latin_primary(b), tertiary)));
-        }
-        SpecialLatin::Ligature(first, second, tertiary) => {
-            out.push(element(latin_primary(first), tertiary));
-            out.push(Element {
-                primary: 0,
-                secondary: LIGATURE,
-                tertiary,
-            });
-            out.push(element(latin_primary(second), tertiary));
-        }
-        SpecialLatin::Marked(base, tertiary, secondary) => {
-            out.push(element(latin_primary(base), tertiary));
-            out.push(Element {
-                primary: 0,
-                secondary,
-                tertiary: LOWER,
-            });
-        }
-        SpecialLatin::After(base, offset, tertiary) => {
-            out.push(element(latin_primary(base) + offset, tertiary));
-        }
-        SpecialLatin::Digit(digit) => out.push(element(DIGIT_BASE + digit, VARIANT)),
-    }
-}
-
-/// The value of a decimal digit of another script (`٣` is 3), which ICU sorts as that digit.
-fn decimal_digit(cp: u32) -> Option<u32> {
-    const ZEROS: &[u32] = &[
-        0x660, 0x6F0, 0x7C0, 0x966, 0x9E6, 0xA66, 0xAE6, 0xB66, 0xBE6, 0xC66, 0xCE6, 0xD66, 0xE50,
-        0xED0, 0xF20, 0x1040, 0x17E0, 0x1810, 0xFF10,
-    ];
-    ZEROS
-        .iter()
-        .find(|&&zero| (zero..zero + 10).contains(&cp))
-        .map(|zero| cp - zero)
-}
-
-/// Controls (other than whitespace) and invisible format characters, which ICU ignores.
-fn is_ignorable(c: char) -> bool {
-    let cp = c as u32;
-    (c.is_control() && !c.is_whitespace())
-        || matches!(cp, 0xAD | 0x34F | 0x61C | 0x180E | 0xFEFF)
-        || (0x200B..=0x200F).contains(&cp)
-        || (0x202A..=0x202E).contains(&cp)
-        || (0x2060..=0x206F).contains(&cp)
-        || (0xFE00..=0xFE0F).contains(&cp)
-        || (0xE0000..=0xE0FFF).contains(&cp)
-}
-
-/// The secondary weight of a combining accent, `None` for any other character.
-fn accent_weight(c: char) -> Option<u16> {
-    let cp = match c as u32 {
-        0x340 => 0x300,
-        0x341 => 0x301,
-        0x343 => 0x313,
-        cp => cp,
-    };
-    let is_accent = (0x300..=0x36F).contains(&cp)
-        || (0x1AB0..=0x1AFF).contains(&cp)
-        || (0x1DC0..=0x1DFF).contains(&cp)
-        || (0x20D0..=0x20FF).contains(&cp)
-        || (0xFE20..=0xFE2F).contains(&cp);
-    if !is_accent {
-        return None;
-    }
-    let listed = ACCENT_ORDER.iter().position(|&a| u32::from(a) == cp);
-    let rank = match listed {
-        Some(i) => i as u32,
-        None => ACCENT_ORDER.len() as u32 + (cp - 0x300),
-    };
-    Some(
-        COMMON
-            + 1
-            + u16::try_from(rank)
-                .unwrap_or(MIDDLE_DOT - 3)
-                .min(MIDDLE_DOT - 3),
-    )
-}
-
-/// The base letter and accent codes of an accented Latin letter.
-fn latin_decomposition(c: char) -> Option<(char, &'static str)> {
-    static TABLE: OnceLock<Vec<(char, char, &'static str)>> = OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        let mut table: Vec<(char, char, &'static str)> = LATIN_DECOMPOSITIONS
-            .split_whitespace()
-            .filter_map(|token| {
-                let mut chars = token.char_indices();
-                let (_, letter) = chars.next()?;
-                let (_, base) = chars.next()?;
-                let (accents_at, _) = chars.next()?;
-                Some((letter, base, &token[accents_at..]))
-            })
-            .collect();
-        table.sort_by_key(|&(letter, _, _)| letter);
-        table
-    });
-    let i = table
-        .binary_search_by_key(&c, |&(letter, _, _)| letter)
-        .ok()?;
-    table.get(i).map(|&(_, base, accents)| (base, accents))
-}
+use settee_collate::compare_numbers;
+pub(crate) use settee_collate::TermOrder;
+pub use settee_collate::{collate, compare_strings};
 
 #[cfg(test)]
 mod tests {
+    use std::cmp::Ordering;
+
     use super::*;
     use serde_json::json;
 
@@ -1574,7 +1108,7 @@ mod tests {
         ];
         for (selector, reason) in cases {
             match validate(selector) {
-                Err(ApiError::BadRequest(text)) => {
+                Err(MangoError::BadRequest { reason: text, .. }) => {
                     assert!(text.starts_with(reason), "{selector}: got {text:?}")
                 }
                 other => panic!("{selector}: expected 400 {reason:?}, got {other:?}"),
@@ -1587,7 +1121,7 @@ mod tests {
     fn quoted_arguments_are_cut() {
         let huge = json!({"a": {"$in": "x".repeat(10_000)}});
         match validate(&huge) {
-            Err(ApiError::BadRequest(reason)) => {
+            Err(MangoError::BadRequest { reason, .. }) => {
                 assert!(
                     reason.len() < ERROR_ARGUMENT_CHARS_MAX + 100,
                     "{}",
@@ -1611,7 +1145,7 @@ mod tests {
         );
         let too_deep = json!({ "a": selector });
         match validate(&too_deep) {
-            Err(ApiError::BadRequest(reason)) => assert!(reason.contains("nested")),
+            Err(MangoError::BadRequest { reason, .. }) => assert!(reason.contains("nested")),
             other => panic!("expected a depth error, got {other:?}"),
         }
     }
@@ -1657,69 +1191,6 @@ mod tests {
         assert_eq!(array_index("99999999999999999999999999"), None);
     }
 
-    /// The golden order: CouchDB's documented view collation example and the values of
-    /// `couch_mrview_collation_tests.erl`, with strings ordered by ICU 72's root collator.
-    #[test]
-    fn collation_golden_order() {
-        let golden: Vec<Value> =
-            serde_json::from_str(include_str!("../testdata/collation/order.json"))
-                .expect("golden file is JSON");
-        for (i, a) in golden.iter().enumerate() {
-            for b in &golden[i + 1..] {
-                assert_ne!(
-                    collate(a, b),
-                    Ordering::Greater,
-                    "{a} must not sort after {b}"
-                );
-                assert_eq!(collate(a, b), collate(b, a).reverse(), "{a} vs {b}");
-            }
-        }
-        // Sort a deterministic shuffle and compare position by position (ties may swap).
-        let mut shuffled = golden.clone();
-        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-        for i in (1..shuffled.len()).rev() {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            shuffled.swap(i, (state % (i as u64 + 1)) as usize);
-        }
-        shuffled.sort_by(collate);
-        for (got, want) in shuffled.iter().zip(&golden) {
-            assert_eq!(
-                collate(got, want),
-                Ordering::Equal,
-                "got {got}, want {want}"
-            );
-        }
-    }
-
-    #[test]
-    fn collation_matches_couchdb_docs() {
-        // "Key ranges" in CouchDB's "Views Collation": abc < Abc < ABC < abc1 < AbcZZZZZ.
-        let keys = ["abc", "Abc", "ABC", "abc1", "AbcZZZZZ"];
-        for pair in keys.windows(2) {
-            assert_eq!(
-                compare_strings(pair[0], pair[1]),
-                Ordering::Less,
-                "{pair:?}"
-            );
-        }
-        assert_eq!(compare_strings("a", "aa"), Ordering::Less);
-        assert_eq!(compare_strings("A", "aa"), Ordering::Less);
-        assert_eq!(compare_strings("a", "AA"), Ordering::Less);
-        assert_eq!(compare_strings("~", "0"), Ordering::Less);
-        assert_eq!(compare_strings("c", "c\u{200B}"), Ordering::Equal);
-        assert_eq!(compare_strings("é", "e\u{301}"), Ordering::Equal);
-        assert_eq!(collate(&json!(1), &json!(1.0)), Ordering::Equal);
-        assert_eq!(collate(&json!(-0.0), &json!(0)), Ordering::Equal);
-        assert_eq!(
-            collate(&json!(9007199254740993u64), &json!(9007199254740992.0)),
-            Ordering::Greater
-        );
-        assert_eq!(collate(&json!(u64::MAX), &json!(-1)), Ordering::Greater);
-        assert_eq!(collate(&json!(1e300), &json!(u64::MAX)), Ordering::Greater);
-    }
-
     #[test]
     fn erlang_order_for_ids() {
         let order = TermOrder::Erlang;
@@ -1757,31 +1228,6 @@ mod tests {
         assert_eq!(TermOrder::Erlang.compare(&b, &a), Ordering::Greater);
         let selector = json!({"a": {"$gt": 5}});
         assert!(matches(&selector, &json!({ "a": a })));
-    }
-
-    #[test]
-    fn latin_decomposition_table_is_well_formed() {
-        let tokens: Vec<&str> = LATIN_DECOMPOSITIONS.split_whitespace().collect();
-        assert_eq!(tokens.len(), 494);
-        for token in tokens {
-            let mut chars = token.chars();
-            let letter = chars.next().expect("letter");
-            let base = chars.next().expect("base");
-            assert!(
-                base.is_ascii_alphabetic() || "æÆøØ".contains(base),
-                "{token}"
-            );
-            let accents = chars.as_str();
-            assert!(!accents.is_empty(), "{token}");
-            for code in accents.chars() {
-                assert!(ACCENT_CODES.iter().any(|(c, _)| *c == code), "{token}");
-            }
-            assert_eq!(
-                latin_decomposition(letter),
-                Some((base, accents)),
-                "{token}"
-            );
-        }
     }
 
     #[test]

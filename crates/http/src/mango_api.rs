@@ -1,0 +1,377 @@
+//! Mango over HTTP: `GET/POST /{db}/_index`, `DELETE /{db}/_index/{ddoc}/json/{name}`,
+//! `POST /{db}/_index/_bulk_delete`, `POST /{db}/_find` and `POST /{db}/_explain`.
+//! Parsing, planning and execution are `settee-mango`'s; this module loads and saves the
+//! design documents indexes live in, opens a JSON index's group on the view indexer (and
+//! waits for it when `update` is true), checks access, and writes CouchDB's response shapes.
+
+use bytes::Bytes;
+use hyper::{Method, StatusCode};
+use serde_json::{json, Value};
+use settee_engine::{AttachmentInput, Bucket, DocRecord, DocUpdate, ScanRange, UpdateOutcome};
+use settee_mango::index::{add_to_ddoc, indexes_in_ddoc, remove_from_ddoc, AddOutcome};
+use settee_mango::request::design_id;
+use settee_mango::{
+    execute, explain, open_index, plan, FindRequest, Index, IndexKind, MangoError, NewIndex,
+    Purpose, Query,
+};
+
+use crate::auth::DbAccess;
+use crate::couch_doc::{render_doc, RenderOptions};
+use crate::db_api::open;
+use crate::doc_api::{attachment_fetcher, read_doc};
+use crate::error::{ApiError, ApiResult};
+use crate::request::Req;
+use crate::response::{channel_body, json, HttpResponse};
+use crate::router::not_allowed;
+use crate::HttpState;
+
+/// Documents per chunk of a streamed `_find` response.
+const FIND_DOCS_PER_CHUNK: usize = 64;
+
+/// Every index of the database: `_all_docs`, then the JSON indexes of its `"language":
+/// "query"` design documents, in CouchDB's listing order.
+pub fn load_indexes(bucket: &Bucket) -> ApiResult<Vec<Index>> {
+    let range = ScanRange {
+        start: Some(b"_design/".to_vec()),
+        end: Some(b"_design0".to_vec()),
+        inclusive_end: false,
+        descending: false,
+    };
+    let mut indexes = Vec::new();
+    for item in bucket.scan_docs(range) {
+        let (key, record) = item?;
+        let (Ok(id), Some(body)) = (String::from_utf8(key), live_body(bucket, &record)) else {
+            continue;
+        };
+        indexes.extend(indexes_in_ddoc(&id, &body));
+    }
+    indexes.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    indexes.insert(0, Index::all_docs());
+    Ok(indexes)
+}
+
+/// The winner's JSON body, unless the document is deleted, expired or not JSON.
+fn live_body(bucket: &Bucket, record: &DocRecord) -> Option<Value> {
+    let leaf = record.winner()?;
+    let expired = record.expiry != 0 && record.expiry <= bucket.now_secs();
+    if leaf.deleted || expired || !leaf.json {
+        return None;
+    }
+    serde_json::from_slice(&leaf.body).ok()
+}
+
+pub async fn index(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    match req.method {
+        Method::GET | Method::HEAD => list(state, req, db),
+        Method::POST => create(state, req, db).await,
+        _ => Err(not_allowed("GET,POST")),
+    }
+}
+
+fn list(state: &HttpState, req: &Req, db: &str) -> ApiResult<HttpResponse> {
+    let bucket = open(state, req, db, DbAccess::Member)?;
+    let indexes = load_indexes(&bucket)?;
+    let total = indexes.len();
+    let bad_params = || {
+        ApiError::Mango(MangoError::Internal {
+            error: "invalid_list_index_params",
+            reason: "Index parameter ranges: limit > 1, skip > 0".into(),
+        })
+    };
+    let integer = |name: &str| -> ApiResult<Option<i64>> {
+        req.param(name)
+            .map(|text| text.parse::<i64>().map_err(|_| bad_params()))
+            .transpose()
+    };
+    let limit = match integer("limit")? {
+        None => total,
+        Some(limit) if limit < 1 => return Err(bad_params()),
+        Some(limit) => usize::try_from(limit).unwrap_or(usize::MAX),
+    };
+    let skip = match integer("skip")? {
+        None => 0,
+        Some(skip) if skip < 0 => return Err(bad_params()),
+        Some(skip) => usize::try_from(skip).unwrap_or(usize::MAX).min(total),
+    };
+    let listed: Vec<Value> = indexes
+        .iter()
+        .skip(skip)
+        .take(limit)
+        .map(Index::to_json)
+        .collect();
+    Ok(json(
+        StatusCode::OK,
+        &json!({"total_rows": total, "indexes": listed}),
+    ))
+}
+
+async fn create(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    let bucket = open(state, req, db, DbAccess::Admin)?;
+    req.require_json_content_type()?;
+    let body = req.json_body_within(&state.config).await?;
+    let index = NewIndex::parse(&body)?;
+    let record = read_doc(&bucket, &index.ddoc)?;
+    let current = record
+        .as_ref()
+        .and_then(|record| live_body(&bucket, record));
+    let result = match add_to_ddoc(current.as_ref(), &index)? {
+        AddOutcome::Exists => "exists",
+        AddOutcome::Updated(new_body) => {
+            save_ddoc(&bucket, &index.ddoc, record.as_ref(), Some(new_body)).await?;
+            "created"
+        }
+    };
+    Ok(json(
+        StatusCode::OK,
+        &json!({"result": result, "id": index.ddoc, "name": index.name}),
+    ))
+}
+
+/// Writes a new body for the design document `id` over its current winner (or deletes it when
+/// `body` is `None`), keeping its attachments.
+async fn save_ddoc(
+    bucket: &Bucket,
+    id: &str,
+    current: Option<&DocRecord>,
+    body: Option<Value>,
+) -> ApiResult<()> {
+    let winner = current
+        .and_then(|record| record.winner())
+        .filter(|leaf| !leaf.deleted);
+    let attachments = match (winner, &body) {
+        (Some(leaf), Some(_)) => leaf
+            .attachments
+            .iter()
+            .map(|meta| AttachmentInput::Stub {
+                name: meta.name.clone(),
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let update = DocUpdate {
+        key: id.as_bytes().to_vec(),
+        parent: winner.map(|leaf| leaf.rev.clone()),
+        history: Vec::new(),
+        deleted: body.is_none(),
+        body: Bytes::from(
+            body.map_or_else(|| b"{}".to_vec(), |body| body.to_string().into_bytes()),
+        ),
+        attachments,
+    };
+    match bucket.update_doc(update, true).await? {
+        UpdateOutcome::Saved { .. } => Ok(()),
+        UpdateOutcome::Conflict => Err(ApiError::Mango(MangoError::Internal {
+            error: "error_saving_ddoc",
+            reason: "Encountered a conflict while saving the design document.".into(),
+        })),
+        UpdateOutcome::MissingStub { name } | UpdateOutcome::Invalid(name) => {
+            Err(ApiError::Mango(MangoError::Internal {
+                error: "error_saving_ddoc",
+                reason: format!("Unknown error while saving the design document: {name}"),
+            }))
+        }
+    }
+}
+
+/// `DELETE /{db}/_index/{ddoc}/{type}/{name}` (the design document with or without its
+/// `_design/` prefix).
+pub async fn delete(
+    state: &HttpState,
+    req: &mut Req,
+    db: &str,
+    ddoc: &str,
+    kind: &str,
+    name: &str,
+) -> ApiResult<HttpResponse> {
+    if req.method != Method::DELETE {
+        return Err(not_allowed("DELETE"));
+    }
+    let bucket = open(state, req, db, DbAccess::Admin)?;
+    let ddoc = design_id(ddoc);
+    let found = load_indexes(&bucket)?.into_iter().any(|index| {
+        index.kind == IndexKind::Json
+            && kind == "json"
+            && index.ddoc.as_deref() == Some(ddoc.as_str())
+            && index.name == name
+    });
+    if !found {
+        return Err(ApiError::missing());
+    }
+    remove_index(&bucket, &ddoc, name).await?;
+    Ok(json(StatusCode::OK, &json!({"ok": true})))
+}
+
+async fn remove_index(bucket: &Bucket, ddoc: &str, name: &str) -> ApiResult<()> {
+    let record = read_doc(bucket, ddoc)?;
+    let body = record
+        .as_ref()
+        .and_then(|record| live_body(bucket, record))
+        .ok_or_else(ApiError::missing)?;
+    let remaining = remove_from_ddoc(&body, name)?;
+    save_ddoc(bucket, ddoc, record.as_ref(), remaining).await
+}
+
+/// `POST /{db}/_index/_bulk_delete` `{"docids": [...]}`: removes every JSON index of each
+/// named design document.
+pub async fn bulk_delete(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    if req.method != Method::POST {
+        return Err(not_allowed("POST"));
+    }
+    let bucket = open(state, req, db, DbAccess::Admin)?;
+    req.require_json_content_type()?;
+    let body = req.json_body_within(&state.config).await?;
+    let docids = match body.get("docids") {
+        Some(Value::Array(ids)) if ids.iter().all(Value::is_string) => ids.clone(),
+        other => {
+            return Err(ApiError::Mango(MangoError::bad_request(
+                "invalid_bulk_docs",
+                format!(
+                    "Bulk Delete requires an array of non-null docids. Docids: {}",
+                    other.cloned().unwrap_or(Value::Null)
+                ),
+            )))
+        }
+    };
+    if docids.len() > state.config.max_docs_per_bulk {
+        return Err(ApiError::RequestTooLarge);
+    }
+    let indexes = load_indexes(&bucket)?;
+    let (mut success, mut fail) = (Vec::new(), Vec::new());
+    for docid in docids.iter().filter_map(Value::as_str) {
+        let ddoc = design_id(docid);
+        let names: Vec<&str> = indexes
+            .iter()
+            .filter(|index| index.ddoc.as_deref() == Some(ddoc.as_str()))
+            .map(|index| index.name.as_str())
+            .collect();
+        if names.is_empty() {
+            fail.push(json!({"id": ddoc, "error": "not_found"}));
+            continue;
+        }
+        let mut outcome = Ok(());
+        for name in names {
+            outcome = outcome.and(remove_index(&bucket, &ddoc, name).await);
+        }
+        match outcome {
+            Ok(()) => success.push(json!({"id": ddoc, "ok": true})),
+            Err(error) => fail.push(json!({"id": ddoc, "error": error.code()})),
+        }
+    }
+    Ok(json(
+        StatusCode::OK,
+        &json!({"success": success, "fail": fail}),
+    ))
+}
+
+async fn find_request(state: &HttpState, req: &mut Req) -> ApiResult<FindRequest> {
+    if req.method != Method::POST {
+        return Err(not_allowed("POST"));
+    }
+    req.require_json_content_type()?;
+    let body = req.json_body_within(&state.config).await?;
+    Ok(FindRequest::parse(&body)?)
+}
+
+pub async fn explain_find(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    if req.method != Method::POST {
+        return Err(not_allowed("POST"));
+    }
+    let bucket = open(state, req, db, DbAccess::Member)?;
+    let request = find_request(state, req).await?;
+    let indexes = load_indexes(&bucket)?;
+    let plan = plan(&Query::of(&request), &indexes, Purpose::Explain)?;
+    Ok(json(StatusCode::OK, &explain(db, &request, &plan)))
+}
+
+pub async fn find(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    if req.method != Method::POST {
+        return Err(not_allowed("POST"));
+    }
+    let bucket = open(state, req, db, DbAccess::Member)?;
+    let request = find_request(state, req).await?;
+    if let Some(bookmark) = &request.bookmark {
+        settee_mango::bookmark::Bookmark::decode(bookmark)?;
+    }
+    let indexes = load_indexes(&bucket)?;
+    let plan = plan(&Query::of(&request), &indexes, Purpose::Find)?;
+    let group = match &plan.index {
+        Some(index) => open_index(&state.views, &bucket, index).await?,
+        None => None,
+    };
+    if let Some(group) = &group {
+        // CouchDB's update=true: the index first catches up with every write acknowledged
+        // before the query arrived; otherwise it is read as it is, and catches up behind.
+        if request.update {
+            group.wait_for(&bucket.high_seqnos()).await?;
+        } else {
+            group.ensure_builder();
+        }
+    }
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(8);
+    tokio::task::spawn_blocking(move || {
+        let options = RenderOptions {
+            conflicts: request.conflicts,
+            ..RenderOptions::default()
+        };
+        let render = |id: &str, record: &DocRecord| -> Option<Vec<u8>> {
+            let leaf = record.winner()?;
+            if leaf.deleted || !leaf.json {
+                return None;
+            }
+            render_doc(id, record, leaf, &options, &attachment_fetcher(&bucket, id)).ok()
+        };
+        let mut chunk = b"{\"docs\":[".to_vec();
+        let mut in_chunk = 0usize;
+        let mut first = true;
+        let mut emit = |doc: &[u8]| -> bool {
+            chunk.extend_from_slice(if first { b"\r\n" } else { b",\r\n" });
+            first = false;
+            chunk.extend_from_slice(doc);
+            in_chunk += 1;
+            if in_chunk < FIND_DOCS_PER_CHUNK {
+                return true;
+            }
+            in_chunk = 0;
+            sender
+                .blocking_send(Bytes::from(std::mem::take(&mut chunk)))
+                .is_ok()
+        };
+        let outcome = execute(
+            &bucket,
+            group.as_deref(),
+            &request,
+            &plan,
+            &render,
+            &mut emit,
+        );
+        let mut tail = std::mem::take(&mut chunk);
+        match outcome {
+            Ok(outcome) => {
+                tail.extend_from_slice(b"\r\n],\r\n\"bookmark\": ");
+                tail.extend_from_slice(json!(outcome.bookmark).to_string().as_bytes());
+                if request.execution_stats {
+                    tail.extend_from_slice(b",\r\n\"execution_stats\": ");
+                    tail.extend_from_slice(outcome.stats.to_json().to_string().as_bytes());
+                }
+                if let Some(warning) = outcome.warning {
+                    tail.extend_from_slice(b",\r\n\"warning\": ");
+                    tail.extend_from_slice(json!(warning).to_string().as_bytes());
+                }
+                tail.extend_from_slice(b"}\r\n");
+            }
+            // The status line is gone; like CouchDB, end the body unfinished so the client
+            // sees a broken response rather than a short result.
+            Err(error) => {
+                tracing::warn!(%error, "_find failed while streaming");
+                return;
+            }
+        }
+        let _ = sender.blocking_send(Bytes::from(tail));
+    });
+    let mut response = hyper::Response::new(channel_body(receiver));
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
+}
