@@ -82,7 +82,9 @@ pub fn parse_doc(bytes: &[u8]) -> ApiResult<ParsedDoc> {
     for (key, value) in members.0 {
         // The replicator's state members of `_replicator` documents are body members in
         // CouchDB (clients see and may echo them).
-        if !key.starts_with('_') || key.starts_with("_replication_") && REPLICATION_MEMBERS.contains(&key.as_str()) {
+        if !key.starts_with('_')
+            || key.starts_with("_replication_") && REPLICATION_MEMBERS.contains(&key.as_str())
+        {
             if body.len() > 1 {
                 body.push(b',');
             }

@@ -18,6 +18,7 @@ pub mod db_api;
 pub mod doc_api;
 pub mod error;
 pub mod multipart;
+pub mod replicator_api;
 pub mod request;
 pub mod response;
 pub mod router;
@@ -37,6 +38,33 @@ use tokio::net::TcpListener;
 
 pub use config::HttpConfig;
 
+/// Starts the node's replicator: local database names are reached at `local_url` with a
+/// session cookie minted for the user a job runs as (server admins when none is named).
+pub fn start_replicator(
+    state: &Arc<HttpState>,
+    local_url: String,
+) -> Arc<settee_replicator::Replicator> {
+    let weak = Arc::downgrade(state);
+    let local_auth: settee_replicator::LocalAuth = Arc::new(move |user: Option<&str>| {
+        let state = weak.upgrade()?;
+        let name = match user {
+            Some(name) => name.to_string(),
+            None => state.auth.users.first_admin()?,
+        };
+        let cookie = state.auth.make_cookie(&name, auth::now_secs());
+        Some(("Cookie".to_string(), format!("AuthSession={cookie}")))
+    });
+    let env = settee_replicator::JobEnv {
+        client: settee_replicator::client::new_client(),
+        server_uuid: state.config.server_uuid.clone(),
+        local_url,
+        local_auth,
+    };
+    let replicator = settee_replicator::Replicator::new(env);
+    let _ = state.replicator.set(replicator.clone());
+    replicator
+}
+
 /// Everything a handler can reach.
 pub struct HttpState {
     pub engine: Arc<Engine>,
@@ -47,6 +75,9 @@ pub struct HttpState {
     pub open_feeds: Arc<std::sync::atomic::AtomicUsize>,
     /// Resolves when the server shuts down, so long-running feeds end.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Set once at startup, after the listener is bound (the replicator reaches local
+    /// databases through it).
+    pub replicator: std::sync::OnceLock<Arc<settee_replicator::Replicator>>,
 }
 
 impl HttpState {
@@ -65,6 +96,7 @@ impl HttpState {
             uuids: uuids::UuidGenerator::new(),
             open_feeds: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             shutdown,
+            replicator: std::sync::OnceLock::new(),
         }
     }
 }

@@ -213,7 +213,8 @@ fn session_info(user: &UserCtx) -> HttpResponse {
     )
 }
 
-pub fn active_tasks(req: &Req) -> ApiResult<HttpResponse> {
+pub fn active_tasks(state: &HttpState, req: &Req) -> ApiResult<HttpResponse> {
     require_admin(&req.user)?;
-    Ok(json(StatusCode::OK, &json!([])))
+    let tasks = crate::replicator_api::active_tasks(state);
+    Ok(json(StatusCode::OK, &serde_json::Value::Array(tasks)))
 }

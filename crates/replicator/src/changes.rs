@@ -183,7 +183,13 @@ mod tests {
             {"seq": "3-a", "id": "c", "changes": []},
         ], "last_seq": "3-a", "pending": 0});
         let page = parse_page(&body).expect("page");
-        assert_eq!(page.rows, vec![ChangeRow { id: "a".into(), revs: vec!["1-x".into(), "1-y".into()] }]);
+        assert_eq!(
+            page.rows,
+            vec![ChangeRow {
+                id: "a".into(),
+                revs: vec!["1-x".into(), "1-y".into()]
+            }]
+        );
         assert_eq!(page.last_seq, json!("3-a"));
         assert!(parse_page(&json!({"results": []})).is_err());
         assert!(parse_page(&json!([])).is_err());

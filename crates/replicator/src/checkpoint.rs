@@ -100,12 +100,7 @@ impl CheckpointRecord<'_> {
             "bulk_get_attempts": stats.bulk_get_attempts,
         });
         let mut history = vec![entry];
-        history.extend(
-            self.previous_history
-                .iter()
-                .take(HISTORY_MAX - 1)
-                .cloned(),
-        );
+        history.extend(self.previous_history.iter().take(HISTORY_MAX - 1).cloned());
         let mut body = json!({
             "session_id": self.session_id,
             "source_last_seq": self.through_seq,
@@ -133,7 +128,8 @@ mod tests {
 
     #[test]
     fn same_session_resumes_from_source_last_seq() {
-        let doc = json!({"session_id": "s2", "source_last_seq": "9-x", "history": [entry("s2", 9)]});
+        let doc =
+            json!({"session_id": "s2", "source_last_seq": "9-x", "history": [entry("s2", 9)]});
         let (seq, history) = compare_logs(Some(&doc), Some(&doc));
         assert_eq!(seq, Some(json!("9-x")));
         assert_eq!(history.len(), 1);
@@ -150,7 +146,10 @@ mod tests {
         assert_eq!(seq, Some(json!(20)));
         assert_eq!(history, vec![entry("s1", 10)]);
         let stranger = json!({"session_id": "x", "history": [entry("x", 5)]});
-        assert_eq!(compare_logs(Some(&source), Some(&stranger)), (None, Vec::new()));
+        assert_eq!(
+            compare_logs(Some(&source), Some(&stranger)),
+            (None, Vec::new())
+        );
     }
 
     #[test]

@@ -278,7 +278,10 @@ impl Peer {
     }
 
     /// `PUT /db` (with `create_target_params` such as `q` as the query string).
-    pub async fn create_db(&self, params: &serde_json::Map<String, Value>) -> Result<(), ReplicatorError> {
+    pub async fn create_db(
+        &self,
+        params: &serde_json::Map<String, Value>,
+    ) -> Result<(), ReplicatorError> {
         let query: Vec<String> = params
             .iter()
             .map(|(key, value)| {

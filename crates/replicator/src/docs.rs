@@ -31,7 +31,11 @@ const STATE_MEMBERS: [&str; 6] = [
 ];
 
 /// Follows `_replicator` until `shutdown` resolves.
-pub async fn watch(replicator: Arc<Replicator>, engine: Arc<Engine>, shutdown: impl std::future::Future<Output = ()>) {
+pub async fn watch(
+    replicator: Arc<Replicator>,
+    engine: Arc<Engine>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
     tokio::pin!(shutdown);
     let Some(bucket) = engine.bucket(REPLICATOR_DB) else {
         return;
@@ -102,7 +106,10 @@ fn handle_doc(replicator: &Arc<Replicator>, bucket: &Bucket, doc: DocRef, on_don
     match body.get("_replication_state").and_then(Value::as_str) {
         Some("completed") => {
             replicator.stop_doc_job(&doc);
-            let stats = body.get("_replication_stats").cloned().unwrap_or(Value::Null);
+            let stats = body
+                .get("_replication_stats")
+                .cloned()
+                .unwrap_or(Value::Null);
             replicator.record_finished_doc(doc, parsed.ok(), JobState::Completed { stats });
             return;
         }
@@ -129,7 +136,12 @@ fn handle_doc(replicator: &Arc<Replicator>, bucket: &Bucket, doc: DocRef, on_don
         }
         Err(error) => {
             replicator.stop_doc_job(&doc);
-            on_done(doc, JobState::Failed { error: error.to_string() });
+            on_done(
+                doc,
+                JobState::Failed {
+                    error: error.to_string(),
+                },
+            );
         }
     }
 }

@@ -14,10 +14,8 @@ use crate::error::ReplicatorError;
 use crate::term::Term;
 
 /// Headers every CouchDB replicator request carries; they never count in the replication id.
-pub const DEFAULT_HEADERS: [(&str, &str); 2] = [
-    ("Accept", "application/json"),
-    ("User-Agent", USER_AGENT),
-];
+pub const DEFAULT_HEADERS: [(&str, &str); 2] =
+    [("Accept", "application/json"), ("User-Agent", USER_AGENT)];
 /// What CouchDB's replicator sends, so servers that special-case it treat settee alike.
 pub const USER_AGENT: &str = "CouchDB-Replicator/3.5.0";
 
@@ -25,7 +23,9 @@ pub const USER_AGENT: &str = "CouchDB-Replicator/3.5.0";
 pub enum Endpoint {
     /// A database of this node, named without a URL. CouchDB 3.x refuses these; settee runs
     /// them over its own HTTP port as the user who asked.
-    Local { db: String },
+    Local {
+        db: String,
+    },
     Remote(RemoteDb),
 }
 
@@ -65,9 +65,9 @@ impl Endpoint {
                     None | Some(Value::Null) => {}
                     Some(Value::Object(map)) => {
                         for (key, value) in map {
-                            let value = value.as_str().ok_or_else(|| {
-                                bad(format!("{role} headers must be strings"))
-                            })?;
+                            let value = value
+                                .as_str()
+                                .ok_or_else(|| bad(format!("{role} headers must be strings")))?;
                             headers.push((key.clone(), value.to_string()));
                         }
                     }
@@ -224,7 +224,9 @@ fn split_host_port(text: &str) -> (&str, Option<&str>) {
 /// with the defaults; a basic `Authorization` header is taken out as credentials. When any
 /// `Authorization` header is present the list is rebuilt in case-insensitive name order (the
 /// header store CouchDB passes it through sorts that way). Default headers are then dropped.
-fn normalise_headers(user: &[(String, String)]) -> (Option<(String, String)>, Vec<(String, String)>) {
+fn normalise_headers(
+    user: &[(String, String)],
+) -> (Option<(String, String)>, Vec<(String, String)>) {
     let mut sorted: Vec<(String, String)> = Vec::with_capacity(user.len());
     let mut by_name = user.to_vec();
     by_name.sort_by(|a, b| a.0.cmp(&b.0));
@@ -297,25 +299,101 @@ mod tests {
     #[test]
     fn credentials_and_ports_normalise_like_couchdb() {
         let auth = |user: &str, password: &str| Some((user.to_string(), password.to_string()));
-        let cases: Vec<(&str, Vec<(String, String)>, Option<(String, String)>, Option<&str>, Option<u16>, &str, Vec<(String, String)>)> = vec![
+        let cases: Vec<(
+            &str,
+            Vec<(String, String)>,
+            Option<(String, String)>,
+            Option<&str>,
+            Option<u16>,
+            &str,
+            Vec<(String, String)>,
+        )> = vec![
             ("http://host", vec![], None, None, None, "/", vec![]),
             ("https://host", vec![], None, None, None, "/", vec![]),
             ("http://host:5984", vec![], None, None, None, "/", vec![]),
             ("http://host:1", vec![], None, None, Some(1), "/", vec![]),
             ("https://host:2", vec![], None, None, Some(2), "/", vec![]),
-            ("http://host", vec![header("h", "v")], None, None, None, "/", vec![header("h", "v")]),
+            (
+                "http://host",
+                vec![header("h", "v")],
+                None,
+                None,
+                None,
+                "/",
+                vec![header("h", "v")],
+            ),
             ("http://host/a/b", vec![], None, None, None, "/a/b/", vec![]),
-            ("http://user:pass@host", vec![], None, Some("user"), None, "/", vec![]),
-            ("http://user:pass@host:3", vec![], None, Some("user"), Some(3), "/", vec![]),
-            ("http://host", vec![basic("user", "pass")], None, Some("user"), None, "/", vec![]),
-            ("http://user1:pass1@host", vec![basic("user2", "pass2")], auth("user3", "pass3"), Some("user3"), None, "/", vec![]),
-            ("http://host", vec![header("h", "v"), basic("user", "pass")], auth("user2", "pass2"), Some("user2"), None, "/", vec![header("h", "v")]),
-            ("http://host", vec![header("h", "v")], auth("user", "pass"), Some("user"), None, "/", vec![header("h", "v")]),
-            ("http://host", vec![header("Authorization", "Basic bad")], None, None, None, "/", vec![]),
+            (
+                "http://user:pass@host",
+                vec![],
+                None,
+                Some("user"),
+                None,
+                "/",
+                vec![],
+            ),
+            (
+                "http://user:pass@host:3",
+                vec![],
+                None,
+                Some("user"),
+                Some(3),
+                "/",
+                vec![],
+            ),
+            (
+                "http://host",
+                vec![basic("user", "pass")],
+                None,
+                Some("user"),
+                None,
+                "/",
+                vec![],
+            ),
+            (
+                "http://user1:pass1@host",
+                vec![basic("user2", "pass2")],
+                auth("user3", "pass3"),
+                Some("user3"),
+                None,
+                "/",
+                vec![],
+            ),
+            (
+                "http://host",
+                vec![header("h", "v"), basic("user", "pass")],
+                auth("user2", "pass2"),
+                Some("user2"),
+                None,
+                "/",
+                vec![header("h", "v")],
+            ),
+            (
+                "http://host",
+                vec![header("h", "v")],
+                auth("user", "pass"),
+                Some("user"),
+                None,
+                "/",
+                vec![header("h", "v")],
+            ),
+            (
+                "http://host",
+                vec![header("Authorization", "Basic bad")],
+                None,
+                None,
+                None,
+                "/",
+                vec![],
+            ),
         ];
         for (url, headers, auth, user, port, path, kept) in cases {
             let remote = RemoteDb::parse(url, &headers, auth).expect(url);
-            assert_eq!(remote.basic.as_ref().map(|(user, _)| user.as_str()), user, "{url}");
+            assert_eq!(
+                remote.basic.as_ref().map(|(user, _)| user.as_str()),
+                user,
+                "{url}"
+            );
             assert_eq!(remote.host, "host", "{url}");
             assert_eq!(remote.port, port, "{url}");
             assert_eq!(remote.path, path, "{url}");

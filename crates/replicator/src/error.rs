@@ -35,7 +35,9 @@ impl ReplicatorError {
     pub fn is_transient(&self) -> bool {
         match self {
             ReplicatorError::Transport { .. } => true,
-            ReplicatorError::Http { status, .. } => *status >= 500 || *status == 429 || *status == 408,
+            ReplicatorError::Http { status, .. } => {
+                *status >= 500 || *status == 429 || *status == 408
+            }
             _ => false,
         }
     }

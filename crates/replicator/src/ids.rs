@@ -146,7 +146,10 @@ mod tests {
             UUID,
             None,
         );
-        assert_eq!(id.full(), "afcf45e564336961096ed5030eae7b66+continuous+create_target");
+        assert_eq!(
+            id.full(),
+            "afcf45e564336961096ed5030eae7b66+continuous+create_target"
+        );
     }
 
     #[test]

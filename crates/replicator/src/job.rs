@@ -88,7 +88,10 @@ fn peer(
 }
 
 /// Fetches a JavaScript filter's source from the source's design document (the id hashes it).
-async fn filter_code(source: &Peer, params: &ReplicationParams) -> Result<Option<String>, ReplicatorError> {
+async fn filter_code(
+    source: &Peer,
+    params: &ReplicationParams,
+) -> Result<Option<String>, ReplicatorError> {
     let Filter::User { ddoc, name, .. } = &params.filter else {
         return Ok(None);
     };
@@ -115,8 +118,14 @@ async fn filter_code(source: &Peer, params: &ReplicationParams) -> Result<Option
 }
 
 enum Event {
-    Batch { index: u64, last_seq: Value, stats: Stats },
-    ReaderDone { batches: u64 },
+    Batch {
+        index: u64,
+        last_seq: Value,
+        stats: Stats,
+    },
+    ReaderDone {
+        batches: u64,
+    },
     Failed(ReplicatorError),
 }
 
@@ -166,7 +175,10 @@ impl Job {
     }
 
     /// Runs to completion (one-shot) or cancellation; answers like CouchDB's `_replicate`.
-    pub async fn run(self: &Arc<Self>, mut cancel: watch::Receiver<bool>) -> Result<Value, ReplicatorError> {
+    pub async fn run(
+        self: &Arc<Self>,
+        mut cancel: watch::Receiver<bool>,
+    ) -> Result<Value, ReplicatorError> {
         let params = &self.params;
         let source_info = self
             .source
@@ -179,10 +191,16 @@ impl Job {
             }
             self.target.create_db(&params.create_target_params).await?;
         }
-        self.progress.lock().source_seq = source_info.get("update_seq").cloned().unwrap_or(Value::Null);
+        self.progress.lock().source_seq = source_info
+            .get("update_seq")
+            .cloned()
+            .unwrap_or(Value::Null);
         let log_id = self.id.checkpoint_doc_id();
         let (source_log, target_log) = if params.use_checkpoints {
-            (self.source.get_doc(&log_id).await?, self.target.get_doc(&log_id).await?)
+            (
+                self.source.get_doc(&log_id).await?,
+                self.target.get_doc(&log_id).await?,
+            )
         } else {
             (None, None)
         };
@@ -217,7 +235,12 @@ impl Job {
         let (events, mut receiver) = mpsc::unbounded_channel::<Event>();
         let (batches, batch_receiver) = mpsc::channel::<Batch>(params.worker_processes * 2);
         let mut tasks = tokio::task::JoinSet::new();
-        tasks.spawn(reader(self.clone(), start_seq.clone(), batches, events.clone()));
+        tasks.spawn(reader(
+            self.clone(),
+            start_seq.clone(),
+            batches,
+            events.clone(),
+        ));
         let batch_receiver = Arc::new(tokio::sync::Mutex::new(batch_receiver));
         for _ in 0..params.worker_processes {
             tasks.spawn(worker(self.clone(), batch_receiver.clone(), events.clone()));
@@ -227,8 +250,10 @@ impl Job {
         let mut next_index = 0u64;
         let mut total_batches: Option<u64> = None;
         let mut through = start_seq.clone();
+        let mut copied_any = false;
         let mut last_checkpoint = Instant::now();
-        let mut ticker = tokio::time::interval(params.checkpoint_interval.max(Duration::from_millis(10)));
+        let mut ticker =
+            tokio::time::interval(params.checkpoint_interval.max(Duration::from_millis(10)));
         let result: Result<(), ReplicatorError> = loop {
             if total_batches == Some(next_index) {
                 break Ok(());
@@ -255,6 +280,7 @@ impl Job {
                     Some(Event::Failed(error)) => break Err(error),
                     Some(Event::ReaderDone { batches }) => total_batches = Some(batches),
                     Some(Event::Batch { index, last_seq, stats: batch }) => {
+                        copied_any |= batch.missing_checked > 0;
                         stats.add(&batch);
                         done.insert(index, last_seq);
                         while let Some(seq) = done.remove(&next_index) {
@@ -272,16 +298,22 @@ impl Job {
         tasks.abort_all();
         match result {
             Ok(()) => {
-                let no_changes = through == checkpointer.start_seq && stats.missing_found == 0;
+                if !copied_any && through == checkpointer.start_seq {
+                    // Nothing to do: CouchDB answers with the existing checkpoint.
+                    let mut body = source_log.unwrap_or_else(|| json!({}));
+                    if let Some(members) = body.as_object_mut() {
+                        members.retain(|key, _| !key.starts_with('_'));
+                    }
+                    body["ok"] = json!(true);
+                    body["no_changes"] = json!(true);
+                    return Ok(body);
+                }
                 let mut body = if through != checkpointer.committed {
                     self.checkpoint(&mut checkpointer, &through, &stats).await?
                 } else {
                     self.record(&checkpointer, &through, &stats)
                 };
                 body["ok"] = json!(true);
-                if no_changes {
-                    body["no_changes"] = json!(true);
-                }
                 Ok(body)
             }
             Err(error) => {
@@ -323,10 +355,24 @@ impl Job {
         }
         self.target.ensure_full_commit().await?;
         self.source.ensure_full_commit().await?;
-        checkpointer.target_rev =
-            Some(put_log(&self.target, &checkpointer.log_id, &body, checkpointer.target_rev.take()).await?);
-        checkpointer.source_rev =
-            Some(put_log(&self.source, &checkpointer.log_id, &body, checkpointer.source_rev.take()).await?);
+        checkpointer.target_rev = Some(
+            put_log(
+                &self.target,
+                &checkpointer.log_id,
+                &body,
+                checkpointer.target_rev.take(),
+            )
+            .await?,
+        );
+        checkpointer.source_rev = Some(
+            put_log(
+                &self.source,
+                &checkpointer.log_id,
+                &body,
+                checkpointer.source_rev.take(),
+            )
+            .await?,
+        );
         checkpointer.committed = through.clone();
         self.progress.lock().checkpointed_seq = through.clone();
         Ok(body)
@@ -378,7 +424,15 @@ async fn reader(
     let mut caught_up = false;
     loop {
         let longpoll = caught_up && params.continuous;
-        let page = match read_page(&job.source, params, &since, params.worker_batch_size, longpoll).await {
+        let page = match read_page(
+            &job.source,
+            params,
+            &since,
+            params.worker_batch_size,
+            longpoll,
+        )
+        .await
+        {
             Ok(page) => page,
             Err(error) => {
                 let _ = events.send(Event::Failed(error));

@@ -23,7 +23,10 @@ pub enum Filter {
         query_params: Value,
     },
     /// A built-in filter named with a leading underscore (`_view`, `_design`, ...).
-    Builtin { name: String, query_params: Value },
+    Builtin {
+        name: String,
+        query_params: Value,
+    },
 }
 
 /// Everything a replication job needs to know, with CouchDB's defaults.
@@ -150,16 +153,24 @@ impl ReplicationParams {
             filter,
             since_seq: props.get("since_seq").filter(|seq| !seq.is_null()).cloned(),
             winning_revs_only: boolean(props, "winning_revs_only")?.unwrap_or(false),
-            worker_processes: integer(props, "worker_processes", 4, 1..=WORKER_PROCESSES_MAX as u64)?
-                as usize,
+            worker_processes: integer(
+                props,
+                "worker_processes",
+                4,
+                1..=WORKER_PROCESSES_MAX as u64,
+            )? as usize,
             worker_batch_size: integer(
                 props,
                 "worker_batch_size",
                 500,
                 1..=WORKER_BATCH_SIZE_MAX as u64,
             )? as usize,
-            http_connections: integer(props, "http_connections", 20, 1..=HTTP_CONNECTIONS_MAX as u64)?
-                as usize,
+            http_connections: integer(
+                props,
+                "http_connections",
+                20,
+                1..=HTTP_CONNECTIONS_MAX as u64,
+            )? as usize,
             connection_timeout: Duration::from_millis(integer(
                 props,
                 "connection_timeout",
@@ -241,9 +252,7 @@ fn parse_filter(props: &Map<String, Value>) -> Result<Filter, ReplicatorError> {
             }),
             None => Err(bad("Invalid filter. Must match `ddocname/filtername`.")),
         },
-        _ => Err(bad(
-            "`doc_ids`,`filter`,`selector` are mutually exclusive",
-        )),
+        _ => Err(bad("`doc_ids`,`filter`,`selector` are mutually exclusive")),
     }
 }
 
@@ -272,7 +281,10 @@ mod tests {
         })) else {
             panic!("start");
         };
-        assert_eq!(params.filter, Filter::DocIds(vec!["a/x".into(), "b".into()]));
+        assert_eq!(
+            params.filter,
+            Filter::DocIds(vec!["a/x".into(), "b".into()])
+        );
         assert_eq!(params.worker_batch_size, 7);
         assert!(params.continuous);
     }
@@ -284,13 +296,21 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert!(reason(json!({"source": "a"})).contains("target"));
-        assert!(reason(json!({"source": "a", "target": "b", "continuous": 1})).contains("continuous"));
-        assert!(reason(json!({"source": "a", "target": "b", "doc_ids": [], "filter": "d/f"}))
-            .contains("mutually exclusive"));
-        assert!(reason(json!({"source": "a", "target": "b", "filter": "nofunction"}))
-            .contains("ddocname/filtername"));
-        assert!(reason(json!({"source": "a", "target": "b", "worker_processes": 0}))
-            .contains("worker_processes"));
+        assert!(
+            reason(json!({"source": "a", "target": "b", "continuous": 1})).contains("continuous")
+        );
+        assert!(
+            reason(json!({"source": "a", "target": "b", "doc_ids": [], "filter": "d/f"}))
+                .contains("mutually exclusive")
+        );
+        assert!(
+            reason(json!({"source": "a", "target": "b", "filter": "nofunction"}))
+                .contains("ddocname/filtername")
+        );
+        assert!(
+            reason(json!({"source": "a", "target": "b", "worker_processes": 0}))
+                .contains("worker_processes")
+        );
         assert!(reason(json!({"source": "a", "target": "b", "filter": "_view"})).contains("view"));
         assert!(matches!(
             parse(json!({"cancel": true, "replication_id": "abc continuous"})),

@@ -178,7 +178,9 @@ impl Replicator {
                 let id = match (id, params) {
                     (Some(id), _) => id,
                     (None, Some(params)) => Job::prepare(&self.env, *params, user).await?.id.full(),
-                    (None, None) => return Err(ReplicatorError::BadRequest("nothing to cancel".into())),
+                    (None, None) => {
+                        return Err(ReplicatorError::BadRequest("nothing to cancel".into()))
+                    }
                 };
                 let found = {
                     let jobs = self.jobs.lock();
@@ -261,17 +263,29 @@ impl Replicator {
     }
 
     /// Records a document found already completed or failed (no job runs for it).
-    pub fn record_finished_doc(&self, doc: DocRef, params: Option<ReplicationParams>, state: JobState) {
+    pub fn record_finished_doc(
+        &self,
+        doc: DocRef,
+        params: Option<ReplicationParams>,
+        state: JobState,
+    ) {
         let Some(params) = params else {
             return;
         };
         let handle = JobHandle::new(params, Some(doc.clone()), None);
         handle.set_state(state);
-        self.finished_docs.lock().insert(doc_key(&doc), (doc, handle));
+        self.finished_docs
+            .lock()
+            .insert(doc_key(&doc), (doc, handle));
     }
 
     /// Runs a job until it completes or is cancelled, restarting it after crashes.
-    async fn supervise(self: Arc<Self>, handle: Arc<JobHandle>, first: Option<Arc<Job>>, on_done: Option<DocDone>) {
+    async fn supervise(
+        self: Arc<Self>,
+        handle: Arc<JobHandle>,
+        first: Option<Arc<Job>>,
+        on_done: Option<DocDone>,
+    ) {
         let mut first = first;
         let mut wait = RESTART_WAIT_FIRST;
         loop {
@@ -336,7 +350,10 @@ impl Replicator {
     fn finish_doc(&self, handle: &Arc<JobHandle>, doc: DocRef) {
         let key = doc_key(&doc);
         let mut jobs = self.jobs.lock();
-        if jobs.get(&key).is_some_and(|current| Arc::ptr_eq(current, handle)) {
+        if jobs
+            .get(&key)
+            .is_some_and(|current| Arc::ptr_eq(current, handle))
+        {
             jobs.remove(&key);
             self.finished_docs.lock().insert(key, (doc, handle.clone()));
         }

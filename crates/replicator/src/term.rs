@@ -166,7 +166,10 @@ mod tests {
     #[test]
     fn scalars_match_erlang() {
         assert_eq!(Term::atom("abc").to_binary(), [131, 100, 0, 3, 97, 98, 99]);
-        assert_eq!(Term::binary("ab").to_binary(), [131, 109, 0, 0, 0, 2, 97, 98]);
+        assert_eq!(
+            Term::binary("ab").to_binary(),
+            [131, 109, 0, 0, 0, 2, 97, 98]
+        );
         assert_eq!(Term::chars("ab").to_binary(), [131, 107, 0, 2, 97, 98]);
         assert_eq!(Term::chars("").to_binary(), [131, 106]);
         assert_eq!(Term::Integer(5).to_binary(), [131, 97, 5]);

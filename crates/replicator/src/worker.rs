@@ -150,7 +150,11 @@ impl Worker<'_> {
     }
 
     /// `GET /db/doc?open_revs=[...]` answered as JSON.
-    async fn open_revs(&self, doc: &Missing, with_atts_since: bool) -> Result<Vec<Value>, ReplicatorError> {
+    async fn open_revs(
+        &self,
+        doc: &Missing,
+        with_atts_since: bool,
+    ) -> Result<Vec<Value>, ReplicatorError> {
         let mut path = format!(
             "{}?revs=true&latest=true&attachments=true&open_revs={}",
             Peer::doc_path(&doc.id),
@@ -181,7 +185,11 @@ impl Worker<'_> {
     }
 
     /// Writes with `new_edits=false`; returns the ids refused for a missing attachment stub.
-    async fn write(&self, docs: Vec<Value>, stats: &mut Stats) -> Result<HashSet<String>, ReplicatorError> {
+    async fn write(
+        &self,
+        docs: Vec<Value>,
+        stats: &mut Stats,
+    ) -> Result<HashSet<String>, ReplicatorError> {
         let mut stub_failures = HashSet::new();
         let mut chunk: Vec<Value> = Vec::new();
         let mut chunk_bytes = 0usize;
@@ -228,8 +236,14 @@ impl Worker<'_> {
 
 fn push_unique(docs: &mut Vec<Value>, seen: &mut HashSet<(String, String)>, doc: &Value) {
     let key = (
-        doc.get("_id").and_then(Value::as_str).unwrap_or("").to_string(),
-        doc.get("_rev").and_then(Value::as_str).unwrap_or("").to_string(),
+        doc.get("_id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        doc.get("_rev")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
     );
     if seen.insert(key) {
         docs.push(doc.clone());
