@@ -12,6 +12,7 @@
 //!
 //! Both share the documents they write (`docs.rs`), the per-phase histograms and the table they
 //! print (`report.rs`). [`ids`] drives the document engine in-process instead (seed 003).
+//! [`replicate`] times a replication between two CouchDB-compatible databases and compares them.
 #![deny(clippy::unwrap_used)]
 
 mod cpu;
@@ -19,5 +20,6 @@ mod docs;
 pub mod http;
 pub mod ids;
 pub mod kv;
+pub mod replicate;
 mod report;
 pub mod subdoc;

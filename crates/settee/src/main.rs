@@ -35,6 +35,8 @@ enum BenchCommand {
     Kv(settee_bench::kv::KvArgs),
     /// Seed 000's sub-document experiment (cb-perf-tester) against a KV door.
     Subdoc(settee_bench::subdoc::SubdocArgs),
+    /// Issue 6: time a replication between two databases and check they compare equal.
+    Replicate(settee_bench::replicate::ReplicateArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -59,6 +61,9 @@ fn main() -> anyhow::Result<()> {
                 settee_bench::ids::run(args).await.map(|_| ())
             }
             Command::Bench(BenchCommand::Kv(args)) => settee_bench::kv::run(args).await.map(|_| ()),
+            Command::Bench(BenchCommand::Replicate(args)) => {
+                settee_bench::replicate::run(args).await.map(|_| ())
+            }
             Command::Bench(BenchCommand::Subdoc(args)) => {
                 settee_bench::subdoc::run(args).await.map(|_| ())
             }
