@@ -47,19 +47,30 @@ const COMPARE_PAGE: usize = 5000;
 
 fn peer(url: &str) -> anyhow::Result<Peer> {
     let remote = RemoteDb::parse(url, &[], None).map_err(|error| anyhow::anyhow!("{error}"))?;
-    Peer::new(new_client(), &remote, None, Duration::from_secs(3600), 3, 16)
-        .map_err(|error| anyhow::anyhow!("{error}"))
+    Peer::new(
+        new_client(),
+        &remote,
+        None,
+        Duration::from_secs(3600),
+        3,
+        16,
+    )
+    .map_err(|error| anyhow::anyhow!("{error}"))
 }
 
 /// The node's root URL (`http://user:pw@host:port`) of a database URL.
 fn node_url(db_url: &str) -> anyhow::Result<String> {
     let trimmed = db_url.trim_end_matches('/');
-    let (node, _) = trimmed.rsplit_once('/').context("database URL without a path")?;
+    let (node, _) = trimmed
+        .rsplit_once('/')
+        .context("database URL without a path")?;
     Ok(node.to_string())
 }
 
 async fn recreate(db: &Peer) -> anyhow::Result<()> {
-    let _ = db.send(Method::DELETE, "", None, "application/json", None).await;
+    let _ = db
+        .send(Method::DELETE, "", None, "application/json", None)
+        .await;
     db.create_db(&serde_json::Map::new())
         .await
         .map_err(|error| anyhow::anyhow!("{error}"))
@@ -89,13 +100,20 @@ async fn load(source: &Peer, args: &ReplicateArgs) -> anyhow::Result<()> {
     }
     if !edits.is_empty() {
         source
-            .json(Method::POST, "_bulk_docs", Some(&json!({"docs": edits, "new_edits": false})))
+            .json(
+                Method::POST,
+                "_bulk_docs",
+                Some(&json!({"docs": edits, "new_edits": false})),
+            )
             .await
             .map_err(|error| anyhow::anyhow!("{error}"))?;
     }
     for n in (1..args.docs).step_by(1000) {
         let id = format!("doc{n:08}");
-        let doc = source.get_doc(&id).await.map_err(|error| anyhow::anyhow!("{error}"))?;
+        let doc = source
+            .get_doc(&id)
+            .await
+            .map_err(|error| anyhow::anyhow!("{error}"))?;
         if let Some(rev) = doc.as_ref().and_then(|doc| doc["_rev"].as_str()) {
             let path = format!("{id}?rev={rev}");
             source
@@ -116,7 +134,10 @@ async fn snapshot(db: &Peer) -> anyhow::Result<BTreeMap<String, (Vec<(String, bo
             "_changes?style=all_docs&limit={COMPARE_PAGE}&since={}",
             Peer::encode_query(&settee_replicator::changes::seq_param(&since))
         );
-        let page = db.json(Method::GET, &path, None).await.map_err(|error| anyhow::anyhow!("{error}"))?;
+        let page = db
+            .json(Method::GET, &path, None)
+            .await
+            .map_err(|error| anyhow::anyhow!("{error}"))?;
         let results = page["results"].as_array().cloned().unwrap_or_default();
         for row in &results {
             let id = row["id"].as_str().unwrap_or("").to_string();
@@ -142,9 +163,15 @@ async fn snapshot(db: &Peer) -> anyhow::Result<BTreeMap<String, (Vec<(String, bo
     loop {
         let mut path = format!("_all_docs?include_docs=true&conflicts=true&limit={COMPARE_PAGE}");
         if let Some(key) = &start {
-            path.push_str(&format!("&skip=1&startkey={}", Peer::encode_query(&json!(key).to_string())));
+            path.push_str(&format!(
+                "&skip=1&startkey={}",
+                Peer::encode_query(&json!(key).to_string())
+            ));
         }
-        let page = db.json(Method::GET, &path, None).await.map_err(|error| anyhow::anyhow!("{error}"))?;
+        let page = db
+            .json(Method::GET, &path, None)
+            .await
+            .map_err(|error| anyhow::anyhow!("{error}"))?;
         let rows = page["rows"].as_array().cloned().unwrap_or_default();
         for row in &rows {
             let id = row["id"].as_str().unwrap_or("").to_string();
@@ -169,9 +196,15 @@ pub async fn run(args: ReplicateArgs) -> anyhow::Result<Value> {
         recreate(&source).await?;
         let started = Instant::now();
         load(&source, &args).await?;
-        eprintln!("loaded {} documents in {:.1}s", args.docs, started.elapsed().as_secs_f64());
+        eprintln!(
+            "loaded {} documents in {:.1}s",
+            args.docs,
+            started.elapsed().as_secs_f64()
+        );
     }
-    let _ = target.send(Method::DELETE, "", None, "application/json", None).await;
+    let _ = target
+        .send(Method::DELETE, "", None, "application/json", None)
+        .await;
     let runner = match args.mode.as_str() {
         "push" => node_url(&args.source)?,
         "pull" => node_url(&args.target)?,
@@ -185,11 +218,19 @@ pub async fn run(args: ReplicateArgs) -> anyhow::Result<Value> {
     let started = Instant::now();
     // The peer's base is ".../_replicate/": post to it with an empty relative path.
     let answer = node
-        .send(Method::POST, "", Some(bytes::Bytes::from(request.to_string())), "application/json", None)
+        .send(
+            Method::POST,
+            "",
+            Some(bytes::Bytes::from(request.to_string())),
+            "application/json",
+            None,
+        )
         .await
         .map_err(|error| anyhow::anyhow!("{error}"))?;
     let seconds = started.elapsed().as_secs_f64();
-    let answer = node.expect_ok(answer, "").map_err(|error| anyhow::anyhow!("{error}"))?;
+    let answer = node
+        .expect_ok(answer, "")
+        .map_err(|error| anyhow::anyhow!("{error}"))?;
     let written = answer["history"][0]["docs_written"].as_u64().unwrap_or(0);
     let compare_started = Instant::now();
     let (left, right) = (snapshot(&source).await?, snapshot(&target).await?);
