@@ -16,7 +16,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start_node() { # name -> prints the node's address
+start_node() { # name: starts a node in the background; its address goes to $work/name.addr
   local name="$1"
   mkdir -p "$work/$name"
   "$SETTEE_BIN" serve --data-dir "$work/$name" --http-addr 127.0.0.1:0 --kv-addr 127.0.0.1:0 \
@@ -26,11 +26,13 @@ start_node() { # name -> prints the node's address
     if grep -q "listening on http://" "$work/$name.log"; then break; fi
     sleep 0.1
   done
-  grep -o "listening on http://[^ ]*" "$work/$name.log" | sed 's#listening on http://##'
+  grep -o "listening on http://[^ ]*" "$work/$name.log" | sed 's#listening on http://##' >"$work/$name.addr"
 }
 
-a="$(start_node a)"
-b="$(start_node b)"
+start_node a
+start_node b
+a="$(cat "$work/a.addr")"
+b="$(cat "$work/b.addr")"
 echo "== settee -> settee, push (node a runs the replication), $DOCS documents"
 "$SETTEE_BIN" bench replicate --mode push --docs "$DOCS" \
   --source "http://admin:secret@$a/src" --target "http://admin:secret@$b/dst"

@@ -465,9 +465,28 @@ async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-/// Entries after `position` (bounded count, so a huge backlog costs a bounded scan).
+/// Entries counted exactly before `pending` falls back to an estimate.
+const PENDING_SCAN_MAX: usize = 1_000;
+
+/// Entries after `position`: counted when few, else estimated from the vbuckets' high seqnos
+/// (an upper bound: updated documents leave gaps). Every page of a replicator's `_changes`
+/// reads carries `pending`; counting a large backlog on each page made reading a 100,000-change
+/// feed in pages of 500 quadratic.
 fn count_pending(bucket: &Bucket, position: &SeqVector) -> u64 {
-    bucket.changes(position.clone()).take(100_000).count() as u64
+    let counted = bucket
+        .changes(position.clone())
+        .take(PENDING_SCAN_MAX)
+        .count();
+    if counted < PENDING_SCAN_MAX {
+        return counted as u64;
+    }
+    let high = bucket.high_seqnos();
+    high.seqnos()
+        .iter()
+        .zip(position.seqnos())
+        .map(|(high, at)| high.saturating_sub(*at))
+        .sum::<u64>()
+        .max(counted as u64)
 }
 
 /// `descending=true`: newest first. Reads the stream forward, then answers in reverse.

@@ -105,22 +105,22 @@ fn handle_doc(replicator: &Arc<Replicator>, bucket: &Bucket, doc: DocRef, on_don
     let parsed = ReplicationParams::parse(&body);
     match body.get("_replication_state").and_then(Value::as_str) {
         Some("completed") => {
-            replicator.stop_doc_job(&doc);
             let stats = body
                 .get("_replication_stats")
                 .cloned()
                 .unwrap_or(Value::Null);
-            replicator.record_finished_doc(doc, parsed.ok(), JobState::Completed { stats });
+            let parsed = parsed.map_err(|error| error.to_string());
+            replicator.record_finished_doc(doc, parsed, JobState::Completed { stats });
             return;
         }
         Some("failed") => {
-            replicator.stop_doc_job(&doc);
             let error = body
                 .get("_replication_state_reason")
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string();
-            replicator.record_finished_doc(doc, parsed.ok(), JobState::Failed { error });
+            let parsed = parsed.map_err(|_| error.clone());
+            replicator.record_finished_doc(doc, parsed, JobState::Failed { error });
             return;
         }
         _ => {}

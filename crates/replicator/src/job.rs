@@ -284,7 +284,10 @@ impl Job {
                         stats.add(&batch);
                         done.insert(index, last_seq);
                         while let Some(seq) = done.remove(&next_index) {
-                            through = seq;
+                            // Batches cut from the middle of a page carry no position.
+                            if !seq.is_null() {
+                                through = seq;
+                            }
                             next_index += 1;
                         }
                         let mut progress = self.progress.lock();
@@ -412,6 +415,11 @@ async fn put_log(
         })
 }
 
+/// Changes read per `_changes` request: several worker batches at once, because each request
+/// costs the source a merge of all its vbuckets' streams (CouchDB's replicator streams one
+/// long feed and cuts it into batches the same way).
+const PAGE_BATCHES: usize = 8;
+
 async fn reader(
     job: Arc<Job>,
     start: Value,
@@ -419,38 +427,48 @@ async fn reader(
     events: mpsc::UnboundedSender<Event>,
 ) {
     let params = &job.params;
+    let batch_size = params.worker_batch_size;
+    let page_size = batch_size * PAGE_BATCHES;
     let mut since = start;
     let mut index = 0u64;
     let mut caught_up = false;
     loop {
         let longpoll = caught_up && params.continuous;
-        let page = match read_page(
-            &job.source,
-            params,
-            &since,
-            params.worker_batch_size,
-            longpoll,
-        )
-        .await
-        {
+        let page = match read_page(&job.source, params, &since, page_size, longpoll).await {
             Ok(page) => page,
             Err(error) => {
                 let _ = events.send(Event::Failed(error));
                 return;
             }
         };
-        let full = page.rows.len() >= params.worker_batch_size;
+        let full = page.rows.len() >= page_size;
         let moved = page.last_seq != since;
         if !page.rows.is_empty() || moved {
             since = page.last_seq.clone();
-            let batch = Batch {
-                index,
-                rows: page.rows,
-                last_seq: page.last_seq,
-            };
-            index += 1;
-            if batches.send(batch).await.is_err() {
-                return;
+            // Only the last batch of a page carries the page's position: a batch's sequence
+            // may be checkpointed only once every change before it is written.
+            let mut rows = page.rows;
+            let mut cut: Vec<Vec<ChangeRow>> = Vec::new();
+            while rows.len() > batch_size {
+                let rest = rows.split_off(batch_size);
+                cut.push(std::mem::replace(&mut rows, rest));
+            }
+            cut.push(rows);
+            let last = cut.len() - 1;
+            for (position, rows) in cut.into_iter().enumerate() {
+                let batch = Batch {
+                    index,
+                    rows,
+                    last_seq: if position == last {
+                        page.last_seq.clone()
+                    } else {
+                        Value::Null
+                    },
+                };
+                index += 1;
+                if batches.send(batch).await.is_err() {
+                    return;
+                }
             }
         }
         if !full {

@@ -152,6 +152,8 @@ pub struct Replicator {
     jobs: Mutex<HashMap<String, Arc<JobHandle>>>,
     /// Terminal states of `_replicator` documents (completed / failed) for `_scheduler/docs`.
     finished_docs: Mutex<HashMap<String, (DocRef, Arc<JobHandle>)>>,
+    /// `_replicator` documents that are not a valid replication: (doc, reason, when).
+    invalid_docs: Mutex<HashMap<String, (DocRef, String, u64)>>,
 }
 
 fn doc_key(doc: &DocRef) -> String {
@@ -164,6 +166,7 @@ impl Replicator {
             env,
             jobs: Mutex::new(HashMap::new()),
             finished_docs: Mutex::new(HashMap::new()),
+            invalid_docs: Mutex::new(HashMap::new()),
         })
     }
 
@@ -252,6 +255,7 @@ impl Replicator {
             handle.cancel();
         }
         self.finished_docs.lock().remove(&key);
+        self.invalid_docs.lock().remove(&key);
     }
 
     /// The parameters the running job of `doc` was started with.
@@ -262,21 +266,35 @@ impl Replicator {
             .map(|handle| handle.params.clone())
     }
 
-    /// Records a document found already completed or failed (no job runs for it).
+    /// Records a document found completed or failed (no job runs for it). An entry this
+    /// process made when the job ended is kept (it knows the replication id).
     pub fn record_finished_doc(
         &self,
         doc: DocRef,
-        params: Option<ReplicationParams>,
+        params: Result<ReplicationParams, String>,
         state: JobState,
     ) {
-        let Some(params) = params else {
-            return;
-        };
-        let handle = JobHandle::new(params, Some(doc.clone()), None);
-        handle.set_state(state);
-        self.finished_docs
-            .lock()
-            .insert(doc_key(&doc), (doc, handle));
+        let key = doc_key(&doc);
+        if let Some(handle) = self.jobs.lock().remove(&key) {
+            handle.cancel();
+        }
+        match params {
+            Ok(params) => {
+                self.invalid_docs.lock().remove(&key);
+                let mut finished = self.finished_docs.lock();
+                if !finished.contains_key(&key) {
+                    let handle = JobHandle::new(params, Some(doc.clone()), None);
+                    handle.set_state(state);
+                    finished.insert(key, (doc, handle));
+                }
+            }
+            Err(error) => {
+                self.finished_docs.lock().remove(&key);
+                self.invalid_docs
+                    .lock()
+                    .insert(key, (doc, error, unix_secs()));
+            }
+        }
     }
 
     /// Runs a job until it completes or is cancelled, restarting it after crashes.
@@ -402,30 +420,48 @@ impl Replicator {
         entries.retain(|(doc, _)| {
             db.is_none_or(|db| doc.db == db) && doc_id.is_none_or(|id| doc.doc_id == id)
         });
-        entries.sort_by(|a, b| a.0.doc_id.cmp(&b.0.doc_id));
-        entries
-            .iter()
-            .map(|(doc, handle)| {
-                let state = handle.state.lock().clone();
-                let info = match &state {
-                    JobState::Running | JobState::Initializing => live_info(handle),
-                    other => other.info(),
-                };
+        let invalid: Vec<(DocRef, String, u64)> = self
+            .invalid_docs
+            .lock()
+            .values()
+            .filter(|(doc, _, _)| {
+                db.is_none_or(|db| doc.db == db) && doc_id.is_none_or(|id| doc.doc_id == id)
+            })
+            .cloned()
+            .collect();
+        let mut out: Vec<Value> = invalid
+            .into_iter()
+            .map(|(doc, error, when)| {
                 json!({
-                    "database": doc.db,
-                    "doc_id": doc.doc_id,
-                    "id": handle.id.lock().clone(),
-                    "node": "settee@127.0.0.1",
-                    "source": handle.params.source.display(),
-                    "target": handle.params.target.display(),
-                    "state": state.name(),
-                    "info": info,
-                    "error_count": *handle.error_count.lock(),
-                    "last_updated": iso8601(*handle.last_updated.lock()),
-                    "start_time": iso8601(handle.start_time),
+                    "database": doc.db, "doc_id": doc.doc_id, "id": null,
+                    "node": "settee@127.0.0.1", "source": null, "target": null,
+                    "state": "failed", "info": {"error": error}, "error_count": 1,
+                    "last_updated": iso8601(when), "start_time": iso8601(when),
                 })
             })
-            .collect()
+            .collect();
+        out.extend(entries.iter().map(|(doc, handle)| {
+            let state = handle.state.lock().clone();
+            let info = match &state {
+                JobState::Running | JobState::Initializing => live_info(handle),
+                other => other.info(),
+            };
+            json!({
+                "database": doc.db,
+                "doc_id": doc.doc_id,
+                "id": handle.id.lock().clone(),
+                "node": "settee@127.0.0.1",
+                "source": handle.params.source.display(),
+                "target": handle.params.target.display(),
+                "state": state.name(),
+                "info": info,
+                "error_count": *handle.error_count.lock(),
+                "last_updated": iso8601(*handle.last_updated.lock()),
+                "start_time": iso8601(handle.start_time),
+            })
+        }));
+        out.sort_by(|a, b| a["doc_id"].as_str().cmp(&b["doc_id"].as_str()));
+        out
     }
 
     /// `_active_tasks` entries for running replications.

@@ -279,6 +279,13 @@ fn replicator_documents_run_and_record_their_state() {
         .contains("doc_ids"));
     let (_, state) = call(&b.addr, "GET", "/_scheduler/docs/_replicator/by-ids", None);
     assert_eq!(state["state"], "completed", "{state}");
+    assert_eq!(
+        state["id"].as_str().map(str::len),
+        Some(32 + "+create_target".len()),
+        "{state}"
+    );
+    let (_, state) = call(&b.addr, "GET", "/_scheduler/docs/_replicator/bad", None);
+    assert_eq!(state["state"], "failed", "{state}");
     let (_, all) = call(&b.addr, "GET", "/_scheduler/docs", None);
     assert_eq!(all["total_rows"], 2, "{all}");
     let (_, copy) = call(&b.addr, "GET", "/copy/_all_docs", None);
@@ -382,6 +389,80 @@ fn killed_target_resumes_from_its_checkpoint_without_duplicates() {
             "{log}"
         );
     }
+    a.stop();
+    b.stop();
+}
+
+#[test]
+fn purges_are_not_replicated_and_do_not_disturb_checkpoints() {
+    let (dir_a, dir_b) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let (a, b) = (Server::start(dir_a.path()), Server::start(dir_b.path()));
+    fill(&a.addr, "src", 20);
+    let request = json!({"source": "src", "target": url(&b, "dst"), "create_target": true});
+    let replicate = || {
+        let (status, answer) = call(&a.addr, "POST", "/_replicate", Some(request.clone()));
+        assert_eq!(status, 200, "{answer}");
+        answer
+    };
+    replicate();
+    let rev = |addr: &str, db: &str, id: &str| {
+        call(addr, "GET", &format!("/{db}/{id}"), None).1["_rev"].clone()
+    };
+    let purge = |addr: &str, db: &str, id: &str| {
+        let body = json!({ id: [rev(addr, db, id)] });
+        let (status, answer) = call(addr, "POST", &format!("/{db}/_purge"), Some(body));
+        assert_eq!(status, 201, "{answer}");
+        assert_eq!(
+            answer["purged"][id].as_array().map(Vec::len),
+            Some(1),
+            "{answer}"
+        );
+    };
+    // Purged on the target: the checkpoint is past it, so it does not come back.
+    purge(&b.addr, "dst", "doc00003");
+    let again = replicate();
+    assert_eq!(again["no_changes"], true, "{again}");
+    assert_eq!(call(&b.addr, "GET", "/dst/doc00003", None).0, 404);
+    // Purged on the source: not replicated (the target keeps its copy), and a document
+    // written and purged between two runs is simply absent from the feed: nothing fails.
+    purge(&a.addr, "src", "doc00006");
+    let late = json!({"_id": "late", "v": 1});
+    assert_eq!(call(&a.addr, "POST", "/src", Some(late)).0, 201);
+    purge(&a.addr, "src", "late");
+    let edited =
+        json!({"_id": "doc00007", "_rev": rev(&a.addr, "src", "doc00007"), "edited": true});
+    assert_eq!(call(&a.addr, "PUT", "/src/doc00007", Some(edited)).0, 201);
+    let answer = replicate();
+    assert_eq!(answer["history"][0]["doc_write_failures"], 0, "{answer}");
+    // Counters in the history are cumulative across sessions, as in CouchDB.
+    let found = |entry: usize| {
+        answer["history"][entry]["missing_found"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    assert_eq!(
+        found(0) - found(1),
+        1,
+        "only the edit was missing: {answer}"
+    );
+    assert_eq!(call(&b.addr, "GET", "/dst/doc00006", None).0, 200);
+    assert_eq!(call(&b.addr, "GET", "/dst/late", None).0, 404);
+    // An edit on the source of the document the target purged brings it back whole.
+    let edited = json!({"_id": "doc00003", "_rev": rev(&a.addr, "src", "doc00003"), "back": true});
+    assert_eq!(call(&a.addr, "PUT", "/src/doc00003", Some(edited)).0, 201);
+    replicate();
+    let (_, back) = call(&b.addr, "GET", "/dst/doc00003?revs=true", None);
+    assert_eq!(back["back"], true, "{back}");
+    assert_eq!(
+        back["_revisions"]["ids"].as_array().map(Vec::len),
+        Some(2),
+        "{back}"
+    );
+    let (_, info) = call(&b.addr, "GET", "/dst", None);
+    assert_eq!(info["purge_seq"], "1");
     a.stop();
     b.stop();
 }
