@@ -235,6 +235,12 @@ impl Bucket {
         &self.name
     }
 
+    /// The bucket's id: allocated once, never reused, so it tells a dropped and re-created
+    /// bucket of the same name apart (derived data such as view indexes is keyed by it).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
     pub fn vbuckets(&self) -> u16 {
         self.vbuckets
     }

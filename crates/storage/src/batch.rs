@@ -20,6 +20,14 @@ pub(crate) enum Op {
     },
 }
 
+impl Op {
+    pub(crate) fn cf(&self) -> Cf {
+        match self {
+            Op::Put { cf, .. } | Op::Delete { cf, .. } | Op::DeleteRange { cf, .. } => *cf,
+        }
+    }
+}
+
 /// A set of writes applied atomically by [`crate::Store::commit`].
 ///
 /// The batch is plain data (no RocksDB handle) so it can be built anywhere, moved between threads

@@ -181,7 +181,7 @@ fn sort_key(op: &Op) -> (usize, &[u8]) {
     }
 }
 
-fn apply(inner: &Inner, write_batch: &mut rocksdb::WriteBatch, op: &Op) {
+pub(crate) fn apply(inner: &Inner, write_batch: &mut rocksdb::WriteBatch, op: &Op) {
     let handle = |cf: &Cf| inner.handle(*cf);
     match op {
         Op::Put { cf, key, value } => write_batch.put_cf(handle(cf), key, value),

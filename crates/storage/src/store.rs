@@ -24,10 +24,20 @@ pub enum Cf {
     Att,
     Exp,
     Meta,
+    /// View indexes (`docs/format/views.md`), written by `settee-views` without fsync.
+    View,
 }
 
 impl Cf {
-    pub const ALL: [Cf; 6] = [Cf::Doc, Cf::Seq, Cf::Local, Cf::Att, Cf::Exp, Cf::Meta];
+    pub const ALL: [Cf; 7] = [
+        Cf::Doc,
+        Cf::Seq,
+        Cf::Local,
+        Cf::Att,
+        Cf::Exp,
+        Cf::Meta,
+        Cf::View,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -37,6 +47,7 @@ impl Cf {
             Cf::Att => "att",
             Cf::Exp => "exp",
             Cf::Meta => "meta",
+            Cf::View => "view",
         }
     }
 }
@@ -252,6 +263,30 @@ impl Store {
             None => return Err(StoreError::Closed),
         }
         Ok(receiver)
+    }
+
+    /// Applies `batch` atomically without waiting for an fsync, from the calling thread (not
+    /// through the group committer). For derived data that can be rebuilt from what IS durable
+    /// (view indexes are caught up from the change stream): after a crash the batch is either
+    /// wholly there or wholly absent. Refuses `doc` writes, whose row cache only the committer
+    /// keeps exact.
+    pub fn write_unsynced(&self, batch: Batch) -> Result<(), StoreError> {
+        if let Some(reason) = self.inner.poison_reason() {
+            return Err(StoreError::Poisoned(reason));
+        }
+        let mut write_batch = rocksdb::WriteBatch::default();
+        for op in &batch.ops {
+            if matches!(op.cf(), Cf::Doc) {
+                return Err(StoreError::Poisoned(
+                    "unsynced writes may not touch the doc column family".into(),
+                ));
+            }
+            committer::apply(&self.inner, &mut write_batch, op);
+        }
+        let mut options = rocksdb::WriteOptions::default();
+        options.set_sync(false);
+        self.inner.db.write_opt(write_batch, &options)?;
+        Ok(())
     }
 
     pub fn commit_stats(&self) -> CommitStats {

@@ -1,0 +1,176 @@
+//! The sandbox through the pool's public calls: CouchDB's map globals, errors, require, and
+//! the time and memory limits (after which the pool keeps serving).
+
+use std::sync::Arc;
+
+use serde_json::json;
+use settee_js::{JsConfig, JsError, JsPool, Program, ProgramSpec};
+
+fn pool(timeout_ms: u64) -> JsPool {
+    JsPool::new(JsConfig {
+        threads: 2,
+        timeout_ms,
+        memory_bytes_max: 64 << 20,
+        ..JsConfig::default()
+    })
+    .expect("pool")
+}
+
+fn program(maps: &[&str]) -> Arc<Program> {
+    Arc::new(Program::new(&ProgramSpec {
+        names: (0..maps.len()).map(|i| format!("v{i}")).collect(),
+        maps: maps.iter().map(|m| m.to_string()).collect(),
+        reduces: vec![None; maps.len()],
+        lib: json!({"views": {"lib": {"util": "exports.twice = function (x) { return require('./more').k * x; };", "more": "exports.k = 2;"}}}),
+        ..ProgramSpec::default()
+    }))
+}
+
+fn rows(output: &settee_js::MapOutput) -> serde_json::Value {
+    json!(output
+        .rows
+        .iter()
+        .map(|doc| doc
+            .iter()
+            .map(|view| view
+                .iter()
+                .map(|(k, v)| json!([
+                    k,
+                    serde_json::from_str::<serde_json::Value>(v.get()).expect("value")
+                ]))
+                .collect::<Vec<_>>())
+            .collect::<Vec<_>>())
+        .collect::<Vec<_>>())
+}
+
+#[test]
+fn maps_with_couchdb_globals_and_skips_throwing_documents() {
+    let pool = pool(5000);
+    let program = program(&[
+        "function (doc) { if (isArray(doc.tags)) { emit(doc._id, sum(doc.tags)); } }",
+        "function (doc) { emit(toJSON(doc.n), null); if (doc.n === 2) throw new Error('boom'); }",
+        "function (doc) { emit(require('views/lib/util').twice(doc.n)); }",
+    ]);
+    let docs = json!([{"_id": "a", "n": 1, "tags": [1, 2]}, {"_id": "b", "n": 2}]).to_string();
+    let output = pool.map(program, docs).wait().expect("map");
+    assert_eq!(
+        rows(&output),
+        json!([
+            [[["a", 3]], [["1", null]], [[2, null]]],
+            [[], [], [[4, null]]]
+        ])
+    );
+    assert_eq!(output.errors.len(), 1);
+    assert_eq!((output.errors[0].0, output.errors[0].1), (1, 1));
+    assert!(output.errors[0].2.contains("boom"), "{:?}", output.errors);
+}
+
+#[test]
+fn documents_are_frozen_for_map_functions() {
+    let pool = pool(5000);
+    let program = program(&[
+        "function (doc) { doc.n = 99; }",
+        "function (doc) { emit(doc.n, null); }",
+    ]);
+    let output = pool
+        .map(program, json!([{"_id": "a", "n": 1}]).to_string())
+        .wait()
+        .expect("map");
+    assert_eq!(rows(&output), json!([[[], [[1, null]]]]));
+}
+
+#[test]
+fn functions_that_do_not_compile_are_named() {
+    let pool = pool(5000);
+    let error = pool
+        .check(program(&["function (doc) { emit(doc._id "]))
+        .wait();
+    match error {
+        Err(JsError::Compile(reason)) => assert!(
+            reason.starts_with("Compilation of the map function in the 'v0' view failed"),
+            "{reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    match pool.check(program(&["42"])).wait() {
+        Err(JsError::Compile(reason)) => {
+            assert!(reason.contains("does not eval to a function"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(pool.check(program(&["function (doc) {}"])).wait(), Ok(()));
+}
+
+#[test]
+fn an_endless_loop_is_stopped_and_the_pool_keeps_serving() {
+    let pool = pool(300);
+    let result = pool
+        .map(
+            program(&["function (doc) { while (true) {} }"]),
+            "[{}]".into(),
+        )
+        .wait();
+    assert!(matches!(result, Err(JsError::Timeout(300))), "{result:?}");
+    let fine = pool
+        .map(program(&["function (doc) { emit(1, 2); }"]), "[{}]".into())
+        .wait()
+        .expect("map after a timeout");
+    assert_eq!(rows(&fine), json!([[[[1, 2]]]]));
+}
+
+#[test]
+fn a_memory_hog_is_stopped_and_the_pool_keeps_serving() {
+    let pool = pool(20_000);
+    let hog =
+        "function (doc) { var all = []; while (true) { all.push(new Array(100000).fill(doc)); } }";
+    let result = pool.map(program(&[hog]), "[{}]".into()).wait();
+    assert!(matches!(result, Err(JsError::OutOfMemory)), "{result:?}");
+    let fine = pool
+        .map(
+            program(&["function (doc) { emit(null, 1); }"]),
+            "[{}]".into(),
+        )
+        .wait()
+        .expect("map after running out of memory");
+    assert_eq!(rows(&fine), json!([[[[null, 1]]]]));
+}
+
+#[test]
+fn javascript_reduce_and_rereduce() {
+    let pool = pool(5000);
+    let program = Arc::new(Program::new(&ProgramSpec {
+        names: vec!["v".into()],
+        maps: vec!["function (doc) {}".into()],
+        reduces: vec![Some(
+            "function (keys, values, rereduce) { return rereduce ? sum(values) * 10 : values.length; }".into(),
+        )],
+        ..ProgramSpec::default()
+    }));
+    let first = pool
+        .reduce(
+            program.clone(),
+            0,
+            "[[1,\"a\"],[2,\"b\"]]".into(),
+            "[5,6]".into(),
+            false,
+        )
+        .wait();
+    assert_eq!(first, Ok(json!(2)));
+    let again = pool
+        .reduce(program.clone(), 0, "null".into(), "[2,3]".into(), true)
+        .wait();
+    assert_eq!(again, Ok(json!(50)));
+    let thrown = Arc::new(Program::new(&ProgramSpec {
+        names: vec!["v".into()],
+        maps: vec!["function (doc) {}".into()],
+        reduces: vec![Some(
+            "function () { throw {error: 'nope', reason: 'bad'}; }".into(),
+        )],
+        ..ProgramSpec::default()
+    }));
+    assert_eq!(
+        pool.reduce(thrown, 0, "[]".into(), "[]".into(), false)
+            .wait(),
+        Err(JsError::Script("nope: bad".into()))
+    );
+}

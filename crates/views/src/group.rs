@@ -1,0 +1,484 @@
+//! One index group: the views of one design document (or one Mango index), indexed together
+//! by one pass over the bucket's change streams.
+//!
+//! A builder task (started by the first query, then kept running) repeats
+//! [`IndexGroup::index_batch`]: take up to [`BATCH_DOCS`] change entries across the vbuckets
+//! from the seqnos the group has reached, split them into one part per core and, on scoped
+//! threads, read each document, map it ([`Mapper`]), encode the emitted keys and diff them
+//! against the document's back index; then write every part's rows, back index entries and
+//! the new seqnos as ONE unsynced batch. Queries wait on [`IndexGroup::wait_for`] until the
+//! reached seqnos cover what they need.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use settee_engine::{Bucket, ChangeEntry, SeqVector};
+use settee_storage::{Batch, Cf, Store};
+use tokio::sync::watch;
+
+use crate::error::ViewError;
+use crate::keys::{self, BackEntry, GroupState};
+use crate::mapper::{DocInput, Mapper};
+
+/// Change entries indexed per batch (one atomic write).
+pub const BATCH_DOCS: usize = 4000;
+/// Rows one document may emit into one view; more are dropped (and logged).
+pub const EMITS_PER_DOC_MAX: usize = u16::MAX as usize;
+/// How often an idle builder looks at its stop flag.
+const IDLE_RECHECK: Duration = Duration::from_secs(1);
+
+/// Indexer progress for `/_active_tasks`.
+#[derive(Debug, Clone, Default)]
+pub struct TaskProgress {
+    pub running: bool,
+    pub changes_done: u64,
+    pub total_changes: u64,
+    pub started_on: u64,
+    pub updated_on: u64,
+}
+
+pub struct IndexGroup {
+    pub(crate) bucket: Arc<Bucket>,
+    store: Arc<Store>,
+    pub(crate) id: u32,
+    pub(crate) signature: [u8; 16],
+    /// `_design/name` (or the Mango index's design document), for tasks and logs.
+    pub(crate) name: String,
+    pub(crate) view_names: Vec<String>,
+    include_design: bool,
+    mapper: Arc<dyn Mapper>,
+    threads: usize,
+    /// What the index holds; replaced by the builder after each batch is written.
+    state: Mutex<GroupState>,
+    /// Bumped after every batch and on failure; waiters watch it.
+    progress: watch::Sender<u64>,
+    /// Why the last build stopped, until the next one starts.
+    error: Mutex<Option<ViewError>>,
+    builder_running: AtomicBool,
+    stopped: AtomicBool,
+    /// Vbucket the next batch starts reading at, so batches take turns across vbuckets.
+    next_vbucket: AtomicUsize,
+    task: Mutex<TaskProgress>,
+}
+
+pub(crate) struct GroupParts {
+    pub bucket: Arc<Bucket>,
+    pub store: Arc<Store>,
+    pub id: u32,
+    pub signature: [u8; 16],
+    pub name: String,
+    pub view_names: Vec<String>,
+    pub include_design: bool,
+    pub mapper: Arc<dyn Mapper>,
+    pub threads: usize,
+}
+
+impl IndexGroup {
+    pub(crate) fn load(parts: GroupParts) -> Result<IndexGroup, ViewError> {
+        let views = parts.view_names.len();
+        let vbuckets = parts.bucket.vbuckets();
+        let state = match parts
+            .store
+            .get(Cf::View, &keys::state_key(parts.bucket.id(), parts.id))?
+        {
+            Some(raw) => GroupState::decode(&raw)
+                .filter(|state| {
+                    state.seqnos.len() == vbuckets as usize && state.row_counts.len() == views
+                })
+                .ok_or_else(|| ViewError::Storage("view group state is corrupt".into()))?,
+            None => GroupState::new(vbuckets, views),
+        };
+        let (progress, _) = watch::channel(0);
+        Ok(IndexGroup {
+            bucket: parts.bucket,
+            store: parts.store,
+            id: parts.id,
+            signature: parts.signature,
+            name: parts.name,
+            view_names: parts.view_names,
+            include_design: parts.include_design,
+            mapper: parts.mapper,
+            threads: parts.threads.max(1),
+            state: Mutex::new(state),
+            progress,
+            error: Mutex::new(None),
+            builder_running: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            next_vbucket: AtomicUsize::new(0),
+            task: Mutex::new(TaskProgress::default()),
+        })
+    }
+
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn bucket(&self) -> &Arc<Bucket> {
+        &self.bucket
+    }
+
+    pub fn view_names(&self) -> &[String] {
+        &self.view_names
+    }
+
+    pub fn signature(&self) -> [u8; 16] {
+        self.signature
+    }
+
+    /// The seqnos the index has reached (CouchDB's view `update_seq`).
+    pub fn update_seq(&self) -> SeqVector {
+        SeqVector::from_seqnos(self.state.lock().seqnos.clone())
+    }
+
+    /// Rows in view `view` (`total_rows`).
+    pub fn total_rows(&self, view: usize) -> u64 {
+        self.state.lock().row_counts.get(view).copied().unwrap_or(0)
+    }
+
+    pub fn task(&self) -> TaskProgress {
+        self.task.lock().clone()
+    }
+
+    pub fn is_updater_running(&self) -> bool {
+        self.builder_running.load(Ordering::Acquire)
+    }
+
+    fn covers(&self, target: &SeqVector) -> bool {
+        let state = self.state.lock();
+        target
+            .seqnos()
+            .iter()
+            .zip(&state.seqnos)
+            .all(|(want, have)| have >= want)
+    }
+
+    /// Stops the builder (design document gone, bucket dropped).
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+        self.progress.send_modify(|version| *version += 1);
+    }
+
+    /// Starts the background builder unless it runs; it then keeps the index up to date.
+    /// Clears the error of a build that failed, so the next one tries again.
+    pub fn ensure_builder(self: &Arc<Self>) {
+        if self.stopped.load(Ordering::Acquire) {
+            return;
+        }
+        if self.builder_running.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.error.lock().take();
+        tokio::spawn(self.clone().run_builder());
+    }
+
+    /// Waits until the index covers `target` (the bucket's seqnos when a query arrived).
+    pub async fn wait_for(self: &Arc<Self>, target: &SeqVector) -> Result<(), ViewError> {
+        let mut progress = self.progress.subscribe();
+        self.ensure_builder();
+        loop {
+            if self.covers(target) {
+                return Ok(());
+            }
+            if let Some(error) = self.error.lock().clone() {
+                return Err(error);
+            }
+            if self.stopped.load(Ordering::Acquire) {
+                return Err(ViewError::Build("the index was removed".into()));
+            }
+            if progress.changed().await.is_err() {
+                return Err(ViewError::Internal("index builder went away".into()));
+            }
+        }
+    }
+
+    async fn run_builder(self: Arc<Self>) {
+        let mut changes = self.bucket.subscribe();
+        loop {
+            if self.stopped.load(Ordering::Acquire) {
+                break;
+            }
+            let target = self.bucket.high_seqnos();
+            if !self.covers(&target) {
+                self.begin_task(&target);
+                let group = self.clone();
+                let outcome = tokio::task::spawn_blocking(move || group.index_batch()).await;
+                let failure = match outcome {
+                    Ok(Ok(_)) => None,
+                    Ok(Err(error)) => Some(error),
+                    Err(join) => Some(ViewError::Internal(format!("indexer panicked: {join}"))),
+                };
+                if let Some(error) = failure {
+                    tracing::warn!(bucket = self.bucket.name(), design = %self.name, %error, "index build failed");
+                    *self.error.lock() = Some(error);
+                    self.task.lock().running = false;
+                    self.builder_running.store(false, Ordering::Release);
+                    self.progress.send_modify(|version| *version += 1);
+                    return;
+                }
+                self.progress.send_modify(|version| *version += 1);
+                continue;
+            }
+            self.task.lock().running = false;
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { break },
+                _ = tokio::time::sleep(IDLE_RECHECK) => {}
+            }
+        }
+        self.task.lock().running = false;
+        self.builder_running.store(false, Ordering::Release);
+    }
+
+    fn begin_task(&self, target: &SeqVector) {
+        let mut task = self.task.lock();
+        let now = unix_secs();
+        if !task.running {
+            let state = self.state.lock();
+            let behind: u64 = target
+                .seqnos()
+                .iter()
+                .zip(&state.seqnos)
+                .map(|(want, have)| want.saturating_sub(*have))
+                .sum();
+            *task = TaskProgress {
+                running: true,
+                changes_done: 0,
+                total_changes: behind,
+                started_on: now,
+                updated_on: now,
+            };
+        }
+    }
+
+    /// Indexes one batch of changes; returns how many change entries it covered. Runs on a
+    /// blocking thread.
+    pub fn index_batch(&self) -> Result<usize, ViewError> {
+        let state = self.state.lock().clone();
+        // Read before the entries: every seqno up to it is durable and readable, so a vbucket
+        // read to its end has reached at least this.
+        let high = self.bucket.high_seqnos();
+        let vbuckets = self.bucket.vbuckets() as usize;
+        let mut positions = state.seqnos.clone();
+        let mut entries: Vec<ChangeEntry> = Vec::with_capacity(BATCH_DOCS);
+        let start = self.next_vbucket.load(Ordering::Relaxed) % vbuckets.max(1);
+        let mut resume_at = start;
+        for step in 0..vbuckets {
+            let vbucket = (start + step) % vbuckets;
+            let from = positions[vbucket];
+            let until = high.get(vbucket as u16);
+            if from >= until {
+                continue;
+            }
+            let want = BATCH_DOCS - entries.len();
+            if want == 0 {
+                resume_at = vbucket;
+                break;
+            }
+            let read = self.bucket.vbucket_changes(vbucket as u16, from, want)?;
+            let last = read.last().map_or(from, |entry| entry.seqno);
+            positions[vbucket] = if read.len() < want {
+                last.max(until)
+            } else {
+                last
+            };
+            entries.extend(read);
+            resume_at = vbucket;
+        }
+        self.next_vbucket.store(resume_at, Ordering::Relaxed);
+
+        let parts = self.process(&entries)?;
+        let mut batch = Batch::new();
+        let mut row_counts = state.row_counts.clone();
+        for (part_batch, deltas) in parts {
+            batch.extend(part_batch);
+            for (count, delta) in row_counts.iter_mut().zip(deltas) {
+                *count = count.saturating_add_signed(delta);
+            }
+        }
+        let new_state = GroupState {
+            seqnos: positions,
+            row_counts,
+        };
+        if new_state == state {
+            return Ok(0);
+        }
+        batch.put(
+            Cf::View,
+            keys::state_key(self.bucket.id(), self.id),
+            new_state.encode(),
+        );
+        self.store.write_unsynced(batch)?;
+        *self.state.lock() = new_state;
+        let mut task = self.task.lock();
+        task.changes_done += entries.len() as u64;
+        task.total_changes = task.total_changes.max(task.changes_done);
+        task.updated_on = unix_secs();
+        Ok(entries.len())
+    }
+
+    /// Maps `entries` on one scoped thread per core; each returns its writes and row-count
+    /// changes per view.
+    fn process(&self, entries: &[ChangeEntry]) -> Result<Vec<(Batch, Vec<i64>)>, ViewError> {
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let part_len = entries.len().div_ceil(self.threads);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = entries
+                .chunks(part_len)
+                .map(|part| scope.spawn(move || self.process_part(part)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| {
+                    handle
+                        .join()
+                        .unwrap_or_else(|_| Err(ViewError::Internal("map thread panicked".into())))
+                })
+                .collect()
+        })
+    }
+
+    fn process_part(&self, entries: &[ChangeEntry]) -> Result<(Batch, Vec<i64>), ViewError> {
+        let bucket_id = self.bucket.id();
+        // The documents to map: (entry index, id, full JSON).
+        let mut docs: Vec<(usize, String, String)> = Vec::with_capacity(entries.len());
+        for (index, entry) in entries.iter().enumerate() {
+            if entry.deleted {
+                continue;
+            }
+            let Ok(id) = std::str::from_utf8(&entry.key) else {
+                continue;
+            };
+            if id.starts_with("_design/") && !self.include_design {
+                continue;
+            }
+            let Some((header, body)) = self.bucket.read_winner(&entry.key)? else {
+                continue;
+            };
+            if header.deleted || !header.json {
+                continue;
+            }
+            docs.push((
+                index,
+                id.to_string(),
+                document_json(id, &entry.rev.to_string(), &body),
+            ));
+        }
+        let inputs: Vec<DocInput<'_>> = docs
+            .iter()
+            .map(|(_, id, json)| DocInput { id, json })
+            .collect();
+        let mapped = if inputs.is_empty() {
+            Vec::new()
+        } else {
+            self.mapper.map(&inputs)?
+        };
+        let mut emitted: Vec<Option<Vec<Vec<crate::mapper::Emitted>>>> =
+            (0..entries.len()).map(|_| None).collect();
+        for ((index, _, _), rows) in docs.iter().zip(mapped) {
+            emitted[*index] = Some(rows);
+        }
+
+        let back_keys: Vec<Vec<u8>> = entries
+            .iter()
+            .map(|entry| keys::back_key(bucket_id, self.id, &entry.key))
+            .collect();
+        let old_backs = self.store.multi_get(Cf::View, &back_keys)?;
+        let views = self.view_names.len();
+        let view_prefixes: Vec<Vec<u8>> = (0..views)
+            .map(|view| keys::view_prefix(bucket_id, self.id, view as u16))
+            .collect();
+        let mut deltas = vec![0i64; views];
+        let mut batch = Batch::new();
+        for (((entry, rows), back_key), old) in
+            entries.iter().zip(emitted).zip(back_keys).zip(old_backs)
+        {
+            let old_entries = match old {
+                Some(raw) => keys::decode_back(&raw)
+                    .ok_or_else(|| ViewError::Storage("back index entry is corrupt".into()))?,
+                None => Vec::new(),
+            };
+            let mut new_entries: Vec<BackEntry> = Vec::new();
+            for (view, view_rows) in rows.unwrap_or_default().into_iter().enumerate().take(views) {
+                if view_rows.len() > EMITS_PER_DOC_MAX {
+                    tracing::warn!(design = %self.name, view, "document emitted more than {EMITS_PER_DOC_MAX} rows; the rest are dropped");
+                }
+                for (emit, (key, value)) in
+                    view_rows.into_iter().take(EMITS_PER_DOC_MAX).enumerate()
+                {
+                    let encoded = settee_collate::encode_key(&key);
+                    let key_json = serde_json::to_vec(&key).unwrap_or_default();
+                    batch.put(
+                        Cf::View,
+                        keys::row_key(&view_prefixes[view], &encoded, &entry.key, emit as u16),
+                        keys::row_value(encoded.len(), &key_json, value.get().as_bytes()),
+                    );
+                    deltas[view] += 1;
+                    new_entries.push(BackEntry {
+                        view: view as u16,
+                        emit: emit as u16,
+                        encoded_key: encoded,
+                    });
+                }
+            }
+            for old_entry in &old_entries {
+                let view = old_entry.view as usize;
+                if view >= views {
+                    continue;
+                }
+                deltas[view] -= 1;
+                if !new_entries.contains(old_entry) {
+                    batch.delete(
+                        Cf::View,
+                        keys::row_key(
+                            &view_prefixes[view],
+                            &old_entry.encoded_key,
+                            &entry.key,
+                            old_entry.emit,
+                        ),
+                    );
+                }
+            }
+            if new_entries.is_empty() {
+                if !old_entries.is_empty() {
+                    batch.delete(Cf::View, back_key);
+                }
+            } else if new_entries != old_entries {
+                batch.put(Cf::View, back_key, keys::encode_back(&new_entries));
+            }
+        }
+        Ok((batch, deltas))
+    }
+}
+
+/// `{"_id":..,"_rev":..,<body members>}` from a stored body (an object without the underscore
+/// members), as map functions expect the document.
+pub(crate) fn document_json(id: &str, rev: &str, body: &[u8]) -> String {
+    let id_json = serde_json::to_string(id).unwrap_or_default();
+    let mut out = String::with_capacity(body.len() + id.len() + rev.len() + 24);
+    out.push_str("{\"_id\":");
+    out.push_str(&id_json);
+    out.push_str(",\"_rev\":\"");
+    out.push_str(rev);
+    out.push('"');
+    let text = std::str::from_utf8(body).unwrap_or("{}").trim();
+    let inner = text
+        .strip_prefix('{')
+        .and_then(|rest| rest.strip_suffix('}'))
+        .unwrap_or("")
+        .trim();
+    if !inner.is_empty() {
+        out.push(',');
+        out.push_str(inner);
+    }
+    out.push('}');
+    out
+}
+
+fn unix_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}

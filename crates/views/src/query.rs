@@ -1,0 +1,150 @@
+//! Reading a view: key ranges become one bytewise range scan of the view's rows.
+
+use serde_json::Value;
+use settee_storage::Cf;
+
+use crate::error::ViewError;
+use crate::group::IndexGroup;
+use crate::keys;
+
+/// One end of a key range: a key and optionally a document id among that key's rows
+/// (`startkey_docid` / `endkey_docid`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyBound {
+    pub key: Value,
+    pub doc_id: Option<String>,
+}
+
+/// Which rows of a view to read, with CouchDB's meaning: `start` is where reading begins (the
+/// high end when `descending`), always inclusive; `end` is inclusive when `inclusive_end`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyRange {
+    pub start: Option<KeyBound>,
+    pub end: Option<KeyBound>,
+    pub inclusive_end: bool,
+    pub descending: bool,
+}
+
+impl Default for KeyRange {
+    fn default() -> Self {
+        KeyRange {
+            start: None,
+            end: None,
+            inclusive_end: true,
+            descending: false,
+        }
+    }
+}
+
+impl KeyRange {
+    /// Exactly the rows of `key`.
+    pub fn key(key: Value) -> KeyRange {
+        KeyRange {
+            start: Some(KeyBound {
+                key: key.clone(),
+                doc_id: None,
+            }),
+            end: Some(KeyBound { key, doc_id: None }),
+            ..KeyRange::default()
+        }
+    }
+}
+
+/// A row as stored: the document id and the emitted key and value as JSON text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub id: Vec<u8>,
+    pub key_json: Vec<u8>,
+    pub value_json: Vec<u8>,
+}
+
+impl Row {
+    pub fn id_str(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.id)
+    }
+
+    pub fn key(&self) -> Value {
+        serde_json::from_slice(&self.key_json).unwrap_or(Value::Null)
+    }
+
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.value_json).unwrap_or(Value::Null)
+    }
+}
+
+fn bound_bytes(prefix: &[u8], bound: &KeyBound) -> Vec<u8> {
+    let mut bytes = prefix.to_vec();
+    settee_collate::encode_key_to(&bound.key, &mut bytes);
+    if let Some(id) = &bound.doc_id {
+        keys::push_escaped_id(id.as_bytes(), &mut bytes);
+    }
+    bytes
+}
+
+impl IndexGroup {
+    /// `[lower, upper)` of the stored rows `range` selects in view `view`.
+    fn bounds(&self, view: usize, range: &KeyRange) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+        let prefix = keys::view_prefix(self.bucket.id(), self.id, view as u16);
+        let (low, low_inclusive, high, high_inclusive) = if range.descending {
+            (&range.end, range.inclusive_end, &range.start, true)
+        } else {
+            (&range.start, true, &range.end, range.inclusive_end)
+        };
+        let lower = match low {
+            None => prefix.clone(),
+            Some(bound) if low_inclusive => bound_bytes(&prefix, bound),
+            Some(bound) => keys::prefix_end(&bound_bytes(&prefix, bound)),
+        };
+        let upper = match high {
+            None => keys::prefix_end(&prefix),
+            Some(bound) if high_inclusive => keys::prefix_end(&bound_bytes(&prefix, bound)),
+            Some(bound) => bound_bytes(&prefix, bound),
+        };
+        (prefix, lower, upper)
+    }
+
+    /// The rows of view `view` in `range`, in key order (reversed when descending).
+    pub fn scan(
+        &self,
+        view: usize,
+        range: &KeyRange,
+    ) -> impl Iterator<Item = Result<Row, ViewError>> + '_ {
+        let (prefix, lower, upper) = self.bounds(view, range);
+        let prefix_len = prefix.len();
+        let valid = lower < upper;
+        let scan = valid.then(|| {
+            self.store()
+                .scan(Cf::View, &lower, &upper, range.descending)
+        });
+        scan.into_iter().flatten().map(move |item| {
+            let (key, value) = item?;
+            let (id, key_json, value_json) = keys::split_row(prefix_len, &key, &value)
+                .ok_or_else(|| ViewError::Storage("view row is corrupt".into()))?;
+            Ok(Row {
+                id,
+                key_json: key_json.to_vec(),
+                value_json: value_json.to_vec(),
+            })
+        })
+    }
+
+    /// Rows before the first row of `range` in reading order (CouchDB's `offset`), counted
+    /// by walking their keys.
+    pub fn offset_of(&self, view: usize, range: &KeyRange) -> Result<u64, ViewError> {
+        let (prefix, lower, upper) = self.bounds(view, range);
+        let (from, to) = if range.descending {
+            (upper.max(prefix.clone()), keys::prefix_end(&prefix))
+        } else {
+            (prefix.clone(), lower.min(keys::prefix_end(&prefix)))
+        };
+        if from >= to {
+            return Ok(0);
+        }
+        let mut count = 0;
+        for item in self.store().scan(Cf::View, &from, &to, false) {
+            item?;
+            count += 1;
+        }
+        Ok(count)
+    }
+}
