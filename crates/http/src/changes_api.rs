@@ -1,7 +1,8 @@
 //! `GET|POST /{db}/_changes`: the bucket's change streams as CouchDB feeds — `normal`,
 //! `longpoll`, `continuous` and `eventsource` — with `since` (opaque per-vbucket sequence
 //! vectors, `0` or `now`), `limit`, `descending`, `include_docs`, `style=all_docs`,
-//! `heartbeat`, `timeout` and the filters `_doc_ids`, `_selector` and `_design`.
+//! `heartbeat`, `timeout` and the filters `_doc_ids`, `_selector`, `_design`, `_view` and
+//! JavaScript `ddoc/name` functions (`js_filter.rs`).
 //!
 //! Rows are produced in batches by a task that owns the bucket handle and writes into the
 //! response body's channel; a client that goes away closes the channel and ends the task.
@@ -51,6 +52,8 @@ enum Filter {
     DocIds(HashSet<String>),
     Selector(selector::Selector),
     Design,
+    /// `filter=ddoc/name` or `filter=_view` (JavaScript, on the node's pool).
+    Js(crate::js_filter::JsFilter),
 }
 
 #[derive(Clone, Debug)]
@@ -80,7 +83,7 @@ pub async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Ht
         _ => return Err(not_allowed("GET,HEAD,POST")),
     };
     let bucket = open(state, req, db, DbAccess::Member)?;
-    let options = feed_options(state, req, &body)?;
+    let options = feed_options(state, req, &bucket, &body)?;
     let since = match req.param("since").or(req.header("last-event-id")) {
         None => SeqVector::zero(bucket.vbuckets()),
         Some("now") => bucket.high_seqnos(),
@@ -136,7 +139,12 @@ impl Drop for FeedGuard {
     }
 }
 
-fn feed_options(state: &HttpState, req: &Req, body: &Value) -> ApiResult<FeedOptions> {
+fn feed_options(
+    state: &HttpState,
+    req: &Req,
+    bucket: &Bucket,
+    body: &Value,
+) -> ApiResult<FeedOptions> {
     let feed = match req.param("feed").unwrap_or("normal") {
         "normal" => Feed::Normal,
         "longpoll" => Feed::Longpoll,
@@ -184,12 +192,18 @@ fn feed_options(state: &HttpState, req: &Req, body: &Value) -> ApiResult<FeedOpt
             Filter::Selector(selector::Selector::parse(&selector)?)
         }
         Some("_design") => Filter::Design,
-        Some("_view") => return Err(ApiError::NotImplemented("filter=_view needs views".into())),
-        Some(other) => {
-            return Err(ApiError::NotImplemented(format!(
-                "filter functions ({other}) are not supported yet"
+        Some("_view") => {
+            let view = req.param("view").ok_or_else(|| {
+                ApiError::BadRequest("`view` filter parameter is not provided.".into())
+            })?;
+            Filter::Js(state.js_filters.view(bucket, view)?)
+        }
+        Some(other) if other.starts_with('_') => {
+            return Err(ApiError::BadRequest(format!(
+                "unknown builtin filter name: {other}"
             )))
         }
+        Some(other) => Filter::Js(state.js_filters.function(bucket, req, other, body)?),
     };
     let mut render = crate::doc_api::render_options(req)?;
     render.revs = false;
@@ -221,7 +235,7 @@ fn change_row(
     }
     let needs_record = options.include_docs
         || options.all_docs_style
-        || matches!(options.filter, Filter::Selector(_));
+        || matches!(options.filter, Filter::Selector(_) | Filter::Js(_));
     let record = if needs_record {
         bucket.read_record(&entry.key).ok().flatten()
     } else {
@@ -240,6 +254,15 @@ fn change_row(
         }),
         _ => None,
     };
+    if let Filter::Js(filter) = &options.filter {
+        let doc = rendered
+            .as_ref()
+            .map(|bytes| String::from_utf8_lossy(bytes).into_owned())
+            .unwrap_or_else(|| "null".to_string());
+        if !filter.passes(doc) {
+            return None;
+        }
+    }
     if let Filter::Selector(selector) = &options.filter {
         let doc: Value = rendered
             .as_ref()

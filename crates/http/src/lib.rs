@@ -17,6 +17,7 @@ pub mod couch_doc;
 pub mod db_api;
 pub mod doc_api;
 pub mod error;
+pub mod js_filter;
 pub mod multipart;
 pub mod replicator_api;
 pub mod request;
@@ -78,6 +79,8 @@ pub struct HttpState {
     /// Set once at startup, after the listener is bound (the replicator reaches local
     /// databases through it).
     pub replicator: std::sync::OnceLock<Arc<settee_replicator::Replicator>>,
+    /// JavaScript changes filters (the JavaScript pool starts on first use).
+    pub js_filters: js_filter::JsFilters,
 }
 
 impl HttpState {
@@ -97,6 +100,7 @@ impl HttpState {
             open_feeds: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             shutdown,
             replicator: std::sync::OnceLock::new(),
+            js_filters: js_filter::JsFilters::default(),
         }
     }
 }

@@ -466,3 +466,41 @@ fn purges_are_not_replicated_and_do_not_disturb_checkpoints() {
     a.stop();
     b.stop();
 }
+
+#[test]
+fn javascript_filter_with_query_params_and_its_code_in_the_id() {
+    let (dir_a, dir_b) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let (a, b) = (Server::start(dir_a.path()), Server::start(dir_b.path()));
+    fill(&a.addr, "src", 30);
+    let ddoc = json!({"filters": {"by_type": "function(doc, req) { return doc.type === req.query.type; }"}});
+    let (status, saved) = call(&a.addr, "PUT", "/src/_design/app", Some(ddoc));
+    assert_eq!(status, 201, "{saved}");
+    let request = json!({
+        "source": url(&a, "src"), "target": "dst", "create_target": true,
+        "filter": "app/by_type", "query_params": {"type": "keep"}
+    });
+    let (status, answer) = call(&b.addr, "POST", "/_replicate", Some(request.clone()));
+    assert_eq!(status, 200, "{answer}");
+    let (_, copied) = call(&b.addr, "GET", "/dst/_all_docs", None);
+    let rows = copied["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 10, "{copied}");
+    for row in rows {
+        let (_, doc) = call(
+            &b.addr,
+            "GET",
+            &format!("/dst/{}", row["id"].as_str().expect("id")),
+            None,
+        );
+        assert_eq!(doc["type"], "keep");
+    }
+    // The id hashes the filter's code: a new version of the function is a new replication.
+    let before = replication_id(&b.addr, &request);
+    let ddoc = json!({"_rev": saved["rev"], "filters": {"by_type": "function(doc, req) { return doc.type !== req.query.type; }"}});
+    assert_eq!(call(&a.addr, "PUT", "/src/_design/app", Some(ddoc)).0, 201);
+    assert_ne!(replication_id(&b.addr, &request), before);
+    a.stop();
+    b.stop();
+}
