@@ -156,6 +156,18 @@ pub struct Replicator {
     invalid_docs: Mutex<HashMap<String, (DocRef, String, u64)>>,
 }
 
+/// Takes a one-shot job out of the table when its request ends.
+struct Registered<'a> {
+    replicator: &'a Replicator,
+    key: String,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.replicator.jobs.lock().remove(&self.key);
+    }
+}
+
 fn doc_key(doc: &DocRef) -> String {
     format!("{}/{}", doc.db, doc.doc_id)
 }
@@ -225,8 +237,13 @@ impl Replicator {
                 // One-shot requests share the table only while they run.
                 let key = format!("{full}#{}", crate::job::random_hex());
                 self.jobs.lock().insert(key.clone(), handle.clone());
+                // Removed however the run ends, also when the client goes away and this
+                // future is dropped (which aborts the job's tasks).
+                let _registered = Registered {
+                    replicator: self,
+                    key,
+                };
                 let result = job.run(handle.cancel.subscribe()).await;
-                self.jobs.lock().remove(&key);
                 result.map(|body| (200, body))
             }
         }
