@@ -18,12 +18,14 @@ use crate::request::Req;
 /// Programs cached per node (design documents whose filters are in use).
 const PROGRAMS_MAX: usize = 256;
 
+/// (database, design document id, revision, function).
+type ProgramKey = (String, String, String, String);
+
 /// The node's JavaScript pool and compiled filter programs, created on first use.
 #[derive(Default)]
 pub struct JsFilters {
     pool: std::sync::OnceLock<Result<Arc<JsPool>, String>>,
-    /// (database, design document id, revision, function) -> program.
-    programs: Mutex<HashMap<(String, String, String, String), Arc<Program>>>,
+    programs: Mutex<HashMap<ProgramKey, Arc<Program>>>,
 }
 
 /// A filter ready to run.

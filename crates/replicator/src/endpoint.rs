@@ -207,6 +207,9 @@ impl RemoteDb {
     }
 }
 
+/// A basic-auth user name and password.
+type Credentials = (String, String);
+
 /// `host:port`, `host`, `[v6]:port` or `[v6]`.
 fn split_host_port(text: &str) -> (&str, Option<&str>) {
     if let Some(rest) = text.strip_prefix('[') {
@@ -224,9 +227,7 @@ fn split_host_port(text: &str) -> (&str, Option<&str>) {
 /// with the defaults; a basic `Authorization` header is taken out as credentials. When any
 /// `Authorization` header is present the list is rebuilt in case-insensitive name order (the
 /// header store CouchDB passes it through sorts that way). Default headers are then dropped.
-fn normalise_headers(
-    user: &[(String, String)],
-) -> (Option<(String, String)>, Vec<(String, String)>) {
+fn normalise_headers(user: &[(String, String)]) -> (Option<Credentials>, Vec<(String, String)>) {
     let mut sorted: Vec<(String, String)> = Vec::with_capacity(user.len());
     let mut by_name = user.to_vec();
     by_name.sort_by(|a, b| a.0.cmp(&b.0));
@@ -299,15 +300,18 @@ mod tests {
     #[test]
     fn credentials_and_ports_normalise_like_couchdb() {
         let auth = |user: &str, password: &str| Some((user.to_string(), password.to_string()));
-        let cases: Vec<(
-            &str,
-            Vec<(String, String)>,
-            Option<(String, String)>,
-            Option<&str>,
+        type Headers = Vec<(String, String)>;
+        // (url, headers, auth.basic) -> (user, port, path, headers kept)
+        type Case<'a> = (
+            &'a str,
+            Headers,
+            Option<Credentials>,
+            Option<&'a str>,
             Option<u16>,
-            &str,
-            Vec<(String, String)>,
-        )> = vec![
+            &'a str,
+            Headers,
+        );
+        let cases: Vec<Case> = vec![
             ("http://host", vec![], None, None, None, "/", vec![]),
             ("https://host", vec![], None, None, None, "/", vec![]),
             ("http://host:5984", vec![], None, None, None, "/", vec![]),

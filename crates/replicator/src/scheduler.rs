@@ -298,12 +298,11 @@ impl Replicator {
         match params {
             Ok(params) => {
                 self.invalid_docs.lock().remove(&key);
-                let mut finished = self.finished_docs.lock();
-                if !finished.contains_key(&key) {
+                self.finished_docs.lock().entry(key).or_insert_with(|| {
                     let handle = JobHandle::new(params, Some(doc.clone()), None);
                     handle.set_state(state);
-                    finished.insert(key, (doc, handle));
-                }
+                    (doc, handle)
+                });
             }
             Err(error) => {
                 self.finished_docs.lock().remove(&key);
