@@ -47,6 +47,11 @@ impl Users {
         }
     }
 
+    /// The first configured server admin (jobs of the node's own `_replicator` run as it).
+    pub fn first_admin(&self) -> Option<String> {
+        self.admins.first().map(|(name, _)| name.clone())
+    }
+
     pub fn is_server_admin(&self, name: &str) -> bool {
         self.admins.iter().any(|(admin, _)| admin == name)
     }

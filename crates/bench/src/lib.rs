@@ -11,8 +11,9 @@
 //! memcached (`scripts/bench-kv-vs-memcached.sh`). Start reading at `kv/mod.rs`.
 //!
 //! Both share the documents they write (`docs.rs`), the per-phase histograms and the table they
-//! print (`report.rs`). [`ids`] drives the document engine in-process instead (seed 003), and
-//! [`views`] the engine and the view indexer (seed 001).
+//! print (`report.rs`). [`ids`] drives the document engine in-process instead (seed 003),
+//! [`views`] the engine and the view indexer (seed 001), and [`replicate`] times a
+//! replication between two CouchDB-compatible databases and compares them.
 #![deny(clippy::unwrap_used)]
 
 mod cpu;
@@ -20,6 +21,7 @@ mod docs;
 pub mod http;
 pub mod ids;
 pub mod kv;
+pub mod replicate;
 mod report;
 pub mod subdoc;
 pub mod views;

@@ -80,7 +80,11 @@ pub fn parse_doc(bytes: &[u8]) -> ApiResult<ParsedDoc> {
     let mut body = Vec::with_capacity(bytes.len());
     body.push(b'{');
     for (key, value) in members.0 {
-        if !key.starts_with('_') {
+        // The replicator's state members of `_replicator` documents are body members in
+        // CouchDB (clients see and may echo them).
+        if !key.starts_with('_')
+            || key.starts_with("_replication_") && REPLICATION_MEMBERS.contains(&key.as_str())
+        {
             if body.len() > 1 {
                 body.push(b',');
             }
@@ -125,6 +129,16 @@ pub fn parse_doc(bytes: &[u8]) -> ApiResult<ParsedDoc> {
     doc.body = Bytes::from(body);
     Ok(doc)
 }
+
+/// Underscore members CouchDB keeps in the body of `_replicator` documents.
+const REPLICATION_MEMBERS: [&str; 6] = [
+    "_replication_state",
+    "_replication_state_time",
+    "_replication_state_reason",
+    "_replication_id",
+    "_replication_stats",
+    "_replication_start_time",
+];
 
 pub fn parse_rev(text: &str) -> ApiResult<RevId> {
     RevId::parse(text).ok_or_else(|| ApiError::BadRequest("Invalid rev format".into()))

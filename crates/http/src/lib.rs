@@ -18,7 +18,9 @@ pub mod db_api;
 pub mod doc_api;
 pub mod error;
 pub mod mango_api;
+pub mod js_filter;
 pub mod multipart;
+pub mod replicator_api;
 pub mod request;
 pub mod response;
 pub mod router;
@@ -39,6 +41,33 @@ use tokio::net::TcpListener;
 
 pub use config::HttpConfig;
 
+/// Starts the node's replicator: local database names are reached at `local_url` with a
+/// session cookie minted for the user a job runs as (server admins when none is named).
+pub fn start_replicator(
+    state: &Arc<HttpState>,
+    local_url: String,
+) -> Arc<settee_replicator::Replicator> {
+    let weak = Arc::downgrade(state);
+    let local_auth: settee_replicator::LocalAuth = Arc::new(move |user: Option<&str>| {
+        let state = weak.upgrade()?;
+        let name = match user {
+            Some(name) => name.to_string(),
+            None => state.auth.users.first_admin()?,
+        };
+        let cookie = state.auth.make_cookie(&name, auth::now_secs());
+        Some(("Cookie".to_string(), format!("AuthSession={cookie}")))
+    });
+    let env = settee_replicator::JobEnv {
+        client: settee_replicator::client::new_client(),
+        server_uuid: state.config.server_uuid.clone(),
+        local_url,
+        local_auth,
+    };
+    let replicator = settee_replicator::Replicator::new(env);
+    let _ = state.replicator.set(replicator.clone());
+    replicator
+}
+
 /// Everything a handler can reach.
 pub struct HttpState {
     pub engine: Arc<Engine>,
@@ -51,6 +80,11 @@ pub struct HttpState {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// The view indexer and its JS pool (shared with the KV door's view endpoint).
     pub views: Arc<settee_views::Views>,
+    /// Set once at startup, after the listener is bound (the replicator reaches local
+    /// databases through it).
+    pub replicator: std::sync::OnceLock<Arc<settee_replicator::Replicator>>,
+    /// JavaScript changes filters (the JavaScript pool starts on first use).
+    pub js_filters: js_filter::JsFilters,
 }
 
 impl HttpState {
@@ -70,7 +104,9 @@ impl HttpState {
             uuids: uuids::UuidGenerator::new(),
             open_feeds: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             shutdown,
+            js_filters: js_filter::JsFilters::new(views.js().clone()),
             views,
+            replicator: std::sync::OnceLock::new(),
         }
     }
 }

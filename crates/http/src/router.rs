@@ -10,8 +10,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::request::{parse_query, split_path, Req};
 use crate::response::{self, HttpResponse};
 use crate::{
-    attachments_api, bulk_api, changes_api, db_api, doc_api, mango_api, server_api, subdoc_api,
-    view_api, HttpState,
+    attachments_api, bulk_api, changes_api, db_api, doc_api, mango_api, replicator_api,
+    server_api, subdoc_api, view_api, HttpState,
 };
 
 pub const SERVER_HEADER: &str = "settee/0.1 (CouchDB 3.x compatible)";
@@ -53,6 +53,13 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
         ["_uuids"] => server_api::uuids(state, req),
         ["_session"] => server_api::session(state, req).await,
         ["_active_tasks"] => server_api::active_tasks(state, req),
+        ["_replicate"] => replicator_api::replicate(state, req).await,
+        ["_scheduler", "jobs"] => replicator_api::jobs(state, req),
+        ["_scheduler", "docs"] => replicator_api::docs(state, req, None, None),
+        ["_scheduler", "docs", db] => replicator_api::docs(state, req, Some(db), None),
+        ["_scheduler", "docs", db, doc_id @ ..] => {
+            replicator_api::docs(state, req, Some(db), Some(&doc_id.join("/")))
+        }
         ["favicon.ico"] => Err(ApiError::missing()),
         [first, ..] if first.starts_with('_') && !db_api::is_system_db(first) => {
             Err(ApiError::BadRequest(format!(

@@ -215,8 +215,7 @@ fn session_info(user: &UserCtx) -> HttpResponse {
 
 pub fn active_tasks(state: &HttpState, req: &Req) -> ApiResult<HttpResponse> {
     require_admin(&req.user)?;
-    Ok(json(
-        StatusCode::OK,
-        &serde_json::Value::Array(state.views.active_tasks()),
-    ))
+    let mut tasks = state.views.active_tasks();
+    tasks.extend(crate::replicator_api::active_tasks(state));
+    Ok(json(StatusCode::OK, &serde_json::Value::Array(tasks)))
 }

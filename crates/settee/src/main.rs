@@ -37,6 +37,8 @@ enum BenchCommand {
     Subdoc(settee_bench::subdoc::SubdocArgs),
     /// Seed 001: full view-index build time, CPU use and query latency per vbucket count.
     Views(settee_bench::views::ViewsArgs),
+    /// Issue 6: time a replication between two databases and check they compare equal.
+    Replicate(settee_bench::replicate::ReplicateArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -61,6 +63,9 @@ fn main() -> anyhow::Result<()> {
                 settee_bench::ids::run(args).await.map(|_| ())
             }
             Command::Bench(BenchCommand::Kv(args)) => settee_bench::kv::run(args).await.map(|_| ()),
+            Command::Bench(BenchCommand::Replicate(args)) => {
+                settee_bench::replicate::run(args).await.map(|_| ())
+            }
             Command::Bench(BenchCommand::Subdoc(args)) => {
                 settee_bench::subdoc::run(args).await.map(|_| ())
             }

@@ -105,6 +105,21 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Duration::from_secs(settings.expiry_purge_interval_secs.max(1)),
         wait_for(shutdown_receiver.clone()),
     ));
+    let local_url = match local {
+        std::net::SocketAddr::V4(addr) if addr.ip().is_unspecified() => {
+            format!("http://127.0.0.1:{}", addr.port())
+        }
+        std::net::SocketAddr::V6(addr) if addr.ip().is_unspecified() => {
+            format!("http://[::1]:{}", addr.port())
+        }
+        addr => format!("http://{addr}"),
+    };
+    let replicator = settee_http::start_replicator(&state, local_url);
+    let replicator_docs = tokio::spawn(settee_replicator::docs::watch(
+        replicator,
+        engine.clone(),
+        wait_for(shutdown_receiver.clone()),
+    ));
     let server = tokio::spawn(settee_http::serve(
         listener,
         state,
@@ -117,6 +132,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let _ = kv_server.await;
     let _ = mgmt_server.await;
     let _ = purger.await;
+    let _ = replicator_docs.await;
     Ok(())
 }
 

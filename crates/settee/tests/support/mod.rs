@@ -27,11 +27,16 @@ impl Server {
     }
 
     pub fn start_with(data_dir: &Path, extra: &[&str]) -> Server {
+        Server::start_on(data_dir, "127.0.0.1:0", extra)
+    }
+
+    /// On a given HTTP address (a restarted node that must keep its address).
+    pub fn start_on(data_dir: &Path, http_addr: &str, extra: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_settee"))
             .args([
                 "serve",
                 "--http-addr",
-                "127.0.0.1:0",
+                http_addr,
                 "--kv-addr",
                 "127.0.0.1:0",
                 "--mgmt-addr",

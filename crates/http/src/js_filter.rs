@@ -1,0 +1,243 @@
+//! JavaScript changes filters: `filter=ddoc/name` runs the design document's
+//! `filters.name(doc, req)`, and `filter=_view&view=ddoc/name` keeps documents the view's map
+//! function emits at least one row for. Both run on the node's JavaScript pool (`settee-js`,
+//! the only crate that links QuickJS); a design document's program is compiled once per
+//! revision and cached.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::{json, Map, Value};
+use settee_engine::Bucket;
+use settee_js::{JsPool, Program, ProgramSpec};
+
+use crate::error::{ApiError, ApiResult};
+use crate::request::Req;
+
+/// Programs cached per node (design documents whose filters are in use).
+const PROGRAMS_MAX: usize = 256;
+
+/// (database, design document id, revision, function).
+type ProgramKey = (String, String, String, String);
+
+/// Compiled filter programs, run on the node's JavaScript pool (the one the view indexer
+/// uses: one set of runtimes sized to the cores, one CPU-time and memory limit).
+pub struct JsFilters {
+    pool: Arc<JsPool>,
+    programs: Mutex<HashMap<ProgramKey, Arc<Program>>>,
+}
+
+/// A filter ready to run.
+#[derive(Clone)]
+pub struct JsFilter {
+    pool: Arc<JsPool>,
+    program: Arc<Program>,
+    kind: Kind,
+}
+
+#[derive(Clone)]
+enum Kind {
+    /// `filters.<name>` with the request object as JSON text.
+    Function { name: String, req: String },
+    /// The map function of one view.
+    View,
+}
+
+impl std::fmt::Debug for JsFilter {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("JsFilter")
+    }
+}
+
+fn bad(reason: impl Into<String>) -> ApiError {
+    ApiError::BadRequest(reason.into())
+}
+
+impl JsFilters {
+    pub fn new(pool: Arc<JsPool>) -> JsFilters {
+        JsFilters {
+            pool,
+            programs: Mutex::default(),
+        }
+    }
+
+    fn pool(&self) -> ApiResult<Arc<JsPool>> {
+        Ok(self.pool.clone())
+    }
+
+    fn program(
+        &self,
+        bucket: &Bucket,
+        ddoc: &str,
+        function: &str,
+        spec: impl FnOnce(&Map<String, Value>) -> ApiResult<ProgramSpec>,
+    ) -> ApiResult<Arc<Program>> {
+        let id = format!("_design/{ddoc}");
+        let record = bucket
+            .read_record(id.as_bytes())?
+            .ok_or_else(|| ApiError::NotFound("missing design document".into()))?;
+        let winner = record
+            .winner()
+            .filter(|winner| !winner.deleted)
+            .ok_or_else(|| ApiError::NotFound("deleted design document".into()))?;
+        let key = (
+            bucket.name().to_string(),
+            id,
+            winner.rev.to_string(),
+            function.to_string(),
+        );
+        if let Some(program) = self.programs.lock().get(&key) {
+            return Ok(program.clone());
+        }
+        let body: Map<String, Value> = serde_json::from_slice(&winner.body)
+            .map_err(|_| bad("design document is not a JSON object"))?;
+        let mut spec = spec(&body)?;
+        spec.lib = Value::Object(body);
+        let program = Arc::new(Program::new(&spec));
+        let pool = self.pool()?;
+        pool.check(program.clone())
+            .wait_outside_runtime()
+            .map_err(|error| bad(format!("compilation of the filter failed: {error}")))?;
+        let mut programs = self.programs.lock();
+        if programs.len() >= PROGRAMS_MAX {
+            programs.clear();
+        }
+        programs.insert(key, program.clone());
+        Ok(program)
+    }
+
+    /// `filter=ddoc/name`.
+    pub fn function(
+        &self,
+        bucket: &Bucket,
+        req: &Req,
+        filter: &str,
+        body: &Value,
+    ) -> ApiResult<JsFilter> {
+        let (ddoc, name) = filter
+            .split_once('/')
+            .ok_or_else(|| bad("`filter` parameter is not a proper filter name"))?;
+        let program = self.program(bucket, ddoc, &format!("filters/{name}"), |doc| {
+            let source = doc
+                .get("filters")
+                .and_then(|filters| filters.get(name))
+                .and_then(Value::as_str)
+                .ok_or_else(|| ApiError::NotFound(format!("missing json key: {name}")))?;
+            let mut spec = ProgramSpec::default();
+            spec.filters.insert(name.to_string(), source.to_string());
+            Ok(spec)
+        })?;
+        Ok(JsFilter {
+            pool: self.pool()?,
+            program,
+            kind: Kind::Function {
+                name: name.to_string(),
+                req: request_object(bucket, req, body).to_string(),
+            },
+        })
+    }
+
+    /// `filter=_view&view=ddoc/name`.
+    pub fn view(&self, bucket: &Bucket, view: &str) -> ApiResult<JsFilter> {
+        let (ddoc, name) = view
+            .split_once('/')
+            .ok_or_else(|| bad("`view` filter parameter is not provided."))?;
+        let program = self.program(bucket, ddoc, &format!("views/{name}"), |doc| {
+            let source = doc
+                .get("views")
+                .and_then(|views| views.get(name))
+                .and_then(|view| view.get("map"))
+                .and_then(Value::as_str)
+                .ok_or_else(|| ApiError::NotFound(format!("missing json key: {name}")))?;
+            Ok(ProgramSpec {
+                names: vec![name.to_string()],
+                maps: vec![source.to_string()],
+                reduces: vec![None],
+                ..ProgramSpec::default()
+            })
+        })?;
+        Ok(JsFilter {
+            pool: self.pool()?,
+            program,
+            kind: Kind::View,
+        })
+    }
+}
+
+impl JsFilter {
+    /// Whether `doc_json` (the document as the feed would show it) passes. A filter that
+    /// throws rejects the document, as CouchDB's query server does.
+    pub fn passes(&self, doc_json: String) -> bool {
+        match &self.kind {
+            Kind::Function { name, req } => self
+                .pool
+                .filter(self.program.clone(), name.clone(), doc_json, req.clone())
+                .wait_outside_runtime()
+                .unwrap_or(false),
+            Kind::View => self
+                .pool
+                .map(self.program.clone(), format!("[{doc_json}]"))
+                .wait_outside_runtime()
+                .map(|output| {
+                    output
+                        .rows
+                        .first()
+                        .and_then(|views| views.first())
+                        .is_some_and(|rows| !rows.is_empty())
+                })
+                .unwrap_or(false),
+        }
+    }
+}
+
+/// Waiting for the pool from a feed task: the task may block its worker thread (the pool runs
+/// elsewhere), which tokio allows inside `block_in_place` on its multi-threaded runtime.
+trait WaitOutsideRuntime<T> {
+    fn wait_outside_runtime(self) -> Result<T, settee_js::JsError>;
+}
+
+impl<T: Send> WaitOutsideRuntime<T> for settee_js::Pending<T> {
+    fn wait_outside_runtime(self) -> Result<T, settee_js::JsError> {
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| self.wait())
+            }
+            Ok(_) => Err(settee_js::JsError::Internal(
+                "JavaScript filters need the multi-threaded runtime".into(),
+            )),
+            Err(_) => self.wait(),
+        }
+    }
+}
+
+/// CouchDB's request object for filter functions (the parts a filter can use).
+fn request_object(bucket: &Bucket, req: &Req, body: &Value) -> Value {
+    let query: Map<String, Value> = req
+        .query
+        .iter()
+        .map(|(key, value)| (key.clone(), json!(value)))
+        .collect();
+    let headers: Map<String, Value> = req
+        .headers
+        .iter()
+        .filter(|(name, _)| *name != hyper::header::AUTHORIZATION && *name != hyper::header::COOKIE)
+        .filter_map(|(name, value)| Some((name.to_string(), json!(value.to_str().ok()?))))
+        .collect();
+    json!({
+        "info": crate::db_api::db_info(bucket),
+        "id": null,
+        "method": req.method.as_str(),
+        "path": req.path,
+        "requested_path": req.path,
+        "raw_path": format!("/{}", req.path.join("/")),
+        "query": query,
+        "headers": headers,
+        "body": if body.is_null() { json!("undefined") } else { json!(body.to_string()) },
+        "peer": "127.0.0.1",
+        "form": {},
+        "cookie": {},
+        "userCtx": {"db": bucket.name(), "name": req.user.name, "roles": req.user.roles},
+        "secObj": bucket.security(),
+    })
+}
