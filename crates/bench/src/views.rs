@@ -91,14 +91,14 @@ fn document(n: usize) -> (String, Value) {
     let mix = (n as u64)
         .wrapping_mul(0x9e37_79b9_7f4a_7c15)
         .rotate_left(23);
-    if within % 11 == 0 {
+    if within.is_multiple_of(11) {
         let household = format!("household-{user}-{}", within / 44);
         let id = format!("person-{user}-{within}");
         let body = json!({
             "type": "person",
             "contact_type": "person",
             "name": format!("Person {} {}", mix % 5000, within),
-            "sex": if mix % 2 == 0 { "female" } else { "male" },
+            "sex": if mix.is_multiple_of(2) { "female" } else { "male" },
             "date_of_birth": format!("{}-{:02}-{:02}", 1950 + mix % 70, 1 + mix % 12, 1 + mix % 28),
             "phone": format!("+2547{:08}", n),
             "reported_date": START_MS + (mix % 365) * DAY_MS,
@@ -121,7 +121,7 @@ fn document(n: usize) -> (String, Value) {
                 "patient_id": format!("{patient:05}"),
                 "patient_name": format!("Person {}", mix % 5000),
                 "lmp_date": format!("2021-{:02}-{:02}", 1 + mix % 12, 1 + mix % 28),
-                "visit": {"weight": 40 + mix % 60, "danger_signs": mix % 7 == 0, "notes": "routine visit, nothing to report"},
+                "visit": {"weight": 40 + mix % 60, "danger_signs": mix.is_multiple_of(7), "notes": "routine visit, nothing to report"},
                 "inputs": {"source": "task", "contact": {"_id": format!("person-{user}-{}", within - within % 11)}},
             },
             "errors": [],

@@ -10,8 +10,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::request::{parse_query, split_path, Req};
 use crate::response::{self, HttpResponse};
 use crate::{
-    attachments_api, bulk_api, changes_api, db_api, doc_api, mango_api, replicator_api,
-    server_api, subdoc_api, view_api, HttpState,
+    attachments_api, bulk_api, changes_api, db_api, doc_api, mango_api, replicator_api, server_api,
+    subdoc_api, view_api, HttpState,
 };
 
 pub const SERVER_HEADER: &str = "settee/0.1 (CouchDB 3.x compatible)";

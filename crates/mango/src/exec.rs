@@ -289,7 +289,8 @@ fn resume_within(range: &IdRange, resume: Option<&Bookmark>, descending: bool) -
         return Some(range.clone());
     };
     let at = bookmark.id.clone();
-    let clipped = if descending {
+    
+    if descending {
         let end_below = match &range.start {
             Bound::Unbounded => true,
             Bound::Included(start) | Bound::Excluded(start) => *start < at,
@@ -307,8 +308,7 @@ fn resume_within(range: &IdRange, resume: Option<&Bookmark>, descending: bool) -
             start: tighter_start(&range.start, at),
             end: range.end.clone(),
         })
-    };
-    clipped
+    }
 }
 
 fn tighter_start(start: &Bound<String>, after: String) -> Bound<String> {
