@@ -28,10 +28,17 @@ log() { echo "bench-views-sweep: $*" >&2; }
 mkdir -p "$out"
 results="$out/views-sweep.jsonl"
 : >"$results"
+# One process per measurement: in one process, whichever vbucket count ran later measured
+# queries up to 2x slower (the earlier runs' state), so the order, not the count, decided.
+# Each round also starts from a different count.
+IFS=, read -r -a counts <<<"$vbuckets"
 for round in $(seq 1 "$rounds"); do
     log "round $round of $rounds: $docs documents, vbuckets $vbuckets"
-    "$SETTEE_BIN" bench views --docs "$docs" --vbuckets "$vbuckets" --queries "$queries" --json \
-        | sed "s/^{/{\"round\":$round,/" >>"$results"
+    for step in "${!counts[@]}"; do
+        count=${counts[$(((step + round - 1) % ${#counts[@]}))]}
+        "$SETTEE_BIN" bench views --docs "$docs" --vbuckets "$count" --queries "$queries" --json \
+            | sed "s/^{/{\"round\":$round,/" >>"$results"
+    done
 done
 log "results in $results"
 

@@ -303,6 +303,18 @@ impl Store {
             .compact_range_cf(self.inner.handle(cf), Some(lower), Some(upper));
     }
 
+    /// Flushes every memtable and compacts every column family in full, waiting for both: the
+    /// store at rest, as a benchmark wants it before timing work that reads it back.
+    pub fn settle(&self) -> Result<(), StoreError> {
+        self.flush()?;
+        for cf in Cf::ALL {
+            self.inner
+                .db
+                .compact_range_cf::<&[u8], &[u8]>(self.inner.handle(cf), None, None);
+        }
+        Ok(())
+    }
+
     /// Writes memtables to SST files (for size measurements and benchmarks).
     pub fn flush(&self) -> Result<(), StoreError> {
         for cf in Cf::ALL {
