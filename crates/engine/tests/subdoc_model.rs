@@ -17,7 +17,7 @@ fn json_value() -> impl Strategy<Value = Value> {
     leaf.prop_recursive(4, 48, 6, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::vec(("[a-c.`]{1,2}", inner), 0..6)
+            prop::collection::vec(("[a-c.`\\\\\"é]{1,2}", inner), 0..6)
                 .prop_map(|members| Value::Object(members.into_iter().collect::<Map<_, _>>())),
         ]
     })
@@ -25,7 +25,8 @@ fn json_value() -> impl Strategy<Value = Value> {
 
 /// Component generator biased towards names and positions that exist.
 fn component() -> impl Strategy<Value = (bool, String, i64)> {
-    (any::<bool>(), "[a-c.`]{1,2}", -1i64..4)
+    // Names with a quote, backslash or non-ASCII byte are stored escaped in the JSON text.
+    (any::<bool>(), "[a-c.`\\\\\"é]{1,2}", -1i64..4)
 }
 
 fn render(components: &[(bool, String, i64)]) -> String {

@@ -69,6 +69,10 @@ pub(crate) struct SharedView {
 }
 
 impl SharedView {
+    pub fn heavy_permits(&self) -> &Arc<tokio::sync::Semaphore> {
+        &self.heavy_permits
+    }
+
     pub fn view(&self) -> DataView<'_> {
         DataView {
             state: &self.state,

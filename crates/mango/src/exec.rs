@@ -289,7 +289,7 @@ fn resume_within(range: &IdRange, resume: Option<&Bookmark>, descending: bool) -
         return Some(range.clone());
     };
     let at = bookmark.id.clone();
-    
+
     if descending {
         let end_below = match &range.start {
             Bound::Unbounded => true,

@@ -507,7 +507,10 @@ fn javascript_filter_with_query_params_and_its_code_in_the_id() {
 
 #[test]
 fn since_seq_starts_a_first_replication_part_way() {
-    let (dir_a, dir_b) = (tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("dir"));
+    let (dir_a, dir_b) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
     let (a, b) = (Server::start(dir_a.path()), Server::start(dir_b.path()));
     fill(&a.addr, "src", 10);
     let (_, info) = call(&a.addr, "GET", "/src", None);
@@ -518,7 +521,12 @@ fn since_seq_starts_a_first_replication_part_way() {
     let (status, answer) = call(&a.addr, "POST", "/_replicate", Some(request));
     assert_eq!(status, 200, "{answer}");
     let (_, copied) = call(&b.addr, "GET", "/dst/_all_docs", None);
-    let ids: Vec<&str> = copied["rows"].as_array().expect("rows").iter().filter_map(|row| row["id"].as_str()).collect();
+    let ids: Vec<&str> = copied["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter_map(|row| row["id"].as_str())
+        .collect();
     assert_eq!(ids, ["later1", "later2"]);
     assert_eq!(answer["history"][0]["start_last_seq"], since);
     a.stop();
@@ -527,7 +535,10 @@ fn since_seq_starts_a_first_replication_part_way() {
 
 #[test]
 fn continuous_replication_survives_a_source_restart_with_backoff() {
-    let (dir_a, dir_b) = (tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("dir"));
+    let (dir_a, dir_b) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
     let a = Server::start(dir_a.path());
     let b = Server::start(dir_b.path());
     let a_addr = a.addr.clone();
@@ -538,7 +549,11 @@ fn continuous_replication_survives_a_source_restart_with_backoff() {
     });
     let (status, answer) = call(&b.addr, "POST", "/_replicate", Some(request));
     assert_eq!(status, 202, "{answer}");
-    let count = |addr: &str| call(addr, "GET", "/dst", None).1["doc_count"].as_u64().unwrap_or(0);
+    let count = |addr: &str| {
+        call(addr, "GET", "/dst", None).1["doc_count"]
+            .as_u64()
+            .unwrap_or(0)
+    };
     wait_until("the first documents", || count(&b.addr) == 9);
     a.kill9();
     wait_until("the job to notice the source is gone", || {
@@ -548,14 +563,20 @@ fn continuous_replication_survives_a_source_restart_with_backoff() {
             .is_some_and(|events| events.iter().any(|event| event["type"] == "crashed"))
     });
     let a = Server::start_on(dir_a.path(), &a_addr, &[]);
-    assert_eq!(call(&a.addr, "PUT", "/src/after-restart", Some(json!({"v": 1}))).0, 201);
+    assert_eq!(
+        call(&a.addr, "PUT", "/src/after-restart", Some(json!({"v": 1}))).0,
+        201
+    );
     wait_until("a write made after the restart", || {
         call(&b.addr, "GET", "/dst/after-restart", None).0 == 200
     });
     let (_, jobs) = call(&b.addr, "GET", "/_scheduler/jobs", None);
-    let started = jobs["jobs"][0]["history"]
-        .as_array()
-        .map(|events| events.iter().filter(|event| event["type"] == "started").count());
+    let started = jobs["jobs"][0]["history"].as_array().map(|events| {
+        events
+            .iter()
+            .filter(|event| event["type"] == "started")
+            .count()
+    });
     assert!(started.is_some_and(|count| count >= 2), "restarted: {jobs}");
     assert_same(&a.addr, "src", &b.addr, "dst");
     a.stop();

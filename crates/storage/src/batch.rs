@@ -95,9 +95,8 @@ impl Batch {
         {
             return;
         }
-        self.ops.sort_by(|a, b| {
-            (a.cf() as u8, a.key()).cmp(&(b.cf() as u8, b.key()))
-        });
+        self.ops
+            .sort_by(|a, b| (a.cf() as u8, a.key()).cmp(&(b.cf() as u8, b.key())));
     }
 
     /// Appends all of `other`'s operations after this batch's.
