@@ -123,6 +123,9 @@ pub(crate) fn resolve_indexed(
     Ok(current)
 }
 
+/// (path index, components matched, the name wanted next, its fingerprint).
+type WantedName<'a> = (usize, usize, &'a [u8], u64);
+
 /// Length and the first and last (up to) 8 bytes of a name: equal names have equal
 /// fingerprints, and names that differ anywhere near either end almost never do.
 fn fingerprint(name: &[u8]) -> u64 {
@@ -201,7 +204,7 @@ fn walk(
         // Each member's name is compared with every wanted name: read it once, and let a
         // fingerprint turn most comparisons into one integer compare (16 paths over a 130-member
         // unindexed object spent half the lookup in `key_is` and memcmp).
-        let wanted: SmallVec<[(usize, usize, &[u8], u64); 8]> = deeper
+        let wanted: SmallVec<[WantedName<'_>; 8]> = deeper
             .iter()
             .filter_map(|(index, matched)| match &paths[*index][*matched] {
                 Component::Key(name) => Some((*index, *matched, name.as_ref(), fingerprint(name))),
