@@ -107,10 +107,7 @@ pub fn parse_path(path: &[u8]) -> Result<Path<'_>, Status> {
                 if !expect_name {
                     return Err(Status::PathEinval);
                 }
-                let end = path[at..]
-                    .iter()
-                    .position(|byte| ENDS_NAME[*byte as usize])
-                    .map_or(path.len(), |offset| at + offset);
+                let end = name_end(path, at);
                 if end == at || path.get(end) == Some(&b']') || path.get(end) == Some(&b'`') {
                     return Err(Status::PathEinval);
                 }
@@ -127,6 +124,26 @@ pub fn parse_path(path: &[u8]) -> Result<Path<'_>, Status> {
         return Err(Status::PathEinval);
     }
     Ok(components)
+}
+
+/// Where the unquoted name starting at `at` ends: the first of `.[]` or a backtick, or the end
+/// of the path. Eight bytes at a time, then byte by byte.
+fn name_end(path: &[u8], mut at: usize) -> usize {
+    use super::scan::{bytes_equal, word_at};
+    while let Some(word) = word_at(path, at) {
+        let hits = bytes_equal(word, b'.')
+            | bytes_equal(word, b'[')
+            | bytes_equal(word, b']')
+            | bytes_equal(word, b'`');
+        if hits != 0 {
+            return at + (hits.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    path[at..]
+        .iter()
+        .position(|byte| ENDS_NAME[*byte as usize])
+        .map_or(path.len(), |offset| at + offset)
 }
 
 /// After a name: end of path, `.name`, or `[index]`.
