@@ -665,4 +665,97 @@ mod tests {
         assert!(is_document_vattr(b"$document.exptime"));
         assert!(!is_document_vattr(b"$documents"));
     }
+
+    /// Streamed lookups through the index (plain paths taken between the dots, shared leading
+    /// names reused from the path before) answer every sequence of paths exactly as resolving
+    /// each path on its own by scanning does.
+    #[test]
+    fn indexed_lookups_answer_like_a_scan_in_any_order() {
+        let members: Vec<String> = (0..300)
+            .map(|i| format!(r#""k{i:03}":{{"v":{i},"w":[{i},"x"]}}"#))
+            .collect();
+        let body = format!(
+            r#"{{"data":{{{}}},"dat":1,"a.b":{{"c":2}},"list":[{}],"s":"x"}}"#,
+            members.join(","),
+            (0..400)
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        let raw_index = index::build(body.as_bytes()).expect("indexed");
+        let idx = index::Index::open(&raw_index).expect("index");
+        let root = json::indexed_root(body.as_bytes(), &idx).expect("indexed root");
+        let paths: Vec<&[u8]> = vec![
+            b"data.k299.v",
+            b"data.k299.w",
+            b"data.k299",
+            b"data.k298.v",
+            b"data.k29",
+            b"data",
+            b"dat",
+            b"data.k299.v.z",
+            b"s.x",
+            b"`a.b`.c",
+            b"a",
+            b"list[399]",
+            b"list[-1]",
+            b"data.k001.w[1]",
+            b"data.k001.w[0]",
+            b"data..k001",
+            b"data.",
+            b"",
+            b"nope.v",
+            b"data.k001.v",
+        ];
+        let mut order: Vec<usize> = (0..paths.len()).collect();
+        let mut seed = 7u64;
+        for _ in 0..200 {
+            for i in (1..order.len()).rev() {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                order.swap(i, (seed >> 33) as usize % (i + 1));
+            }
+            let chosen: Vec<&[u8]> = order.iter().take(16).map(|i| paths[*i]).collect();
+            let specs: Vec<LookupSpec<'_>> = chosen
+                .iter()
+                .map(|path| LookupSpec {
+                    op: LookupOp::Get,
+                    xattr: false,
+                    path,
+                })
+                .collect();
+            let mut got = Vec::new();
+            lookup_indexed(
+                body.as_bytes(),
+                &idx,
+                root,
+                &specs,
+                &mut |_, status, value| got.push((status, value.to_vec())),
+            );
+            let expected: Vec<(Status, Vec<u8>)> = chosen
+                .iter()
+                .map(|path| match path::parse(path) {
+                    Err(status) => (status, Vec::new()),
+                    Ok(components) => {
+                        match json::resolve_all(body.as_bytes(), &[&components[..]])[0] {
+                            Ok((start, end)) => {
+                                (Status::Success, body.as_bytes()[start..end].to_vec())
+                            }
+                            Err(status) => (status, Vec::new()),
+                        }
+                    }
+                })
+                .collect();
+            assert_eq!(
+                got,
+                expected,
+                "paths {:?}",
+                chosen
+                    .iter()
+                    .map(|p| String::from_utf8_lossy(p))
+                    .collect::<Vec<_>>()
+            );
+        }
+    }
 }
