@@ -1217,15 +1217,12 @@ mod tests {
     }
 
     #[test]
-    fn deep_documents_compare_without_recursion() {
+    fn deep_documents_match_without_recursion() {
+        // Comparing deep values is settee-collate's test; matching them must not recurse either.
         let mut a = json!(1);
-        let mut b = json!(2);
         for _ in 0..500 {
             a = Value::Array(vec![a]);
-            b = Value::Array(vec![b]);
         }
-        assert_eq!(collate(&a, &b), Ordering::Less);
-        assert_eq!(TermOrder::Erlang.compare(&b, &a), Ordering::Greater);
         let selector = json!({"a": {"$gt": 5}});
         assert!(matches(&selector, &json!({ "a": a })));
     }

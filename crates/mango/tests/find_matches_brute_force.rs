@@ -15,10 +15,7 @@ use common::{doc, selector};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use settee_engine::{DocRecord, DocUpdate, Engine, EngineOptions};
-use settee_mango::index::{add_to_ddoc, indexes_in_ddoc, AddOutcome};
-use settee_mango::{
-    execute, open_index, plan, FindRequest, Index, IndexKind, NewIndex, Purpose, Query,
-};
+use settee_mango::{execute, open_index, plan, FindRequest, Index, IndexKind, Purpose, Query};
 use settee_views::{Views, ViewsConfig};
 
 struct Fixture {
@@ -55,20 +52,7 @@ const INDEX_DEFS: [&str; 5] = [
 ];
 
 fn indexes(chosen: &[bool]) -> Vec<Index> {
-    let mut ddocs: Map<String, Value> = Map::new();
-    for (def, _) in INDEX_DEFS.iter().zip(chosen).filter(|(_, on)| **on) {
-        let index = NewIndex::parse(&serde_json::from_str(def).expect("json")).expect("valid");
-        if let AddOutcome::Updated(body) =
-            add_to_ddoc(ddocs.get(&index.ddoc), &index).expect("adds")
-        {
-            ddocs.insert(index.ddoc.clone(), body);
-        }
-    }
-    let mut out = vec![Index::all_docs()];
-    for (id, body) in &ddocs {
-        out.extend(indexes_in_ddoc(id, body));
-    }
-    out
+    common::indexes_from(&INDEX_DEFS, chosen)
 }
 
 /// The document as a client sees it: `_id`, `_rev`, then the body.

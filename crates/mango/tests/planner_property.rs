@@ -8,11 +8,10 @@ mod common;
 
 use common::{doc, selector};
 use proptest::prelude::*;
-use serde_json::{json, Map, Value};
-use settee_mango::index::{add_to_ddoc, indexes_in_ddoc, AddOutcome};
+use serde_json::{json, Value};
 use settee_mango::planner::Ranges;
 use settee_mango::ranges::{compare_keys, KeyPart};
-use settee_mango::{plan, FindRequest, Index, IndexKind, NewIndex, Purpose, Query};
+use settee_mango::{plan, FindRequest, Index, IndexKind, Purpose, Query};
 
 const INDEX_DEFS: [&str; 7] = [
     r#"{"index": {"fields": ["a"]}, "ddoc": "d", "name": "a"}"#,
@@ -25,20 +24,7 @@ const INDEX_DEFS: [&str; 7] = [
 ];
 
 fn indexes(chosen: &[bool]) -> Vec<Index> {
-    let mut ddocs: Map<String, Value> = Map::new();
-    for (def, _) in INDEX_DEFS.iter().zip(chosen).filter(|(_, on)| **on) {
-        let index = NewIndex::parse(&serde_json::from_str(def).expect("json")).expect("valid");
-        if let AddOutcome::Updated(body) =
-            add_to_ddoc(ddocs.get(&index.ddoc), &index).expect("adds")
-        {
-            ddocs.insert(index.ddoc.clone(), body);
-        }
-    }
-    let mut out = vec![Index::all_docs()];
-    for (id, body) in &ddocs {
-        out.extend(indexes_in_ddoc(id, body));
-    }
-    out
+    common::indexes_from(&INDEX_DEFS, chosen)
 }
 
 fn in_ranges(ranges: &Ranges, key: &[Value]) -> bool {

@@ -3,6 +3,8 @@
 
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
+use settee_mango::index::{add_to_ddoc, indexes_in_ddoc, AddOutcome};
+use settee_mango::{Index, NewIndex};
 
 pub fn scalar() -> impl Strategy<Value = Value> {
     prop_oneof![
@@ -123,4 +125,23 @@ pub fn selector() -> impl Strategy<Value = Value> {
             }),
         ]
     })
+}
+
+/// `_all_docs` and the JSON indexes among `defs` (`POST /_index` bodies) that `chosen` turns
+/// on, added to their design documents as `POST /{db}/_index` would add them.
+pub fn indexes_from(defs: &[&str], chosen: &[bool]) -> Vec<Index> {
+    let mut ddocs: Map<String, Value> = Map::new();
+    for (def, _) in defs.iter().zip(chosen).filter(|(_, on)| **on) {
+        let index = NewIndex::parse(&serde_json::from_str(def).expect("json")).expect("valid");
+        if let AddOutcome::Updated(body) =
+            add_to_ddoc(ddocs.get(&index.ddoc), &index).expect("adds")
+        {
+            ddocs.insert(index.ddoc.clone(), body);
+        }
+    }
+    let mut out = vec![Index::all_docs()];
+    for (id, body) in &ddocs {
+        out.extend(indexes_in_ddoc(id, body));
+    }
+    out
 }
