@@ -136,14 +136,7 @@ fn answer_lookup(
         failed |= code != status::SUCCESS;
         put_lookup_result(out, code, value);
     };
-    let found = if light_only {
-        ctx.bucket
-            .lookup_in_light(key, lookups, access_deleted, each)
-    } else {
-        ctx.bucket
-            .lookup_in(key, lookups, access_deleted, each)
-            .map(|found| found.map_or(Lookup::NotFound, Lookup::Found))
-    };
+    let found = run_lookup(ctx, key, lookups, access_deleted, light_only, each);
     match found {
         Ok(Lookup::Found(meta)) => {
             let code = match (failed, meta.deleted) {
@@ -170,6 +163,26 @@ fn answer_lookup(
     true
 }
 
+/// Runs the lookup: on a request thread (`light_only`) one that would scan a large body is
+/// refused as [`Lookup::Heavy`]; on the heavy pool every lookup runs.
+fn run_lookup(
+    ctx: &OpCtx,
+    key: &[u8],
+    lookups: &[LookupSpec<'_>],
+    access_deleted: bool,
+    light_only: bool,
+    each: impl FnMut(usize, Status, &[u8]),
+) -> Result<Lookup, settee_engine::EngineError> {
+    if light_only {
+        ctx.bucket
+            .lookup_in_light(key, lookups, access_deleted, each)
+    } else {
+        ctx.bucket
+            .lookup_in(key, lookups, access_deleted, each)
+            .map(|found| found.map_or(Lookup::NotFound, Lookup::Found))
+    }
+}
+
 fn answer_single_lookup(
     ctx: &OpCtx,
     access_deleted: bool,
@@ -182,14 +195,7 @@ fn answer_single_lookup(
     let each = |_: usize, outcome: Status, value: &[u8]| {
         single_result = (status_code(outcome), value.to_vec());
     };
-    let found = if light_only {
-        ctx.bucket
-            .lookup_in_light(key, lookups, access_deleted, each)
-    } else {
-        ctx.bucket
-            .lookup_in(key, lookups, access_deleted, each)
-            .map(|found| found.map_or(Lookup::NotFound, Lookup::Found))
-    };
+    let found = run_lookup(ctx, key, lookups, access_deleted, light_only, each);
     match found {
         Ok(Lookup::Found(meta)) => {
             let (code, value) = single_result;
