@@ -62,10 +62,6 @@ impl JsFilters {
         }
     }
 
-    fn pool(&self) -> ApiResult<Arc<JsPool>> {
-        Ok(self.pool.clone())
-    }
-
     fn program(
         &self,
         bucket: &Bucket,
@@ -95,8 +91,8 @@ impl JsFilters {
         let mut spec = spec(&body)?;
         spec.lib = Value::Object(body);
         let program = Arc::new(Program::new(&spec));
-        let pool = self.pool()?;
-        pool.check(program.clone())
+        self.pool
+            .check(program.clone())
             .wait_outside_runtime()
             .map_err(|error| bad(format!("compilation of the filter failed: {error}")))?;
         let mut programs = self.programs.lock();
@@ -129,7 +125,7 @@ impl JsFilters {
             Ok(spec)
         })?;
         Ok(JsFilter {
-            pool: self.pool()?,
+            pool: self.pool.clone(),
             program,
             kind: Kind::Function {
                 name: name.to_string(),
@@ -158,7 +154,7 @@ impl JsFilters {
             })
         })?;
         Ok(JsFilter {
-            pool: self.pool()?,
+            pool: self.pool.clone(),
             program,
             kind: Kind::View,
         })
