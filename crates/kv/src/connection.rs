@@ -46,9 +46,13 @@ struct Part {
     spawned: Vec<JoinHandle<Part>>,
 }
 
+/// Work of an unordered connection in flight: a part of a batch on the heavy pool, or a
+/// request that waits on its own task. `None` if it panicked (its requests get no reply).
+type PartFuture = futures_util::future::BoxFuture<'static, Option<Part>>;
+
 enum Queue {
     Ordered(FuturesOrdered<ReplyFuture>),
-    Unordered(FuturesUnordered<JoinHandle<Part>>),
+    Unordered(FuturesUnordered<PartFuture>),
 }
 
 impl Queue {
@@ -63,13 +67,16 @@ impl Queue {
         match self {
             Queue::Ordered(queue) => queue.next().await,
             Queue::Unordered(queue) => {
-                let part = queue.next().await?.ok()?;
+                // A part that panicked leaves no replies; the queue goes on.
+                let Some(part) = queue.next().await? else {
+                    return Some(Vec::new());
+                };
                 for (opcode, took) in part.timed {
                     timings
                         .local
                         .record_took(&timings.state.timings, opcode, took);
                 }
-                queue.extend(part.spawned);
+                queue.extend(part.spawned.into_iter().map(joined));
                 Some(part.replies)
             }
         }
@@ -96,6 +103,11 @@ impl Drop for TimingsGuard {
     fn drop(&mut self) {
         self.local.merge(&self.state.timings);
     }
+}
+
+/// A request's task as queued work.
+fn joined(task: JoinHandle<Part>) -> PartFuture {
+    Box::pin(task.map(Result::ok))
 }
 
 /// A queued request answered on its own task once its future finishes.
@@ -161,7 +173,7 @@ struct Limits {
 fn dispatch_batch(
     batch: &mut Vec<Bytes>,
     session: &Session,
-    queue: &mut FuturesUnordered<JoinHandle<Part>>,
+    queue: &mut FuturesUnordered<PartFuture>,
     out: &mut Vec<u8>,
     timings: &mut TimingsGuard,
     started: Instant,
@@ -191,7 +203,9 @@ fn dispatch_batch(
         let runtime = tokio::runtime::Handle::current();
         for frames in batch[inline..].chunks(per_part) {
             let (shared, frames, runtime) = (shared.clone(), frames.to_vec(), runtime.clone());
-            queue.push(tokio::spawn(async move {
+            // Awaited by this task itself (no task of its own): the pool thread's answer wakes
+            // the connection directly.
+            queue.push(Box::pin(async move {
                 let node = shared.state().clone();
                 let permits = shared.heavy_permits().clone();
                 let job = move || {
@@ -199,14 +213,11 @@ fn dispatch_batch(
                     let _runtime = runtime.enter();
                     answer_part(&shared, &frames, started, max_body)
                 };
-                node.heavy.run(&permits, job).await.unwrap_or_else(|| {
+                let part = node.heavy.run(&permits, job).await;
+                if part.is_none() {
                     tracing::error!("a batch of requests panicked; they get no reply");
-                    Part {
-                        replies: Vec::new(),
-                        timed: Vec::new(),
-                        spawned: Vec::new(),
-                    }
-                })
+                }
+                part
             }));
         }
     }
@@ -221,13 +232,13 @@ fn dispatch_batch(
                     .local
                     .record(&state.timings, frame.opcode, frame.key, started)
             }
-            Handled::Later(future) => queue.push(spawn_later(
+            Handled::Later(future) => queue.push(joined(spawn_later(
                 state.clone(),
                 future,
                 frame.opcode,
                 bytes.slice_ref(frame.key),
                 started,
-            )),
+            ))),
         }
     }
     batch.clear();
@@ -350,13 +361,13 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
                                 reply
                             }));
                         }
-                        Queue::Unordered(pending) => pending.push(spawn_later(
+                        Queue::Unordered(pending) => pending.push(joined(spawn_later(
                             state.clone(),
                             future,
                             frame.opcode,
                             bytes.slice_ref(frame.key),
                             started,
-                        )),
+                        ))),
                     },
                 }
                 if session.features.unordered != was_unordered {
