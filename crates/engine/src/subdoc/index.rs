@@ -62,16 +62,6 @@ fn name_hash_and_plain(name: &[u8]) -> (u32, bool) {
     ((z >> 32) as u32, specials == 0)
 }
 
-fn unescaped_name(doc: &[u8], key: Span) -> Option<Vec<u8>> {
-    let inner = &doc[key.0 + 1..key.1 - 1];
-    if !inner.contains(&b'\\') {
-        return Some(inner.to_vec());
-    }
-    serde_json::from_slice::<String>(&doc[key.0..key.1])
-        .ok()
-        .map(String::into_bytes)
-}
-
 /// Builds the index of `body`, or `None` when it is small or not JSON.
 pub fn build(body: &[u8]) -> Option<Vec<u8>> {
     if body.len() < BODY_MIN_BYTES {
@@ -113,7 +103,7 @@ fn index_value(
         b'{' => {
             let mut rows: Vec<[u32; 3]> = Vec::new();
             scan::for_each_member(body, span.0, |member| {
-                let name = unescaped_name(body, member.key).unwrap_or_default();
+                let name = scan::member_name(body, member.key).unwrap_or_default();
                 rows.push([name_hash(&name), member.key.0 as u32, member.value.0 as u32]);
                 children.push(member.value);
                 true

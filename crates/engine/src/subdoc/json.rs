@@ -213,20 +213,12 @@ fn walk(
             .collect();
         scan::for_each_member_in(doc, span.0, index, |member| {
             let mut hits = Vec::new();
-            let raw = &doc[member.key.0 + 1..member.key.1 - 1];
-            let decoded;
-            let name: &[u8] = if memchr::memchr(b'\\', raw).is_none() {
-                raw
-            } else {
-                decoded = serde_json::from_slice::<String>(&doc[member.key.0..member.key.1]);
-                match &decoded {
-                    Ok(text) => text.as_bytes(),
-                    Err(_) => return remaining > 0,
-                }
+            let Some(name) = scan::member_name(doc, member.key) else {
+                return remaining > 0;
             };
-            let print = fingerprint(name);
+            let print = fingerprint(&name);
             for (index, matched, want, want_print) in &wanted {
-                if *want_print == print && *want == name {
+                if *want_print == print && *want == name.as_ref() {
                     hits.push((*index, matched + 1));
                 }
             }

@@ -209,14 +209,21 @@ pub fn for_each_element_in(
     }
 }
 
-/// Whether the JSON string at `key` (quotes included) names `name` (raw bytes).
-pub fn key_is(doc: &[u8], key: Span, name: &[u8]) -> bool {
+/// The name the JSON string at `key` (quotes included) spells, unescaped: borrowed from the
+/// document unless it holds an escape. `None` if the escapes do not decode.
+pub fn member_name(doc: &[u8], key: Span) -> Option<std::borrow::Cow<'_, [u8]>> {
     let inner = &doc[key.0 + 1..key.1 - 1];
-    if !inner.contains(&b'\\') {
-        return inner == name;
+    if memchr::memchr(b'\\', inner).is_none() {
+        return Some(std::borrow::Cow::Borrowed(inner));
     }
     serde_json::from_slice::<String>(&doc[key.0..key.1])
-        .is_ok_and(|decoded| decoded.as_bytes() == name)
+        .ok()
+        .map(|decoded| std::borrow::Cow::Owned(decoded.into_bytes()))
+}
+
+/// Whether the JSON string at `key` (quotes included) names `name` (raw bytes).
+pub fn key_is(doc: &[u8], key: Span, name: &[u8]) -> bool {
+    member_name(doc, key).is_some_and(|decoded| decoded.as_ref() == name)
 }
 
 /// The end of the container that starts at `at`.
