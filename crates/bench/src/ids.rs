@@ -39,6 +39,9 @@ pub struct IdsArgs {
     /// Rounds; the schemes alternate and the report shows each round and the medians.
     #[arg(long, default_value_t = 1)]
     pub rounds: usize,
+    /// Run one scheme only (for profiling it); no ratios then.
+    #[arg(long, value_enum)]
+    pub only: Option<Scheme>,
     /// Print one JSON object per scheme and one for the ratios.
     #[arg(long)]
     pub json: bool,
@@ -71,7 +74,7 @@ fn body(kind: BodyKind, n: usize) -> String {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scheme {
     Sequential,
     Random,
@@ -82,6 +85,11 @@ pub struct IdsReport {
     pub scheme: Scheme,
     pub docs: usize,
     pub insert_seconds: f64,
+    /// `Bucket::compact` (flush excluded), for the disk columns' "after".
+    pub compact_seconds: f64,
+    /// Reading the whole change stream before and after compaction (which abbreviates entries).
+    pub changes_seconds_before: f64,
+    pub changes_seconds_after: f64,
     pub docs_per_sec: f64,
     pub disk_bytes_before_compaction: u64,
     pub disk_bytes_after_compaction: u64,
@@ -210,8 +218,12 @@ async fn run_scheme(args: &IdsArgs, scheme: Scheme) -> anyhow::Result<IdsReport>
     let insert_seconds = started.elapsed().as_secs_f64();
     engine.store().flush()?;
     let before = data_size(dir.path());
+    let changes_seconds_before = read_changes(&bucket, args.docs)?;
+    let compact_started = Instant::now();
     bucket.compact().await?;
+    let compact_seconds = compact_started.elapsed().as_secs_f64();
     let after = data_size(dir.path());
+    let changes_seconds_after = read_changes(&bucket, args.docs)?;
     if std::env::var_os("SETTEE_BENCH_IDS_BY_KIND").is_some() {
         eprintln!(
             "{scheme:?} by column family: {:?}",
@@ -225,10 +237,28 @@ async fn run_scheme(args: &IdsArgs, scheme: Scheme) -> anyhow::Result<IdsReport>
         scheme,
         docs: args.docs,
         insert_seconds,
+        compact_seconds,
+        changes_seconds_before,
+        changes_seconds_after,
         docs_per_sec: args.docs as f64 / insert_seconds,
         disk_bytes_before_compaction: before,
         disk_bytes_after_compaction: after,
     })
+}
+
+/// Reads the bucket's whole change stream; checks it holds every document once; returns seconds.
+fn read_changes(bucket: &settee_engine::Bucket, docs: usize) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let mut entries = 0;
+    for entry in bucket.changes(settee_engine::SeqVector::zero(bucket.vbuckets())) {
+        entry?;
+        entries += 1;
+    }
+    anyhow::ensure!(
+        entries == docs,
+        "change stream holds {entries} of {docs} documents"
+    );
+    Ok(started.elapsed().as_secs_f64())
 }
 
 pub async fn run(args: IdsArgs) -> anyhow::Result<(IdsReport, IdsReport)> {
@@ -242,6 +272,9 @@ pub async fn run(args: IdsArgs) -> anyhow::Result<(IdsReport, IdsReport)> {
             [Scheme::Random, Scheme::Sequential]
         };
         for scheme in order {
+            if args.only.is_some_and(|only| only != scheme) {
+                continue;
+            }
             let report = run_scheme(&args, scheme).await?;
             print_report(&args, round, &report);
             match scheme {
@@ -249,6 +282,14 @@ pub async fn run(args: IdsArgs) -> anyhow::Result<(IdsReport, IdsReport)> {
                 Scheme::Random => random_runs.push(report),
             }
         }
+    }
+    if args.only.is_some() {
+        let runs = if sequential_runs.is_empty() {
+            &random_runs
+        } else {
+            &sequential_runs
+        };
+        return Ok((median(runs), median(runs)));
     }
     let sequential = median(&sequential_runs);
     let random = median(&random_runs);
@@ -285,6 +326,9 @@ fn print_report(args: &IdsArgs, round: usize, report: &IdsReport) {
                 "scheme": format!("{:?}", report.scheme).to_lowercase(),
                 "docs": report.docs,
                 "insert_seconds": report.insert_seconds,
+                "compact_seconds": report.compact_seconds,
+                "changes_seconds_before_compaction": report.changes_seconds_before,
+                "changes_seconds_after_compaction": report.changes_seconds_after,
                 "docs_per_sec": report.docs_per_sec,
                 "disk_bytes_before_compaction": report.disk_bytes_before_compaction,
                 "disk_bytes_after_compaction": report.disk_bytes_after_compaction,
@@ -293,19 +337,32 @@ fn print_report(args: &IdsArgs, round: usize, report: &IdsReport) {
     } else {
         if round == 0 && report.scheme == Scheme::Sequential {
             println!(
-                "{:<6} {:<11} {:>10} {:>10} {:>12} {:>16} {:>16}",
-                "round", "ids", "docs", "seconds", "docs/s", "disk before MB", "disk after MB"
+                "{:<6} {:<11} {:>10} {:>10} {:>12} {:>16} {:>16} {:>10} {:>18}",
+                "round",
+                "ids",
+                "docs",
+                "seconds",
+                "docs/s",
+                "disk before MB",
+                "disk after MB",
+                "compact s",
+                "changes s bef/aft"
             );
         }
         println!(
-            "{:<6} {:<11} {:>10} {:>10.2} {:>12.0} {:>16.1} {:>16.1}",
+            "{:<6} {:<11} {:>10} {:>10.2} {:>12.0} {:>16.1} {:>16.1} {:>10.2} {:>18}",
             round,
             format!("{:?}", report.scheme).to_lowercase(),
             report.docs,
             report.insert_seconds,
             report.docs_per_sec,
             report.disk_bytes_before_compaction as f64 / 1e6,
-            report.disk_bytes_after_compaction as f64 / 1e6
+            report.disk_bytes_after_compaction as f64 / 1e6,
+            report.compact_seconds,
+            format!(
+                "{:.2} / {:.2}",
+                report.changes_seconds_before, report.changes_seconds_after
+            )
         );
     }
 }
