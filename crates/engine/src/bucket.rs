@@ -183,9 +183,7 @@ impl Bucket {
             if let Some((key, value)) = store.last_in_range(Cf::Seq, &lower, &upper)? {
                 let seqno = keys::seqno_of_seq_key(&key).unwrap_or(0);
                 state.high_seqno = state.high_seqno.max(seqno);
-                if let Some((entry, _)) =
-                    crate::changes::ChangeEntry::decode(vbucket, seqno, &value)
-                {
+                if let Some(entry) = crate::changes::ChangeEntry::decode(vbucket, seqno, &value) {
                     hlc.observe(entry.cas);
                 }
             }
