@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Direction,
-    IteratorMode, Options, ReadOptions, DB,
+    BlockBasedOptions, BottommostLevelCompaction, Cache, ColumnFamily, ColumnFamilyDescriptor,
+    CompactOptions, DBCompressionType, Direction, IteratorMode, Options, ReadOptions, DB,
 };
 use tokio::sync::oneshot;
 
@@ -297,10 +297,17 @@ impl Store {
     }
 
     /// Full compaction of `[lower, upper)`: drops overwritten and deleted entries from disk.
+    /// Files already in the last level are rewritten too (RocksDB's default would only move a
+    /// lone file down, keeping its deletion markers and its lighter compression).
     pub fn compact(&self, cf: Cf, lower: &[u8], upper: &[u8]) {
-        self.inner
-            .db
-            .compact_range_cf(self.inner.handle(cf), Some(lower), Some(upper));
+        let mut options = CompactOptions::default();
+        options.set_bottommost_level_compaction(BottommostLevelCompaction::ForceOptimized);
+        self.inner.db.compact_range_cf_opt(
+            self.inner.handle(cf),
+            Some(lower),
+            Some(upper),
+            &options,
+        );
     }
 
     /// Flushes every memtable and compacts every column family in full, waiting for both: the

@@ -80,3 +80,31 @@ fn a_failed_commit_poisons_the_store() {
     assert_eq!(store.get(Cf::Doc, b"c").expect("get"), None);
     assert_eq!(store.get(Cf::Doc, b"a").expect("get"), Some(b"1".to_vec()));
 }
+
+/// Compaction leaves nothing on disk for a range whose every key was deleted, even when the
+/// deletion markers sit in a lone file that RocksDB could just move to the last level.
+#[test]
+fn compaction_drops_deletion_markers_of_a_lone_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path(), &StoreOptions::default()).expect("open");
+    let mut batch = Batch::new();
+    for index in 0..1000u32 {
+        batch.put(Cf::Seq, format!("k{index:05}"), vec![7u8; 100]);
+    }
+    store.commit_blocking(batch).expect("commit");
+    let mut batch = Batch::new();
+    for index in 0..1000u32 {
+        batch.delete(Cf::Seq, format!("k{index:05}"));
+    }
+    store.commit_blocking(batch).expect("commit");
+    // One file holding only deletion markers (the flush drops the values they shadow).
+    store.flush().expect("flush");
+    assert!(store.size_on_disk(Cf::Seq, b"k", b"l") > 0);
+    store.compact(Cf::Seq, b"k", b"l");
+    assert_eq!(store.scan(Cf::Seq, b"k", b"l", false).count(), 0);
+    assert_eq!(
+        store.size_on_disk(Cf::Seq, b"k", b"l"),
+        0,
+        "bytes left on disk"
+    );
+}
