@@ -87,7 +87,7 @@ pub struct IdsReport {
     pub insert_seconds: f64,
     /// `Bucket::compact` (flush excluded), for the disk columns' "after".
     pub compact_seconds: f64,
-    /// Reading the whole change stream before and after compaction (which abbreviates entries).
+    /// Reading the whole change stream before and after compaction.
     pub changes_seconds_before: f64,
     pub changes_seconds_after: f64,
     pub docs_per_sec: f64,

@@ -1,7 +1,8 @@
 //! Model-based test: random CouchDB and key-value operations, with compactions and restarts,
-//! against a simple in-memory oracle of each document's leaf revisions. After every step the engine's winner,
-//! leaves, body, counts, change stream and id-ordered scans (`_all_docs`) must agree with the
-//! oracle, for ranges bounded anywhere (cut, extended and exact ids; either direction).
+//! against a simple in-memory oracle of each document's leaf revisions. After every step the
+//! engine's winner, leaves, body, counts, change stream and id-ordered scans (`_all_docs`) must
+//! agree with the oracle, for ranges bounded anywhere (cut, extended and exact ids; either
+//! direction).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -339,7 +340,7 @@ async fn run(seed: u64, steps: usize) {
                 assert_eq!(outcome, expected, "seed {seed} step {step}");
             }
             6 => {
-                // Compaction abbreviates change entries; the stream must not notice.
+                // Compaction rewrites what is on disk; nothing a reader sees may change.
                 bucket.compact().await.expect("compact");
             }
             _ => {
