@@ -2,13 +2,14 @@
 //! every mutation takes.
 //!
 //! Write path, for one or many documents:
-//! 1. lock the key stripes of every document touched (async mutexes, sorted, so two bulk writes
-//!    cannot deadlock) — this serialises read-modify-write of a document across the fsync wait;
+//! 1. lock every document key touched (`key_locks.rs`: exact keys, taken in sorted order, so two
+//!    bulk writes cannot deadlock) — this serialises read-modify-write of a document across the
+//!    fsync wait, and only writers of the same document wait for each other;
 //! 2. read the current records and plan the new ones (pure functions in `update.rs`, `kv.rs`);
 //! 3. lock the vbucket states touched (sorted), assign seqnos and CASes, encode, and enqueue ONE
 //!    batch to the store's group committer while still holding them, so each vbucket's seqnos
 //!    reach the log, and become visible, in order;
-//! 4. await the fsync, release the key stripes, wake change-stream listeners.
+//! 4. await the fsync, release the keys, wake change-stream listeners.
 
 use std::sync::Arc;
 
@@ -18,13 +19,12 @@ use settee_storage::{Batch, Cf, Store};
 
 use crate::clock::{Clock, Hlc};
 use crate::error::EngineError;
+use crate::key_locks::{KeyGuard, KeyLocks};
 use crate::keys;
 use crate::record::{DocRecord, Header};
 use crate::seqvec::SeqVector;
 use crate::vbucket::vbucket_of;
 
-/// Key-lock stripes per bucket; documents whose keys hash to one stripe serialise their writes.
-pub const KEY_LOCK_STRIPES: usize = 1024;
 /// Longest document key, in bytes (Couchbase's limit; CouchDB ids are held to it too).
 pub const KEY_BYTES_MAX: usize = 250;
 
@@ -142,8 +142,8 @@ pub struct Bucket {
     /// Raised with `fetch_max` after each commit: the committer applies groups in order, so
     /// everything at or below the maximum is visible.
     visible_high: Vec<std::sync::atomic::AtomicU64>,
-    /// Held across the fsync wait (async), so tokio mutexes.
-    key_locks: Vec<tokio::sync::Mutex<()>>,
+    /// Held across the fsync wait.
+    key_locks: KeyLocks,
     /// Bumped after every committed write; change feeds wait on it.
     changed: tokio::sync::watch::Sender<u64>,
     /// Rarely written (PUT _revs_limit); read on every write.
@@ -216,9 +216,7 @@ impl Bucket {
                 .map(|state| std::sync::atomic::AtomicU64::new(state.lock().high_seqno))
                 .collect(),
             vb_states,
-            key_locks: (0..KEY_LOCK_STRIPES)
-                .map(|_| tokio::sync::Mutex::new(()))
-                .collect(),
+            key_locks: KeyLocks::new(),
             changed,
             revs_limit: RwLock::new(config.revs_limit),
             security: RwLock::new(security),
@@ -391,21 +389,12 @@ impl Bucket {
         expiry != 0 && expiry <= self.clock.now_secs()
     }
 
-    /// Locks the key stripes of `keys` (deduplicated, in stripe order).
-    pub(crate) async fn lock_keys<'a>(
+    /// Locks `keys` until the guard is dropped (see `key_locks.rs`).
+    pub(crate) async fn lock_keys<'a, 'k>(
         &'a self,
-        keys: impl Iterator<Item = &'a [u8]>,
-    ) -> Vec<tokio::sync::MutexGuard<'a, ()>> {
-        let mut stripes: Vec<usize> = keys
-            .map(|key| crc32fast::hash(key) as usize % KEY_LOCK_STRIPES)
-            .collect();
-        stripes.sort_unstable();
-        stripes.dedup();
-        let mut guards = Vec::with_capacity(stripes.len());
-        for stripe in stripes {
-            guards.push(self.key_locks[stripe].lock().await);
-        }
-        guards
+        keys: impl Iterator<Item = &'k [u8]>,
+    ) -> KeyGuard<'a> {
+        self.key_locks.lock(keys).await
     }
 
     /// Assigns seqnos and CASes to `writes`, commits them as one durable batch, and returns

@@ -17,6 +17,7 @@ mod changes;
 pub mod clock;
 mod engine;
 mod error;
+mod key_locks;
 mod keys;
 mod kv;
 mod local;
