@@ -113,7 +113,10 @@ impl KeyLocks {
     /// Keys held right now (for tests).
     #[cfg(test)]
     fn held(&self) -> usize {
-        self.shards.iter().map(|shard| shard.held.lock().len()).sum()
+        self.shards
+            .iter()
+            .map(|shard| shard.held.lock().len())
+            .sum()
     }
 }
 
@@ -203,7 +206,8 @@ mod tests {
                     distinct.sort_unstable();
                     distinct.dedup();
                     for pick in &distinct {
-                        let before = inside[*pick].fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let before =
+                            inside[*pick].fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                         assert_eq!(before, 0, "two writers held key {pick} at once");
                     }
                     tokio::task::yield_now().await;

@@ -23,6 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
+use crate::lanes::BusyMeter;
 use crate::session::{self, Handled, Session, SharedView};
 use crate::timings::ConnTimings;
 use crate::KvState;
@@ -244,21 +245,77 @@ fn dispatch_batch(
     batch.clear();
 }
 
+/// What a connection carries from one lane to the other.
+struct Carried {
+    session: Session,
+    /// Bytes read and not yet decoded (a partial frame, or frames left when reading paused).
+    input: BytesMut,
+    timings: TimingsGuard,
+}
+
+/// Serves one connection: on the main runtime, and on the bulk lane if it gets busy there
+/// (`lanes.rs`).
 pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
+    let carried = Carried {
+        session: Session::new(state.clone()),
+        input: BytesMut::with_capacity(READ_BUFFER_BYTES),
+        timings: TimingsGuard {
+            local: ConnTimings::new(),
+            state: state.clone(),
+        },
+    };
+    let Some((stream, carried)) = run_on_lane(stream, state.clone(), carried, true).await else {
+        return;
+    };
+    let Some(bulk) = state.bulk.as_ref().and_then(|bulk| bulk.handle()).cloned() else {
+        return;
+    };
+    bulk.spawn(async move {
+        // Registered with the bulk lane's reactor from here on.
+        match TcpStream::from_std(stream) {
+            Ok(stream) => {
+                if let Some(bulk) = &state.bulk {
+                    bulk.count_move();
+                }
+                let _ = run_on_lane(stream, state, carried, false).await;
+            }
+            Err(error) => tracing::warn!(%error, "moving a connection to the bulk lane failed"),
+        }
+    });
+}
+
+/// The connection loop. With `may_move`, returns the socket and the connection's state at a
+/// quiet point once the connection has been busy enough to move to the bulk lane; otherwise
+/// runs until the connection ends and returns `None`.
+async fn run_on_lane(
+    stream: TcpStream,
+    state: Arc<KvState>,
+    carried: Carried,
+    may_move: bool,
+) -> Option<(std::net::TcpStream, Carried)> {
     let max_body = state.config.max_value_bytes + FRAME_OVERHEAD_MAX;
     let limits = Limits {
         max_body,
         workers: std::thread::available_parallelism().map_or(1, |cores| cores.get()),
     };
     let (mut reader, mut writer) = stream.into_split();
-    let mut timings = TimingsGuard {
-        local: ConnTimings::new(),
-        state: state.clone(),
-    };
-    let mut session = Session::new(state.clone());
-    let mut input = BytesMut::with_capacity(READ_BUFFER_BYTES);
+    let Carried {
+        mut session,
+        mut input,
+        mut timings,
+    } = carried;
     let mut out: Vec<u8> = Vec::with_capacity(READ_BUFFER_BYTES);
-    let mut queue = Queue::Ordered(FuturesOrdered::new());
+    let mut queue = if session.features.unordered {
+        Queue::Unordered(FuturesUnordered::new())
+    } else {
+        Queue::Ordered(FuturesOrdered::new())
+    };
+    let mut meter = state
+        .bulk
+        .as_ref()
+        .filter(|_| may_move)
+        .map(|bulk| BusyMeter::new(bulk.config));
+    let mut moving = false;
     // Keys (as sent) of the requests queued in order; cleared whenever the queue is empty.
     let mut pending_keys: HashSet<Bytes> = HashSet::new();
     // Data requests of an unordered connection collected from one read, answered together.
@@ -266,10 +323,12 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
     let mut closing = false;
     let mut eof = false;
     loop {
-        if !closing && !eof {
+        let working_since = Instant::now();
+        let mut requests_read = 0usize;
+        if !closing && !eof && !moving {
             // Decode and handle every whole frame already buffered; requests are timed from
             // the moment their bytes were read.
-            let batch_started = Instant::now();
+            let batch_started = working_since;
             loop {
                 let (frame_len, needed) = match decode(&input, max_body) {
                     Ok(Decoded::Frame(_, used)) => (Some(used), 0),
@@ -289,6 +348,7 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
                     break;
                 };
                 let bytes = input.split_to(frame_len).freeze();
+                requests_read += 1;
                 let Ok(Decoded::Frame(frame, _)) = decode(&bytes, max_body) else {
                     closing = true;
                     break;
@@ -400,7 +460,7 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
         queue.drain_ready(&mut out, &mut timings);
         if !out.is_empty() {
             if writer.write_all(&out).await.is_err() {
-                return;
+                return None;
             }
             out.clear();
         }
@@ -413,9 +473,23 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
                 let _ = writer.write_all(&out).await;
             }
             let _ = writer.shutdown().await;
-            return;
+            return None;
         }
-        let can_read = queue.len() < MAX_IN_FLIGHT;
+        if let Some(meter) = &mut meter {
+            moving = moving || meter.worked_since(working_since, requests_read);
+        }
+        if moving && queue.len() == 0 {
+            // Quiet: every reply owed has been written; the rest continues on the bulk lane.
+            let stream = reader.reunite(writer).ok()?.into_std().ok()?;
+            let carried = Carried {
+                session,
+                input,
+                timings,
+            };
+            return Some((stream, carried));
+        }
+        // While moving, only replies are awaited: nothing more is read here.
+        let can_read = queue.len() < MAX_IN_FLIGHT && !moving;
         tokio::select! {
             read = reader.read_buf(&mut input), if can_read => match read {
                 Ok(0) | Err(_) => eof = true,

@@ -6,6 +6,8 @@
 //! (HELLO, SASL, SELECT_BUCKET, config) and runs data operations (`ops.rs`); cheap reads are
 //! answered inline into the connection's output buffer, writes become futures (run on the
 //! runtime's worker threads when the client negotiated UnorderedExecution).
+//! A connection that pipelines and stays busy moves to a runtime of its own (`lanes.rs`), so it
+//! cannot hold the threads that answer other connections.
 //! `mgmt.rs` serves the `/pools` endpoints on the management port.
 //!
 //! Must not know: HTTP API shapes of CouchDB, RocksDB, storage keys.
@@ -13,6 +15,7 @@
 mod cluster;
 mod connection;
 mod heavy;
+mod lanes;
 pub mod mgmt;
 mod ops;
 mod session;
@@ -25,6 +28,8 @@ use std::sync::Arc;
 use settee_auth::Users;
 use settee_engine::Engine;
 use tokio::net::TcpListener;
+
+pub use lanes::BulkLaneConfig;
 
 /// Couchbase's default item size limit.
 pub const MAX_VALUE_BYTES_DEFAULT: usize = 20 * 1024 * 1024;
@@ -44,6 +49,8 @@ pub struct KvConfig {
     pub server_uuid: String,
     /// Requests slower than this are logged with their opcode and key.
     pub slow_op_after: std::time::Duration,
+    /// When a busy connection moves to the bulk lane (`lanes.rs`); `None`: never.
+    pub bulk_lane: Option<BulkLaneConfig>,
 }
 
 /// Couchbase logs operations slower than half a second.
@@ -55,6 +62,7 @@ pub struct KvState {
     pub config: KvConfig,
     timings: timings::NodeTimings,
     heavy: heavy::HeavyPool,
+    bulk: Option<lanes::BulkLane>,
 }
 
 impl KvState {
@@ -66,6 +74,7 @@ impl KvState {
         Ok(KvState {
             timings: timings::NodeTimings::new(config.slow_op_after),
             heavy: heavy::HeavyPool::for_this_machine()?,
+            bulk: config.bulk_lane.map(lanes::BulkLane::new).transpose()?,
             engine,
             users,
             config,
@@ -73,8 +82,16 @@ impl KvState {
     }
 
     /// Latency percentiles by opcode since the node started (`GET /settee/timings`).
+    /// Also how many connections moved to the bulk lane (`"bulk_lane"`).
     pub fn timings_report(&self) -> serde_json::Value {
-        self.timings.report()
+        let mut report = self.timings.report();
+        if let (Some(bulk), Some(map)) = (&self.bulk, report.as_object_mut()) {
+            map.insert(
+                "bulk_lane".into(),
+                serde_json::json!({ "connections_moved": bulk.moved() }),
+            );
+        }
+        report
     }
 }
 

@@ -27,6 +27,11 @@ pub struct ServeArgs {
     /// Offer SASL PLAIN on the KV port (sends the password in clear; for old clients only).
     #[arg(long, env = "SETTEE_KV_ALLOW_PLAIN")]
     pub kv_allow_plain: bool,
+    /// Share of a 100 ms window a KV connection must keep its thread busy to be moved to the
+    /// bulk lane, its own threads (0 moves a connection as soon as it works, 1 or more: never)
+    /// [default: 0.5].
+    #[arg(long, env = "SETTEE_KV_BULK_BUSY_SHARE")]
+    pub kv_bulk_busy_share: Option<f64>,
     /// Server admin as USER:PASSWORD (repeatable). Without one, a password is generated once
     /// and kept in the data directory.
     #[arg(long, env = "SETTEE_ADMIN", value_delimiter = ',')]
@@ -70,6 +75,7 @@ struct FileConfig {
     kv_addr: Option<SocketAddr>,
     mgmt_addr: Option<SocketAddr>,
     kv_allow_plain: Option<bool>,
+    kv_bulk_busy_share: Option<f64>,
     admin: Option<Vec<String>>,
     max_document_size: Option<usize>,
     max_request_size: Option<usize>,
@@ -90,6 +96,7 @@ pub struct Settings {
     pub kv_addr: SocketAddr,
     pub mgmt_addr: SocketAddr,
     pub kv_allow_plain: bool,
+    pub kv_bulk_busy_share: f64,
     pub admins: Vec<(String, String)>,
     pub max_document_size: usize,
     pub max_request_size: usize,
@@ -153,6 +160,10 @@ impl ServeArgs {
                 .or(file.mgmt_addr)
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8091))),
             kv_allow_plain: self.kv_allow_plain || file.kv_allow_plain.unwrap_or(false),
+            kv_bulk_busy_share: self
+                .kv_bulk_busy_share
+                .or(file.kv_bulk_busy_share)
+                .unwrap_or(settee_kv::BulkLaneConfig::default().busy_share),
             admins,
             max_document_size: self
                 .max_document_size

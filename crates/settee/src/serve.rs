@@ -78,6 +78,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 allow_plain: settings.kv_allow_plain,
                 server_uuid,
                 slow_op_after: settee_kv::SLOW_OP_AFTER_DEFAULT,
+                bulk_lane: (settings.kv_bulk_busy_share < 1.0).then(|| settee_kv::BulkLaneConfig {
+                    busy_share: settings.kv_bulk_busy_share.max(0.0),
+                    ..Default::default()
+                }),
             },
         )
         .context("starting the KV door's worker pool")?,

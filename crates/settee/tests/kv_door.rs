@@ -7,7 +7,7 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use settee_auth::scram::{Mechanism, ScramClient};
 use settee_kv_codec::{datatype, decode, encode_request, feature, opcode, status, Decoded};
@@ -47,11 +47,26 @@ impl Kv {
     }
 
     fn send(&mut self, op: u8, key: &[u8], extras: &[u8], value: &[u8], cas: u64) -> u32 {
+        let mut frame = Vec::new();
+        let opaque = self.encode(&mut frame, op, key, extras, value, cas);
+        self.stream.write_all(&frame).unwrap();
+        opaque
+    }
+
+    /// Appends a request to `out` (to be sent later, with others); returns its opaque.
+    fn encode(
+        &mut self,
+        out: &mut Vec<u8>,
+        op: u8,
+        key: &[u8],
+        extras: &[u8],
+        value: &[u8],
+        cas: u64,
+    ) -> u32 {
         self.opaque += 1;
         let vbucket = settee_engine::vbucket::vbucket_of(key, self.vbuckets);
-        let mut frame = Vec::new();
         encode_request(
-            &mut frame,
+            out,
             op,
             vbucket,
             self.opaque,
@@ -62,7 +77,6 @@ impl Kv {
             key,
             value,
         );
-        self.stream.write_all(&frame).unwrap();
         self.opaque
     }
 
@@ -716,5 +730,109 @@ fn malformed_frames_close_only_their_connection_and_lose_nothing() {
             b"\"v\""
         );
     }
+    server.stop();
+}
+
+/// Connections moved to the bulk lane so far (`/settee/timings`).
+fn bulk_lane_moves(server: &Server) -> u64 {
+    let mut mgmt = Client::connect(&server.mgmt_addr).unwrap();
+    let response = mgmt.request("GET", "/settee/timings", None).unwrap();
+    assert_eq!(response.status, 200);
+    response.json()["bulk_lane"]["connections_moved"]
+        .as_u64()
+        .expect("bulk_lane.connections_moved")
+}
+
+/// A connection that pipelines and keeps its thread busy moves to the bulk lane between two
+/// requests (`--kv-bulk-busy-share 0`: as soon as it pipelines). It must go on answering every
+/// request in order, with a frame split across writes (and so across the move) intact; a
+/// connection with one request in flight at a time never moves.
+#[test]
+fn a_pipelining_connection_moves_to_the_bulk_lane_and_keeps_its_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_with(dir.path(), &["--kv-bulk-busy-share", "0"]);
+    setup(&server);
+    let mut light = Kv::open(&server.kv_addr, "alice", "alicepw", "default");
+    let until = Instant::now() + Duration::from_millis(400);
+    while Instant::now() < until {
+        let reply = light.call(opcode::GET, b"absent", &[], &[], 0);
+        assert_eq!(reply.status, status::KEY_ENOENT);
+    }
+    assert_eq!(
+        bulk_lane_moves(&server),
+        0,
+        "one request per read must not move"
+    );
+
+    let mut heavy = Kv::open(&server.kv_addr, "alice", "alicepw", "default");
+    // Each round writes 32 SET + GET pairs in one write, plus the first half of a GET whose
+    // second half starts the next round's write.
+    let mut split_tail: Vec<u8> = Vec::new();
+    let mut split_opaque: Option<(u32, Vec<u8>)> = None;
+    let mut round = |kv: &mut Kv, round: u32| {
+        let mut burst = std::mem::take(&mut split_tail);
+        let mut expected: Vec<(u32, Option<Vec<u8>>)> = Vec::new();
+        if let Some((opaque, value)) = split_opaque.take() {
+            expected.push((opaque, Some(value)));
+        }
+        for index in 0..32u32 {
+            let key = format!("lane-{index}");
+            let value = format!("round {round} value {index}").into_bytes();
+            let set = kv.encode(
+                &mut burst,
+                opcode::SET,
+                key.as_bytes(),
+                &store_extras(0, 0),
+                &value,
+                0,
+            );
+            expected.push((set, None));
+            let get = kv.encode(&mut burst, opcode::GET, key.as_bytes(), &[], &[], 0);
+            expected.push((get, Some(value)));
+        }
+        let mut half = Vec::new();
+        let opaque = kv.encode(&mut half, opcode::GET, b"lane-0", &[], &[], 0);
+        let cut = half.len() / 2;
+        burst.extend_from_slice(&half[..cut]);
+        split_tail = half[cut..].to_vec();
+        split_opaque = Some((opaque, format!("round {round} value 0").into_bytes()));
+        kv.stream.write_all(&burst).unwrap();
+        for (opaque, value) in expected {
+            let reply = kv.read().expect("a reply for every request");
+            assert_eq!(
+                reply.opaque, opaque,
+                "replies in request order (round {round})"
+            );
+            assert_eq!(reply.status, 0);
+            if let Some(value) = value {
+                assert_eq!(reply.value, value);
+            }
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut rounds = 0;
+    while bulk_lane_moves(&server) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the pipelining connection never moved"
+        );
+        for _ in 0..20 {
+            round(&mut heavy, rounds);
+            rounds += 1;
+        }
+    }
+    // On the bulk lane now: the split frame and everything after it still answered in order.
+    for _ in 0..20 {
+        round(&mut heavy, rounds);
+        rounds += 1;
+    }
+    assert_eq!(bulk_lane_moves(&server), 1);
+    // The light connection, still on the main lane, sees the heavy one's writes.
+    let reply = light.call(opcode::GET, b"lane-5", &[], &[], 0);
+    assert_eq!(reply.status, 0);
+    assert_eq!(
+        reply.value,
+        format!("round {} value 5", rounds - 1).into_bytes()
+    );
     server.stop();
 }
