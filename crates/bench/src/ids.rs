@@ -335,7 +335,12 @@ fn print_report(args: &IdsArgs, round: usize, report: &IdsReport) {
             })
         );
     } else {
-        if round == 0 && report.scheme == Scheme::Sequential {
+        // Above the first row printed (with --only, that may be a random-id one).
+        let first_row = round == 0
+            && args
+                .only
+                .map_or(report.scheme == Scheme::Sequential, |_| true);
+        if first_row {
             println!(
                 "{:<6} {:<11} {:>10} {:>10} {:>12} {:>16} {:>16} {:>10} {:>18}",
                 "round",

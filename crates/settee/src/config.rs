@@ -27,9 +27,9 @@ pub struct ServeArgs {
     /// Offer SASL PLAIN on the KV port (sends the password in clear; for old clients only).
     #[arg(long, env = "SETTEE_KV_ALLOW_PLAIN")]
     pub kv_allow_plain: bool,
-    /// Share of a 100 ms window a KV connection must keep its thread busy to be moved to the
-    /// bulk lane, its own threads (0 moves a connection as soon as it works, 1 or more: never)
-    /// [default: 0.5].
+    /// Share of a 100 ms window a pipelining KV connection must keep its thread busy to be moved
+    /// to the bulk lane, threads of its own (0: after its first window of pipelined requests;
+    /// 1 or more: never) [default: 0.5].
     #[arg(long, env = "SETTEE_KV_BULK_BUSY_SHARE")]
     pub kv_bulk_busy_share: Option<f64>,
     /// Server admin as USER:PASSWORD (repeatable). Without one, a password is generated once
