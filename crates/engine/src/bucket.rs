@@ -183,7 +183,9 @@ impl Bucket {
             if let Some((key, value)) = store.last_in_range(Cf::Seq, &lower, &upper)? {
                 let seqno = keys::seqno_of_seq_key(&key).unwrap_or(0);
                 state.high_seqno = state.high_seqno.max(seqno);
-                if let Some(entry) = crate::changes::ChangeEntry::decode(vbucket, seqno, &value) {
+                if let Some((entry, _)) =
+                    crate::changes::ChangeEntry::decode(vbucket, seqno, &value)
+                {
                     hlc.observe(entry.cas);
                 }
             }
@@ -303,6 +305,16 @@ impl Bucket {
             .fold((0, 0), |(live, deleted), state| {
                 let state = state.lock();
                 (live + state.live, deleted + state.deleted)
+            })
+    }
+
+    /// (live documents, deleted documents) of one vbucket.
+    pub(crate) fn vbucket_doc_counts(&self, vbucket: u16) -> (u64, u64) {
+        self.vb_states
+            .get(vbucket as usize)
+            .map_or((0, 0), |state| {
+                let state = state.lock();
+                (state.live, state.deleted)
             })
     }
 

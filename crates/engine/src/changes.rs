@@ -11,13 +11,23 @@ use settee_storage::Cf;
 use crate::bucket::Bucket;
 use crate::error::EngineError;
 use crate::keys;
-use crate::record::DocRecord;
+use crate::record::{DocRecord, Header};
 use crate::seqvec::SeqVector;
 
 const VERSION: u8 = 1;
+/// Same layout as [`VERSION`], but the key field holds only a prefix of the id (keys.md).
+const VERSION_ABBREVIATED: u8 = 2;
 const FLAG_DELETED: u8 = 1;
 /// Entries read from one vbucket per refill.
 const CHUNK: usize = 256;
+/// A cursor resolves a vbucket's abbreviated entries with one pass over its `doc` range (and
+/// drains that vbucket before the others) when it has at least this many entries to read...
+const PASS_BACKLOG_MIN: u64 = CHUNK as u64;
+/// ...and they are at least 1/PASS_SHARE of the vbucket's documents: below that, a seek per
+/// entry reads fewer blocks than a pass over all of them.
+const PASS_SHARE: u64 = 16;
+/// Ids one pass holds at most (the lowest seqnos; a further pass reads on from there).
+const PASS_IDS_MAX: usize = 1 << 18;
 
 /// One entry of a vbucket's change stream (value layout in `docs/format/keys.md`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,63 +58,282 @@ impl ChangeEntry {
     }
 
     pub(crate) fn encode(&self) -> Vec<u8> {
+        self.encode_abbreviated(self.key.len())
+    }
+
+    /// The stored form with the id cut to its first `prefix_len` bytes: an abbreviated entry
+    /// (version 2), or a whole one when the prefix would not be shorter than the id.
+    pub(crate) fn encode_abbreviated(&self, prefix_len: usize) -> Vec<u8> {
+        let stored = &self.key[..prefix_len.min(self.key.len())];
         let rev = self.rev.to_string();
-        let mut out = Vec::with_capacity(11 + self.key.len() + rev.len());
-        out.push(VERSION);
+        let mut out = Vec::with_capacity(11 + stored.len() + rev.len());
+        out.push(if stored.len() < self.key.len() {
+            VERSION_ABBREVIATED
+        } else {
+            VERSION
+        });
         out.push(if self.deleted { FLAG_DELETED } else { 0 });
         out.extend_from_slice(&self.cas.to_be_bytes());
-        out.push(self.key.len() as u8);
-        out.extend_from_slice(&self.key);
+        out.push(stored.len() as u8);
+        out.extend_from_slice(stored);
         out.extend_from_slice(rev.as_bytes());
         out
     }
 
-    pub(crate) fn decode(vbucket: u16, seqno: u64, raw: &[u8]) -> Option<ChangeEntry> {
-        if *raw.first()? != VERSION {
-            return None;
-        }
+    /// Decodes a stored entry. The flag says whether `key` is only a prefix of the id, to be
+    /// resolved against the `doc` column family ([`Bucket::vbucket_changes`] does that).
+    pub(crate) fn decode(vbucket: u16, seqno: u64, raw: &[u8]) -> Option<(ChangeEntry, bool)> {
+        let abbreviated = match *raw.first()? {
+            VERSION => false,
+            VERSION_ABBREVIATED => true,
+            _ => return None,
+        };
         let flags = *raw.get(1)?;
         let cas = u64::from_be_bytes(raw.get(2..10)?.try_into().ok()?);
         let key_len = *raw.get(10)? as usize;
         let key = raw.get(11..11 + key_len)?.to_vec();
         let rev = RevId::parse(std::str::from_utf8(raw.get(11 + key_len..)?).ok()?)?;
-        Some(ChangeEntry {
+        let entry = ChangeEntry {
             vbucket,
             seqno,
             cas,
             deleted: flags & FLAG_DELETED != 0,
             key,
             rev,
-        })
+        };
+        Some((entry, abbreviated))
     }
 }
 
 impl Bucket {
-    /// Up to `limit` entries of one vbucket's stream with seqno > `since`, in seqno order.
+    /// Up to `limit` entries of one vbucket's stream with seqno > `since`, in seqno order;
+    /// fewer only when the stream has no more.
     pub fn vbucket_changes(
         &self,
         vbucket: u16,
         since: u64,
         limit: usize,
     ) -> Result<Vec<ChangeEntry>, EngineError> {
-        let lower = keys::seq_key(self.id, vbucket, since.saturating_add(1));
+        self.read_vbucket_changes(vbucket, since, limit, None)
+    }
+
+    /// [`Bucket::vbucket_changes`], resolving abbreviated entries through `pass` (built or
+    /// rebuilt here when it does not cover them) when one is given, with a seek each otherwise
+    /// and for any entry the pass does not know.
+    fn read_vbucket_changes(
+        &self,
+        vbucket: u16,
+        since: u64,
+        limit: usize,
+        mut pass: Option<PassSlot<'_>>,
+    ) -> Result<Vec<ChangeEntry>, EngineError> {
         let (_, upper) = keys::vb_range(self.id, vbucket);
-        let mut out = Vec::new();
-        for item in self.store.scan(Cf::Seq, &lower, &upper, false).take(limit) {
-            let (key, value) = item?;
-            let seqno = keys::seqno_of_seq_key(&key)
-                .ok_or_else(|| EngineError::Corrupt("seq key".into()))?;
-            let entry = ChangeEntry::decode(vbucket, seqno, &value)
-                .ok_or_else(|| EngineError::Corrupt("change entry".into()))?;
-            out.push(entry);
+        let mut out: Vec<ChangeEntry> = Vec::new();
+        let mut from = since;
+        while out.len() < limit {
+            let wanted = limit - out.len();
+            let lower = keys::seq_key(self.id, vbucket, from.saturating_add(1));
+            let mut read = 0;
+            let mut abbreviated = Vec::new();
+            for item in self.store.scan(Cf::Seq, &lower, &upper, false).take(wanted) {
+                let (key, value) = item?;
+                let seqno = keys::seqno_of_seq_key(&key)
+                    .ok_or_else(|| EngineError::Corrupt("seq key".into()))?;
+                let (entry, short) = ChangeEntry::decode(vbucket, seqno, &value)
+                    .ok_or_else(|| EngineError::Corrupt("change entry".into()))?;
+                if short {
+                    abbreviated.push(out.len());
+                }
+                from = seqno;
+                read += 1;
+                out.push(entry);
+            }
+            if let Some(pass) = pass.as_mut() {
+                abbreviated = self.resolve_by_pass(vbucket, &mut out, abbreviated, pass)?;
+            }
+            if !abbreviated.is_empty() {
+                self.resolve_abbreviated(vbucket, &mut out, &abbreviated)?;
+            }
+            if read < wanted {
+                break;
+            }
         }
         Ok(out)
+    }
+
+    /// Resolves the abbreviated entries at `indexes` (in seqno order) from `pass`, first
+    /// (re)building it from the first seqno it does not cover. Returns the indexes it could not
+    /// resolve: documents that moved on since, or entries abbreviated after the pass ran.
+    fn resolve_by_pass(
+        &self,
+        vbucket: u16,
+        entries: &mut [ChangeEntry],
+        indexes: Vec<usize>,
+        slot: &mut PassSlot<'_>,
+    ) -> Result<Vec<usize>, EngineError> {
+        let mut unresolved = Vec::new();
+        for index in indexes {
+            let seqno = entries[index].seqno;
+            let covered = slot
+                .pass
+                .as_ref()
+                .is_some_and(|pass| pass.vbucket == vbucket && pass.covers(seqno));
+            if !covered {
+                *slot.pass = Some(IdPass::read(self, vbucket, seqno - 1, slot.max)?);
+                *slot.made += 1;
+            }
+            let id = slot.pass.as_ref().and_then(|pass| pass.id_of(seqno));
+            match id {
+                Some(id) if id.starts_with(&entries[index].key) => {
+                    entries[index].key = id.to_vec();
+                }
+                _ => unresolved.push(index),
+            }
+        }
+        *slot.missed += unresolved.len() as u64;
+        Ok(unresolved)
+    }
+
+    /// Whether the first entry of `vbucket`'s stream after `since` is abbreviated: a read from
+    /// there starts in the part compaction has rewritten.
+    fn first_entry_abbreviated(&self, vbucket: u16, since: u64) -> Result<bool, EngineError> {
+        let lower = keys::seq_key(self.id, vbucket, since.saturating_add(1));
+        let (_, upper) = keys::vb_range(self.id, vbucket);
+        match self.store.scan(Cf::Seq, &lower, &upper, false).next() {
+            Some(item) => Ok(item?.1.first() == Some(&VERSION_ABBREVIATED)),
+            None => Ok(false),
+        }
+    }
+
+    /// Replaces each abbreviated entry's id prefix (at `indexes` of `entries`) by the id of the
+    /// document in `vbucket` that starts with it and holds the entry's seqno. An entry no
+    /// document holds any more (written over since the `seq` read) is removed: its document's
+    /// later entry follows in the stream.
+    fn resolve_abbreviated(
+        &self,
+        vbucket: u16,
+        entries: &mut Vec<ChangeEntry>,
+        indexes: &[usize],
+    ) -> Result<(), EngineError> {
+        let ranges: Vec<(Vec<u8>, Vec<u8>)> = indexes
+            .iter()
+            .map(|&index| {
+                let lower = keys::doc_key(self.id, vbucket, &entries[index].key);
+                let upper = keys::prefix_end(&lower);
+                (lower, upper)
+            })
+            .collect();
+        let mut ids: Vec<Option<Vec<u8>>> = vec![None; indexes.len()];
+        self.store
+            .seek_each(Cf::Doc, &ranges, |range, key, value| {
+                let holds = Header::decode(value)
+                    .is_ok_and(|header| header.seqno == entries[indexes[range]].seqno);
+                if holds {
+                    ids[range] = Some(key[keys::PREFIX_LEN..].to_vec());
+                }
+                holds
+            })?;
+        let mut gone = vec![false; entries.len()];
+        for (id, &index) in ids.into_iter().zip(indexes) {
+            match id {
+                Some(id) => entries[index].key = id,
+                None => gone[index] = true,
+            }
+        }
+        let mut position = 0;
+        entries.retain(|_| {
+            position += 1;
+            !gone[position - 1]
+        });
+        Ok(())
+    }
+
+    /// Documents (live and deleted) stored in `vbucket`.
+    fn vbucket_docs(&self, vbucket: u16) -> u64 {
+        let (live, deleted) = self.vbucket_doc_counts(vbucket);
+        live + deleted
     }
 
     /// A cursor over the whole bucket's changes after `since`.
     pub fn changes(&self, since: SeqVector) -> ChangeCursor<'_> {
         ChangeCursor::new(self, since)
     }
+}
+
+/// One vbucket's document ids by seqno, read in one pass over its `doc` range, so that a long
+/// read of compacted (abbreviated) entries resolves them without a seek each. Holds every
+/// document whose seqno was in `(after, upto]` when it was read, at most [`PASS_IDS_MAX`].
+struct IdPass {
+    vbucket: u16,
+    after: u64,
+    upto: u64,
+    /// Sorted by seqno.
+    ids: Vec<(u64, Vec<u8>)>,
+}
+
+impl IdPass {
+    fn read(bucket: &Bucket, vbucket: u16, after: u64, max: usize) -> Result<IdPass, EngineError> {
+        let (lower, upper) = keys::vb_range(bucket.id, vbucket);
+        let mut ids: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut upto = u64::MAX;
+        let mut bad = None;
+        bucket
+            .store
+            .seek_each(Cf::Doc, &[(lower, upper)], |_, key, value| {
+                match Header::decode(value) {
+                    Ok(header) if header.seqno > after && header.seqno <= upto => {
+                        ids.push((header.seqno, key[keys::PREFIX_LEN..].to_vec()));
+                        if ids.len() >= 2 * max {
+                            upto = keep_lowest(&mut ids, max);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(error) => bad = Some(error),
+                }
+                bad.is_some()
+            })?;
+        if let Some(error) = bad {
+            return Err(error);
+        }
+        if ids.len() > max {
+            upto = keep_lowest(&mut ids, max);
+        } else {
+            ids.sort_unstable_by_key(|(seqno, _)| *seqno);
+        }
+        Ok(IdPass {
+            vbucket,
+            after,
+            upto,
+            ids,
+        })
+    }
+
+    fn covers(&self, seqno: u64) -> bool {
+        seqno > self.after && seqno <= self.upto
+    }
+
+    fn id_of(&self, seqno: u64) -> Option<&[u8]> {
+        let at = self
+            .ids
+            .binary_search_by_key(&seqno, |(held, _)| *held)
+            .ok()?;
+        Some(&self.ids[at].1)
+    }
+}
+
+/// Sorts `ids` by seqno, keeps the `max` lowest and returns the highest seqno kept.
+fn keep_lowest(ids: &mut Vec<(u64, Vec<u8>)>, max: usize) -> u64 {
+    ids.sort_unstable_by_key(|(seqno, _)| *seqno);
+    ids.truncate(max);
+    ids.last().map_or(0, |(seqno, _)| *seqno)
+}
+
+/// Where a cursor keeps its current pass, and how large one may be.
+struct PassSlot<'p> {
+    pass: &'p mut Option<IdPass>,
+    max: usize,
+    made: &'p mut u64,
+    missed: &'p mut u64,
 }
 
 struct VbFeed {
@@ -115,6 +344,11 @@ struct VbFeed {
 
 /// Merges every vbucket's stream by CAS. After each entry it yields, [`ChangeCursor::position`]
 /// is a valid resume point: every vbucket's entries up to its component have been yielded.
+///
+/// A vbucket whose read starts among compacted (abbreviated) entries and is long (see
+/// [`PASS_SHARE`]) is not merged: the cursor yields all of it first, one such vbucket at a time,
+/// resolving its ids with one pass over its `doc` range instead of a seek per entry, and keeps
+/// only that vbucket's ids in memory.
 pub struct ChangeCursor<'a> {
     bucket: &'a Bucket,
     position: SeqVector,
@@ -122,6 +356,12 @@ pub struct ChangeCursor<'a> {
     heap: BinaryHeap<Reverse<(u64, u16)>>,
     started: bool,
     high_at_start: SeqVector,
+    /// Vbuckets to yield whole before the merge, in order; the first is being yielded.
+    drains: VecDeque<u16>,
+    pass: Option<IdPass>,
+    pass_ids_max: usize,
+    passes: u64,
+    missed: u64,
 }
 
 impl<'a> ChangeCursor<'a> {
@@ -140,7 +380,30 @@ impl<'a> ChangeCursor<'a> {
             feeds,
             heap: BinaryHeap::new(),
             started: false,
+            drains: VecDeque::new(),
+            pass: None,
+            pass_ids_max: PASS_IDS_MAX,
+            passes: 0,
+            missed: 0,
         }
+    }
+
+    /// Caps the ids one pass holds (tests use small caps to make a vbucket take several).
+    #[doc(hidden)]
+    pub fn with_pass_ids_max(mut self, max: usize) -> ChangeCursor<'a> {
+        self.pass_ids_max = max.max(1);
+        self
+    }
+
+    /// How many passes over a vbucket's `doc` range this cursor has made to resolve ids.
+    pub fn id_passes(&self) -> u64 {
+        self.passes
+    }
+
+    /// How many abbreviated entries of a drained vbucket its pass did not resolve (they took a
+    /// seek each: documents written or compacted after the pass read them).
+    pub fn pass_misses(&self) -> u64 {
+        self.missed
     }
 
     /// Where the feed stands: the resume point after everything yielded so far.
@@ -156,21 +419,41 @@ impl<'a> ChangeCursor<'a> {
         end
     }
 
+    /// Whether `vbucket` is read by draining it with a pass (see the type's documentation).
+    fn wants_pass(&self, vbucket: u16) -> Result<bool, EngineError> {
+        let since = self.feeds[vbucket as usize].read_up_to;
+        let backlog = self.high_at_start.get(vbucket).saturating_sub(since);
+        if backlog < PASS_BACKLOG_MIN
+            || backlog.saturating_mul(PASS_SHARE) < self.bucket.vbucket_docs(vbucket)
+        {
+            return Ok(false);
+        }
+        self.bucket.first_entry_abbreviated(vbucket, since)
+    }
+
+    /// Reads the next chunk of `vbucket` into its buffer if that is empty; a merged vbucket's
+    /// first buffered entry goes on the heap.
     fn refill(&mut self, vbucket: u16) -> Result<(), EngineError> {
+        let draining = self.drains.front() == Some(&vbucket);
+        let bucket = self.bucket;
         let feed = &mut self.feeds[vbucket as usize];
         if feed.exhausted || !feed.buffer.is_empty() {
             return Ok(());
         }
-        let entries = self
-            .bucket
-            .vbucket_changes(vbucket, feed.read_up_to, CHUNK)?;
+        let pass = draining.then_some(PassSlot {
+            pass: &mut self.pass,
+            max: self.pass_ids_max,
+            made: &mut self.passes,
+            missed: &mut self.missed,
+        });
+        let entries = bucket.read_vbucket_changes(vbucket, feed.read_up_to, CHUNK, pass)?;
         if entries.len() < CHUNK {
             feed.exhausted = true;
         }
         if let Some(last) = entries.last() {
             feed.read_up_to = last.seqno;
         }
-        if let Some(first) = entries.first() {
+        if let (Some(first), false) = (entries.first(), draining) {
             self.heap.push(Reverse((first.cas, vbucket)));
         }
         feed.buffer.extend(entries);
@@ -181,8 +464,21 @@ impl<'a> ChangeCursor<'a> {
         if !self.started {
             self.started = true;
             for vbucket in 0..self.bucket.vbuckets {
-                self.refill(vbucket)?;
+                if self.wants_pass(vbucket)? {
+                    self.drains.push_back(vbucket);
+                } else {
+                    self.refill(vbucket)?;
+                }
             }
+        }
+        while let Some(&vbucket) = self.drains.front() {
+            self.refill(vbucket)?;
+            if let Some(entry) = self.feeds[vbucket as usize].buffer.pop_front() {
+                self.position.set(vbucket, entry.seqno);
+                return Ok(Some(entry));
+            }
+            self.drains.pop_front();
+            self.pass = None;
         }
         let Some(Reverse((_, vbucket))) = self.heap.pop() else {
             return Ok(None);

@@ -39,6 +39,7 @@ pub use kv::{
     is_json, KvMeta, KvMutation, KvOutcome, KvRef, KvValue, LockOutcome, StoreMode, UnlockOutcome,
 };
 pub use local::LocalOutcome;
+pub use maintenance::CompactionReport;
 pub use read::{DocScan, ScanRange};
 pub use record::{AttachmentMeta, DocRecord, Leaf};
 pub use seqvec::SeqVector;

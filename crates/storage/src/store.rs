@@ -216,6 +216,29 @@ impl Store {
             .map(|item| item.map_err(StoreError::from))
     }
 
+    /// Visits the entries of each range of `ranges` in key order, one RocksDB iterator for all
+    /// of them (a seek per range), until `visit` returns `true` for that range. `visit` gets the
+    /// range's index, the key and the value, lent for the call.
+    pub fn seek_each(
+        &self,
+        cf: Cf,
+        ranges: &[(Vec<u8>, Vec<u8>)],
+        mut visit: impl FnMut(usize, &[u8], &[u8]) -> bool,
+    ) -> Result<(), StoreError> {
+        let mut iterator = self.inner.db.raw_iterator_cf(self.inner.handle(cf));
+        for (index, (lower, upper)) in ranges.iter().enumerate() {
+            iterator.seek(lower);
+            while let (Some(key), Some(value)) = (iterator.key(), iterator.value()) {
+                if key >= upper.as_slice() || visit(index, key, value) {
+                    break;
+                }
+                iterator.next();
+            }
+            iterator.status()?;
+        }
+        Ok(())
+    }
+
     /// The last entry of `[lower, upper)`, if any.
     pub fn last_in_range(
         &self,
