@@ -18,6 +18,9 @@ const GC_BATCH: usize = 1024;
 /// Documents whose change entries compaction rewrites per batch (their key locks are held
 /// while the batch commits).
 const ABBREVIATE_BATCH: usize = 256;
+/// Documents one pass over a vbucket's `doc` range plans at most (a larger vbucket takes
+/// further passes, each continuing from the highest seqno planned).
+const ABBREVIATE_WINDOW: usize = 1 << 18;
 
 /// What one compaction did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -95,81 +98,57 @@ impl Bucket {
     /// Rewrites change entries to name their documents by the shortest id prefix that tells
     /// each apart from its neighbours in id order (version 2 entries, docs/format/keys.md).
     /// Returns how many entries it rewrote.
+    ///
+    /// The prefix lengths come from one pass over a vbucket's `doc` range (id order); the
+    /// entries are then rewritten in seqno order, so each batch's reads of the `seq` range hit
+    /// a few neighbouring blocks instead of one block per entry.
     async fn abbreviate_change_entries(&self) -> Result<u64, EngineError> {
         let mut rewritten = 0;
         for vbucket in 0..self.vbuckets {
-            let (lower, upper) = keys::vb_range(self.id, vbucket);
-            let mut resume = lower;
-            let mut before: Option<Vec<u8>> = None;
+            let mut after = 0;
             loop {
-                // Up to one more document than the batch: the last one is only the batch's
-                // right neighbour, and opens the next batch.
-                let mut docs: Vec<(Vec<u8>, u64)> = Vec::with_capacity(ABBREVIATE_BATCH + 1);
-                let mut bad = None;
-                self.store.seek_each(
-                    Cf::Doc,
-                    &[(resume.clone(), upper.clone())],
-                    |_, key, value| {
-                        match Header::decode(value) {
-                            Ok(header) => {
-                                docs.push((key[keys::PREFIX_LEN..].to_vec(), header.seqno))
-                            }
-                            Err(error) => bad = Some(error),
-                        }
-                        bad.is_some() || docs.len() > ABBREVIATE_BATCH
-                    },
-                )?;
-                if let Some(error) = bad {
-                    return Err(error);
+                let (store, bucket_id) = (self.store.clone(), self.id);
+                let (plan, complete) = tokio::task::spawn_blocking(move || {
+                    abbreviation_plan(&store, bucket_id, vbucket, after, ABBREVIATE_WINDOW)
+                })
+                .await
+                .map_err(|error| EngineError::Invalid(format!("compaction task: {error}")))??;
+                for batch in plan.chunks(ABBREVIATE_BATCH) {
+                    rewritten += self.rewrite_change_entries(vbucket, batch).await?;
                 }
-                let more = docs.len() > ABBREVIATE_BATCH;
-                let done = if more { docs.len() - 1 } else { docs.len() };
-                let mut plan = Vec::with_capacity(done);
-                for index in 0..done {
-                    let id = &docs[index].0;
-                    let shared_before = before.as_deref().map_or(0, |left| shared_len(left, id));
-                    let shared_after = docs
-                        .get(index + 1)
-                        .map_or(0, |(right, _)| shared_len(id, right));
-                    plan.push((index, shared_before.max(shared_after) + 1));
-                    before = Some(id.clone());
+                match plan.last() {
+                    Some(last) if !complete => after = last.seqno,
+                    _ => break,
                 }
-                rewritten += self.rewrite_change_entries(vbucket, &docs, &plan).await?;
-                if !more {
-                    break;
-                }
-                resume = keys::doc_key(self.id, vbucket, &docs[done].0);
             }
         }
         Ok(rewritten)
     }
 
     /// Under the documents' key locks, re-encodes each planned document's change entry with its
-    /// id cut to the planned length, if it still has the entry the scan saw (a write since then
+    /// id cut to the planned length, if it still has the entry the plan saw (a write since then
     /// replaced it, and seqnos are never reused) and the stored bytes differ.
     async fn rewrite_change_entries(
         &self,
         vbucket: u16,
-        docs: &[(Vec<u8>, u64)],
-        plan: &[(usize, usize)],
+        plan: &[Abbreviation],
     ) -> Result<u64, EngineError> {
         let _guards = self
-            .lock_keys(plan.iter().map(|&(index, _)| docs[index].0.as_slice()))
+            .lock_keys(plan.iter().map(|planned| planned.id.as_slice()))
             .await;
         let seq_keys: Vec<Vec<u8>> = plan
             .iter()
-            .map(|&(index, _)| keys::seq_key(self.id, vbucket, docs[index].1))
+            .map(|planned| keys::seq_key(self.id, vbucket, planned.seqno))
             .collect();
         let stored = self.store.multi_get(Cf::Seq, &seq_keys)?;
         let mut batch = Batch::new();
         let mut rewritten = 0;
-        for ((&(index, prefix_len), seq_key), stored) in plan.iter().zip(seq_keys).zip(stored) {
+        for ((planned, seq_key), stored) in plan.iter().zip(seq_keys).zip(stored) {
             let Some(stored) = stored else { continue };
-            let (id, seqno) = &docs[index];
-            let (mut entry, _) = ChangeEntry::decode(vbucket, *seqno, &stored)
+            let (mut entry, _) = ChangeEntry::decode(vbucket, planned.seqno, &stored)
                 .ok_or_else(|| EngineError::Corrupt("change entry".into()))?;
-            entry.key = id.clone();
-            let wanted = entry.encode_abbreviated(prefix_len);
+            entry.key = planned.id.clone();
+            let wanted = entry.encode_abbreviated(planned.prefix_len);
             if wanted != stored {
                 batch.put(Cf::Seq, seq_key, wanted);
                 rewritten += 1;
@@ -310,10 +289,154 @@ impl Bucket {
     }
 }
 
+/// One document's change entry as compaction wants it.
+struct Abbreviation {
+    seqno: u64,
+    id: Vec<u8>,
+    prefix_len: usize,
+}
+
+/// Reads `vbucket`'s `doc` range once and plans the change entries of the documents with a
+/// seqno above `after`: each id cut one byte past the longest prefix it shares with its
+/// neighbours in id order. Returns at most `window` of them, the lowest seqnos, in seqno order,
+/// and whether that is all of them.
+fn abbreviation_plan(
+    store: &settee_storage::Store,
+    bucket_id: u32,
+    vbucket: u16,
+    after: u64,
+    window: usize,
+) -> Result<(Vec<Abbreviation>, bool), EngineError> {
+    let (lower, upper) = keys::vb_range(bucket_id, vbucket);
+    let mut plan: Vec<Abbreviation> = Vec::new();
+    let mut upto = u64::MAX;
+    let mut complete = true;
+    // The document before the one waiting for its right neighbour, and that one.
+    let mut before: Option<Vec<u8>> = None;
+    let mut waiting: Option<(Vec<u8>, u64)> = None;
+    let mut bad = None;
+    let mut settle = |id: Vec<u8>, seqno: u64, left: Option<&[u8]>, right: Option<&[u8]>| {
+        if seqno <= after || seqno > upto {
+            return;
+        }
+        let shared = left
+            .map_or(0, |left| shared_len(left, &id))
+            .max(right.map_or(0, |right| shared_len(&id, right)));
+        plan.push(Abbreviation {
+            seqno,
+            id,
+            prefix_len: shared + 1,
+        });
+        if plan.len() >= 2 * window {
+            upto = keep_lowest(&mut plan, window);
+            complete = false;
+        }
+    };
+    store.seek_each(Cf::Doc, &[(lower, upper)], |_, key, value| {
+        let seqno = match Header::decode(value) {
+            Ok(header) => header.seqno,
+            Err(error) => {
+                bad = Some(error);
+                return true;
+            }
+        };
+        let id = key[keys::PREFIX_LEN..].to_vec();
+        if let Some((left_id, left_seqno)) = waiting.take() {
+            settle(left_id.clone(), left_seqno, before.as_deref(), Some(&id));
+            before = Some(left_id);
+        }
+        waiting = Some((id, seqno));
+        false
+    })?;
+    if let Some(error) = bad {
+        return Err(error);
+    }
+    if let Some((id, seqno)) = waiting {
+        settle(id, seqno, before.as_deref(), None);
+    }
+    if plan.len() > window {
+        keep_lowest(&mut plan, window);
+        complete = false;
+    } else {
+        plan.sort_unstable_by_key(|planned| planned.seqno);
+    }
+    Ok((plan, complete))
+}
+
+/// Sorts `plan` by seqno, keeps the `window` lowest and returns the highest seqno kept.
+fn keep_lowest(plan: &mut Vec<Abbreviation>, window: usize) -> u64 {
+    plan.sort_unstable_by_key(|planned| planned.seqno);
+    plan.truncate(window);
+    plan.last().map_or(0, |planned| planned.seqno)
+}
+
 /// How many leading bytes `left` and `right` share.
 fn shared_len(left: &[u8], right: &[u8]) -> usize {
     left.iter()
         .zip(right)
         .take_while(|(left, right)| left == right)
         .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DocUpdate, Engine, EngineOptions};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn plans_in_windows_add_up_to_one_whole_plan() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = Engine::open(dir.path(), EngineOptions::default()).expect("open");
+        engine.create_bucket("db", 2).await.expect("create");
+        let bucket = engine.bucket("db").expect("bucket");
+        let mut state = 0x853c_49e6_748f_ea9bu64;
+        let updates = (0..400)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                DocUpdate {
+                    key: format!("{state:016x}").into_bytes(),
+                    parent: None,
+                    history: Vec::new(),
+                    deleted: false,
+                    body: bytes::Bytes::from_static(b"{}"),
+                    attachments: Vec::new(),
+                }
+            })
+            .collect();
+        bucket.update_docs(updates, true).await.expect("save");
+        let summary = |plan: &[Abbreviation]| -> Vec<(u64, Vec<u8>, usize)> {
+            plan.iter()
+                .map(|planned| (planned.seqno, planned.id.clone(), planned.prefix_len))
+                .collect()
+        };
+        for vbucket in 0..2 {
+            let (whole, complete) =
+                abbreviation_plan(&bucket.store, bucket.id, vbucket, 0, usize::MAX / 4)
+                    .expect("plan");
+            assert!(complete);
+            assert!(whole.len() > 150, "{} documents in vbucket {vbucket}", whole.len());
+            assert!(whole.windows(2).all(|pair| pair[0].seqno < pair[1].seqno));
+            // Every prefix tells its document apart from all others in the vbucket.
+            for planned in &whole {
+                let prefix = &planned.id[..planned.prefix_len.min(planned.id.len())];
+                let matching = whole.iter().filter(|other| other.id.starts_with(prefix));
+                assert_eq!(matching.count(), 1, "{:?}", String::from_utf8_lossy(prefix));
+            }
+            let mut pieces = Vec::new();
+            let mut after = 0;
+            loop {
+                let (window, complete) =
+                    abbreviation_plan(&bucket.store, bucket.id, vbucket, after, 7).expect("plan");
+                assert!(window.len() <= 7);
+                pieces.extend(summary(&window));
+                match window.last() {
+                    Some(last) if !complete => after = last.seqno,
+                    _ => break,
+                }
+            }
+            assert_eq!(pieces, summary(&whole), "vbucket {vbucket}");
+        }
+    }
 }
