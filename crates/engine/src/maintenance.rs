@@ -416,7 +416,11 @@ mod tests {
                 abbreviation_plan(&bucket.store, bucket.id, vbucket, 0, usize::MAX / 4)
                     .expect("plan");
             assert!(complete);
-            assert!(whole.len() > 150, "{} documents in vbucket {vbucket}", whole.len());
+            assert!(
+                whole.len() > 150,
+                "{} documents in vbucket {vbucket}",
+                whole.len()
+            );
             assert!(whole.windows(2).all(|pair| pair[0].seqno < pair[1].seqno));
             // Every prefix tells its document apart from all others in the vbucket.
             for planned in &whole {

@@ -166,7 +166,11 @@ fn random_ids(count: usize, mut state: u64) -> Vec<String> {
         .collect()
 }
 
-async fn save_all(bucket: &settee_engine::Bucket, ids: &[String], revs: &mut BTreeMap<String, RevId>) {
+async fn save_all(
+    bucket: &settee_engine::Bucket,
+    ids: &[String],
+    revs: &mut BTreeMap<String, RevId>,
+) {
     for chunk in ids.chunks(500) {
         let updates = chunk
             .iter()
@@ -217,15 +221,26 @@ async fn a_long_read_of_compacted_entries_resolves_ids_with_one_pass_per_vbucket
         let mut cursor = bucket.changes(zero()).with_pass_ids_max(cap);
         let mut seen = Vec::new();
         drain(&mut cursor, usize::MAX, &mut seen);
-        assert!(cursor.id_passes() >= least_passes, "cap {cap}: {} passes", cursor.id_passes());
+        assert!(
+            cursor.id_passes() >= least_passes,
+            "cap {cap}: {} passes",
+            cursor.id_passes()
+        );
         if cap == usize::MAX {
             assert_eq!(cursor.id_passes(), 4, "one pass per vbucket");
         }
-        assert_eq!(cursor.pass_misses(), 0, "cap {cap}: the passes resolve every entry");
+        assert_eq!(
+            cursor.pass_misses(),
+            0,
+            "cap {cap}: the passes resolve every entry"
+        );
         let order: Vec<(u16, u64)> = seen.iter().map(|(vb, seqno, _, _)| (*vb, *seqno)).collect();
         let mut sorted = order.clone();
         sorted.sort();
-        assert_eq!(order, sorted, "cap {cap}: vbuckets one at a time, seqnos ascending");
+        assert_eq!(
+            order, sorted,
+            "cap {cap}: vbuckets one at a time, seqnos ascending"
+        );
         let got: BTreeMap<String, String> =
             seen.into_iter().map(|(_, _, id, rev)| (id, rev)).collect();
         assert_eq!(got.len(), 6000, "cap {cap}: each document once");
@@ -261,7 +276,10 @@ async fn a_long_read_of_compacted_entries_resolves_ids_with_one_pass_per_vbucket
         .iter()
         .map(|(id, rev)| (id.clone(), rev.to_string()))
         .collect();
-    assert_eq!(last, expected, "resumed reads end at every document's current revision");
+    assert_eq!(
+        last, expected,
+        "resumed reads end at every document's current revision"
+    );
 
     // A short read (the last few entries of each vbucket, compacted) seeks instead of passing.
     bucket.compact().await.expect("compact");
@@ -270,7 +288,11 @@ async fn a_long_read_of_compacted_entries_resolves_ids_with_one_pass_per_vbucket
     let mut cursor = bucket.changes(near_end);
     let mut tail = Vec::new();
     drain(&mut cursor, usize::MAX, &mut tail);
-    assert_eq!(cursor.id_passes(), 0, "40 entries per vbucket are read with seeks");
+    assert_eq!(
+        cursor.id_passes(),
+        0,
+        "40 entries per vbucket are read with seeks"
+    );
     for (_, _, id, rev) in &tail {
         assert_eq!(Some(rev), expected.get(id), "{id}");
     }
