@@ -273,33 +273,13 @@ struct IdPass {
 
 impl IdPass {
     fn read(bucket: &Bucket, vbucket: u16, after: u64, max: usize) -> Result<IdPass, EngineError> {
-        let (lower, upper) = keys::vb_range(bucket.id, vbucket);
-        let mut ids: Vec<(u64, Vec<u8>)> = Vec::new();
-        let mut upto = u64::MAX;
-        let mut bad = None;
-        bucket
-            .store
-            .seek_each(Cf::Doc, &[(lower, upper)], |_, key, value| {
-                match Header::decode(value) {
-                    Ok(header) if header.seqno > after && header.seqno <= upto => {
-                        ids.push((header.seqno, key[keys::PREFIX_LEN..].to_vec()));
-                        if ids.len() >= 2 * max {
-                            upto = keep_lowest(&mut ids, max);
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(error) => bad = Some(error),
-                }
-                bad.is_some()
-            })?;
-        if let Some(error) = bad {
-            return Err(error);
-        }
-        if ids.len() > max {
-            upto = keep_lowest(&mut ids, max);
-        } else {
-            ids.sort_unstable_by_key(|(seqno, _)| *seqno);
-        }
+        let mut lowest = LowestSeqnos::new(after, max);
+        scan_doc_seqnos(&bucket.store, bucket.id, vbucket, |id, seqno| {
+            if lowest.wants(seqno) {
+                lowest.push(seqno, id.to_vec());
+            }
+        })?;
+        let (ids, _, upto) = lowest.finish();
         Ok(IdPass {
             vbucket,
             after,
@@ -321,11 +301,78 @@ impl IdPass {
     }
 }
 
-/// Sorts `ids` by seqno, keeps the `max` lowest and returns the highest seqno kept.
-fn keep_lowest(ids: &mut Vec<(u64, Vec<u8>)>, max: usize) -> u64 {
-    ids.sort_unstable_by_key(|(seqno, _)| *seqno);
-    ids.truncate(max);
-    ids.last().map_or(0, |(seqno, _)| *seqno)
+/// Visits every document of `vbucket` in id order with its id and the seqno its record holds:
+/// one pass over the vbucket's `doc` range.
+pub(crate) fn scan_doc_seqnos(
+    store: &settee_storage::Store,
+    bucket_id: u32,
+    vbucket: u16,
+    mut visit: impl FnMut(&[u8], u64),
+) -> Result<(), EngineError> {
+    let (lower, upper) = keys::vb_range(bucket_id, vbucket);
+    let mut bad = None;
+    store.seek_each(Cf::Doc, &[(lower, upper)], |_, key, value| {
+        match Header::decode(value) {
+            Ok(header) => visit(&key[keys::PREFIX_LEN..], header.seqno),
+            Err(error) => bad = Some(error),
+        }
+        bad.is_some()
+    })?;
+    bad.map_or(Ok(()), Err)
+}
+
+/// Items pushed with a seqno above `after`, of which it keeps the `max` with the lowest seqnos,
+/// holding at most twice that many at any time however many are pushed.
+pub(crate) struct LowestSeqnos<T> {
+    after: u64,
+    max: usize,
+    /// Nothing above this seqno can be kept any more.
+    upto: u64,
+    items: Vec<(u64, T)>,
+}
+
+impl<T> LowestSeqnos<T> {
+    pub(crate) fn new(after: u64, max: usize) -> LowestSeqnos<T> {
+        LowestSeqnos {
+            after,
+            max,
+            upto: u64::MAX,
+            items: Vec::new(),
+        }
+    }
+
+    /// Whether an item at `seqno` would be kept now (callers skip building the others).
+    pub(crate) fn wants(&self, seqno: u64) -> bool {
+        seqno > self.after && seqno <= self.upto
+    }
+
+    pub(crate) fn push(&mut self, seqno: u64, item: T) {
+        if !self.wants(seqno) {
+            return;
+        }
+        self.items.push((seqno, item));
+        if self.items.len() >= 2 * self.max {
+            self.trim();
+        }
+    }
+
+    fn trim(&mut self) {
+        self.items.sort_unstable_by_key(|(seqno, _)| *seqno);
+        self.items.truncate(self.max);
+        self.upto = self.items.last().map_or(self.after, |(seqno, _)| *seqno);
+    }
+
+    /// The kept items in seqno order, whether they are all that were pushed above `after`, and
+    /// the highest seqno they account for (`u64::MAX` when they are all).
+    pub(crate) fn finish(mut self) -> (Vec<(u64, T)>, bool, u64) {
+        if self.items.len() > self.max {
+            self.trim();
+        } else {
+            self.items.sort_unstable_by_key(|(seqno, _)| *seqno);
+        }
+        let complete = self.upto == u64::MAX;
+        (self.items, complete, self.upto)
+    }
 }
 
 /// Where a cursor keeps its current pass, and how large one may be.

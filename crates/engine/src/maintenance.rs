@@ -7,11 +7,11 @@ use settee_revtree::RevId;
 use settee_storage::{Batch, Cf};
 
 use crate::bucket::{Bucket, PlannedWrite, Previous};
-use crate::changes::ChangeEntry;
+use crate::changes::{scan_doc_seqnos, ChangeEntry, LowestSeqnos};
 use crate::error::EngineError;
 use crate::keys;
 use crate::kv::KvMutation;
-use crate::record::{DocRecord, Header};
+use crate::record::DocRecord;
 
 /// Attachment keys deleted per batch during compaction.
 const GC_BATCH: usize = 1024;
@@ -307,67 +307,48 @@ fn abbreviation_plan(
     after: u64,
     window: usize,
 ) -> Result<(Vec<Abbreviation>, bool), EngineError> {
-    let (lower, upper) = keys::vb_range(bucket_id, vbucket);
-    let mut plan: Vec<Abbreviation> = Vec::new();
-    let mut upto = u64::MAX;
-    let mut complete = true;
+    let mut lowest = LowestSeqnos::new(after, window);
     // The document before the one waiting for its right neighbour, and that one.
     let mut before: Option<Vec<u8>> = None;
     let mut waiting: Option<(Vec<u8>, u64)> = None;
-    let mut bad = None;
-    let mut settle = |id: Vec<u8>, seqno: u64, left: Option<&[u8]>, right: Option<&[u8]>| {
-        if seqno <= after || seqno > upto {
-            return;
-        }
-        let shared = left
-            .map_or(0, |left| shared_len(left, &id))
-            .max(right.map_or(0, |right| shared_len(&id, right)));
-        plan.push(Abbreviation {
-            seqno,
-            id,
-            prefix_len: shared + 1,
-        });
-        if plan.len() >= 2 * window {
-            upto = keep_lowest(&mut plan, window);
-            complete = false;
+    let settle = |lowest: &mut LowestSeqnos<(Vec<u8>, usize)>,
+                  id: &[u8],
+                  seqno: u64,
+                  left: Option<&[u8]>,
+                  right: Option<&[u8]>| {
+        if lowest.wants(seqno) {
+            let shared = left
+                .map_or(0, |left| shared_len(left, id))
+                .max(right.map_or(0, |right| shared_len(id, right)));
+            lowest.push(seqno, (id.to_vec(), shared + 1));
         }
     };
-    store.seek_each(Cf::Doc, &[(lower, upper)], |_, key, value| {
-        let seqno = match Header::decode(value) {
-            Ok(header) => header.seqno,
-            Err(error) => {
-                bad = Some(error);
-                return true;
-            }
-        };
-        let id = key[keys::PREFIX_LEN..].to_vec();
+    scan_doc_seqnos(store, bucket_id, vbucket, |id, seqno| {
         if let Some((left_id, left_seqno)) = waiting.take() {
-            settle(left_id.clone(), left_seqno, before.as_deref(), Some(&id));
+            settle(
+                &mut lowest,
+                &left_id,
+                left_seqno,
+                before.as_deref(),
+                Some(id),
+            );
             before = Some(left_id);
         }
-        waiting = Some((id, seqno));
-        false
+        waiting = Some((id.to_vec(), seqno));
     })?;
-    if let Some(error) = bad {
-        return Err(error);
-    }
     if let Some((id, seqno)) = waiting {
-        settle(id, seqno, before.as_deref(), None);
+        settle(&mut lowest, &id, seqno, before.as_deref(), None);
     }
-    if plan.len() > window {
-        keep_lowest(&mut plan, window);
-        complete = false;
-    } else {
-        plan.sort_unstable_by_key(|planned| planned.seqno);
-    }
+    let (planned, complete, _) = lowest.finish();
+    let plan = planned
+        .into_iter()
+        .map(|(seqno, (id, prefix_len))| Abbreviation {
+            seqno,
+            id,
+            prefix_len,
+        })
+        .collect();
     Ok((plan, complete))
-}
-
-/// Sorts `plan` by seqno, keeps the `window` lowest and returns the highest seqno kept.
-fn keep_lowest(plan: &mut Vec<Abbreviation>, window: usize) -> u64 {
-    plan.sort_unstable_by_key(|planned| planned.seqno);
-    plan.truncate(window);
-    plan.last().map_or(0, |planned| planned.seqno)
 }
 
 /// How many leading bytes `left` and `right` share.

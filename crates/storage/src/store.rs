@@ -289,9 +289,10 @@ impl Store {
     }
 
     /// Applies `batch` atomically without waiting for an fsync, from the calling thread (not
-    /// through the group committer). For derived data that can be rebuilt from what IS durable
-    /// (view indexes are caught up from the change stream): after a crash the batch is either
-    /// wholly there or wholly absent. Refuses `doc` writes, whose row cache only the committer
+    /// through the group committer). For data whose loss in a crash loses nothing: derived data
+    /// rebuilt from what IS durable (view indexes are caught up from the change stream), or
+    /// rewrites that say what the durable bytes already said (compaction's abbreviated change
+    /// entries). After a crash the batch is either wholly there or wholly absent. Refuses `doc` writes, whose row cache only the committer
     /// keeps exact.
     pub fn write_unsynced(&self, batch: Batch) -> Result<(), StoreError> {
         if let Some(reason) = self.inner.poison_reason() {
