@@ -267,11 +267,12 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
     let Some((stream, carried)) = run_on_lane(stream, state.clone(), carried, true).await else {
         return;
     };
-    let Some(bulk) = state.bulk.as_ref().and_then(|bulk| bulk.handle()).cloned() else {
+    let Some((lane, seat)) = state.bulk.as_ref().and_then(|bulk| bulk.seat()) else {
         return;
     };
-    bulk.spawn(async move {
-        // Registered with the bulk lane's reactor from here on.
+    lane.spawn(async move {
+        let _seat = seat;
+        // Registered with the bulk lane thread's reactor from here on.
         match TcpStream::from_std(stream) {
             Ok(stream) => {
                 if let Some(bulk) = &state.bulk {

@@ -14,9 +14,19 @@
 //! A move happens at a quiet point: the connection stops reading, finishes and writes every
 //! reply it owes, then its socket, session and unread input continue on the bulk lane. Moves
 //! go one way; a connection on the bulk lane stays there.
+//!
+//! The bulk lane is one single-threaded runtime per core, and a moving connection goes to the
+//! one serving the fewest connections: its task then always runs on the same thread. On one
+//! multi-threaded runtime, every wake-up from the heavy pool could land the task on the other
+//! worker, and the woken worker spent its time looking for work to steal; one unordered
+//! connection's CPU-heavy mix ran ~6% faster on pinned threads (BENCHMARKS.md, issue 4).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use tokio::runtime::Handle;
+use tokio::sync::oneshot;
 
 /// When a connection moves to the bulk lane.
 #[derive(Clone, Copy, Debug)]
@@ -43,29 +53,58 @@ impl Default for BulkLaneConfig {
     }
 }
 
-/// The bulk lane's runtime, shut down without waiting when the node's KV state goes away.
+/// The bulk lane's threads, each running a single-threaded runtime until the node's KV state
+/// goes away (then its tasks are dropped without being waited for).
 pub(crate) struct BulkLane {
-    runtime: Option<tokio::runtime::Runtime>,
+    threads: Vec<LaneThread>,
     pub(crate) config: BulkLaneConfig,
     moved: AtomicU64,
 }
 
+struct LaneThread {
+    handle: Handle,
+    /// Connections this thread serves now.
+    connections: Arc<AtomicUsize>,
+    /// Dropped (or sent) to end the thread.
+    _stop: oneshot::Sender<()>,
+}
+
+/// A connection's place on one of the bulk lane's threads, given back when dropped.
+pub(crate) struct Seat {
+    connections: Arc<AtomicUsize>,
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        self.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl BulkLane {
     pub(crate) fn new(config: BulkLaneConfig) -> std::io::Result<BulkLane> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(std::thread::available_parallelism().map_or(2, usize::from))
-            .thread_name("settee-kv-bulk")
-            .enable_all()
-            .build()?;
+        let cores = std::thread::available_parallelism().map_or(2, usize::from);
+        let threads = (0..cores)
+            .map(LaneThread::start)
+            .collect::<std::io::Result<Vec<_>>>()?;
         Ok(BulkLane {
-            runtime: Some(runtime),
+            threads,
             config,
             moved: AtomicU64::new(0),
         })
     }
 
-    pub(crate) fn handle(&self) -> Option<&tokio::runtime::Handle> {
-        self.runtime.as_ref().map(|runtime| runtime.handle())
+    /// The runtime of the thread serving the fewest connections, and a seat on it for one
+    /// more; the seat goes with the connection's task.
+    pub(crate) fn seat(&self) -> Option<(Handle, Seat)> {
+        let thread = self
+            .threads
+            .iter()
+            .min_by_key(|thread| thread.connections.load(Ordering::Relaxed))?;
+        thread.connections.fetch_add(1, Ordering::Relaxed);
+        let seat = Seat {
+            connections: thread.connections.clone(),
+        };
+        Some((thread.handle.clone(), seat))
     }
 
     pub(crate) fn count_move(&self) {
@@ -75,14 +114,36 @@ impl BulkLane {
     pub(crate) fn moved(&self) -> u64 {
         self.moved.load(Ordering::Relaxed)
     }
+
+    /// Connections each of the lane's threads serves now.
+    pub(crate) fn connections(&self) -> Vec<usize> {
+        self.threads
+            .iter()
+            .map(|thread| thread.connections.load(Ordering::Relaxed))
+            .collect()
+    }
 }
 
-impl Drop for BulkLane {
-    fn drop(&mut self) {
-        if let Some(runtime) = self.runtime.take() {
-            // Dropping a runtime blocks, which is not allowed on an async thread.
-            runtime.shutdown_background();
-        }
+impl LaneThread {
+    fn start(index: usize) -> std::io::Result<LaneThread> {
+        let name = format!("settee-kv-bulk-{index}");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .thread_name(name.clone())
+            .enable_all()
+            .build()?;
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = oneshot::channel::<()>();
+        std::thread::Builder::new().name(name).spawn(move || {
+            runtime.block_on(async {
+                let _ = stopped.await;
+            });
+            // Dropping the runtime here, off any async thread, drops the tasks it still has.
+        })?;
+        Ok(LaneThread {
+            handle,
+            connections: Arc::new(AtomicUsize::new(0)),
+            _stop: stop,
+        })
     }
 }
 
@@ -133,6 +194,39 @@ impl BusyMeter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connections_go_to_the_least_busy_thread_and_stay_on_it() {
+        let lane = BulkLane::new(BulkLaneConfig::default()).expect("lane");
+        let threads = lane.threads.len();
+        // Each thread takes one connection before any takes a second.
+        let seats: Vec<(Handle, Seat)> = (0..threads + 1)
+            .map(|_| lane.seat().expect("seat"))
+            .collect();
+        let mut counts = lane.connections();
+        counts.sort_unstable();
+        let mut expected = vec![1; threads];
+        expected[threads - 1] = 2;
+        assert_eq!(counts, expected);
+        // A connection's task runs on its thread, every time it is polled.
+        let (handle, _) = &seats[0];
+        let names: Vec<String> = (0..3)
+            .map(|_| {
+                let (sent, received) = std::sync::mpsc::channel();
+                handle.spawn(async move {
+                    tokio::task::yield_now().await;
+                    let name = std::thread::current().name().map(str::to_owned);
+                    let _ = sent.send(name.unwrap_or_default());
+                });
+                received.recv_timeout(Duration::from_secs(5)).expect("ran")
+            })
+            .collect();
+        assert!(names[0].starts_with("settee-kv-bulk-"), "{names:?}");
+        assert!(names.iter().all(|name| *name == names[0]), "{names:?}");
+        // A seat given back makes its thread the least busy again.
+        drop(seats);
+        assert_eq!(lane.connections(), vec![0; threads]);
+    }
 
     #[test]
     fn a_busy_pipelining_connection_moves_and_others_stay() {

@@ -82,13 +82,17 @@ impl KvState {
     }
 
     /// Latency percentiles by opcode since the node started (`GET /settee/timings`).
-    /// Also how many connections moved to the bulk lane (`"bulk_lane"`).
+    /// Also how many connections moved to the bulk lane and how many each of its threads
+    /// serves now (`"bulk_lane"`).
     pub fn timings_report(&self) -> serde_json::Value {
         let mut report = self.timings.report();
         if let (Some(bulk), Some(map)) = (&self.bulk, report.as_object_mut()) {
             map.insert(
                 "bulk_lane".into(),
-                serde_json::json!({ "connections_moved": bulk.moved() }),
+                serde_json::json!({
+                    "connections_moved": bulk.moved(),
+                    "connections": bulk.connections(),
+                }),
             );
         }
         report

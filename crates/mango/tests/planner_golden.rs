@@ -10,7 +10,10 @@ use settee_mango::index::{add_to_ddoc, indexes_in_ddoc, AddOutcome};
 use settee_mango::{plan, FindRequest, Index, NewIndex, Purpose, Query};
 
 fn testdata(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    // Where cargo runs the test from now: a build reused from a checkout at another path would
+    // otherwise look in that checkout (the compile-time value).
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
         .join("testdata/plans")
         .join(name)
 }

@@ -827,6 +827,16 @@ fn a_pipelining_connection_moves_to_the_bulk_lane_and_keeps_its_order() {
         rounds += 1;
     }
     assert_eq!(bulk_lane_moves(&server), 1);
+    // It has a seat on one of the lane's threads; the light connection has none.
+    let mut mgmt = Client::connect(&server.mgmt_addr).unwrap();
+    let timings = mgmt.request("GET", "/settee/timings", None).unwrap().json();
+    let seats: Vec<u64> = timings["bulk_lane"]["connections"]
+        .as_array()
+        .expect("bulk_lane.connections")
+        .iter()
+        .map(|count| count.as_u64().expect("a count"))
+        .collect();
+    assert_eq!(seats.iter().sum::<u64>(), 1, "{seats:?}");
     // The light connection, still on the main lane, sees the heavy one's writes.
     let reply = light.call(opcode::GET, b"lane-5", &[], &[], 0);
     assert_eq!(reply.status, 0);
