@@ -19,7 +19,7 @@
 //! one serving the fewest connections: its task then always runs on the same thread. On one
 //! multi-threaded runtime, every wake-up from the heavy pool could land the task on the other
 //! worker, and the woken worker spent its time looking for work to steal; one unordered
-//! connection's CPU-heavy mix ran ~6% faster on pinned threads (BENCHMARKS.md, issue 4).
+//! connection's CPU-heavy mix ran ~7% faster on pinned threads (BENCHMARKS.md, issue 4).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
