@@ -9,6 +9,7 @@
 # The load generator is NEW_BINARY's `bench subdoc` for both. REPEAT (default 2000) sets the
 # blocking requests per requester.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 [[ $# -ge 2 ]] || { echo "usage: $0 OLD_BINARY NEW_BINARY [ROUNDS]" >&2; exit 2; }
 old=$1
@@ -26,32 +27,11 @@ cleanup() { stop; rm -rf "$tmp"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() {
-    local port=$((20000 + RANDOM % 20000))
-    while listening "$port"; do port=$((port + 1)); done
-    echo "$port"
-}
-
 # run_one BINARY: starts BINARY on fresh ports and data, prints the bench's ratio line.
 run_one() {
-    local binary=$1 http_port kv_port mgmt_port deadline
-    http_port=$(free_port)
-    kv_port=$(free_port)
-    ((kv_port != http_port)) || kv_port=$((kv_port + 1))
-    mgmt_port=$(free_port)
-    while ((mgmt_port == http_port || mgmt_port == kv_port)); do mgmt_port=$((mgmt_port + 1)); done
+    local binary=$1
     rm -rf "$tmp/data"
-    "$binary" serve --data-dir "$tmp/data" --http-addr "127.0.0.1:$http_port" \
-        --kv-addr "127.0.0.1:$kv_port" --mgmt-addr "127.0.0.1:$mgmt_port" \
-        --admin admin:secret >"$tmp/settee.log" 2>&1 &
-    pid=$!
-    deadline=$((SECONDS + 60))
-    until listening "$http_port" && listening "$kv_port"; do
-        kill -0 "$pid" 2>/dev/null || { tail -n 40 "$tmp/settee.log" >&2; exit 1; }
-        ((SECONDS < deadline)) || { echo "settee did not start" >&2; exit 1; }
-        sleep 0.2
-    done
+    start_settee "$binary" "$tmp/data" "$tmp/settee.log" || exit 1
     curl -fsS -u admin:secret -X PUT "http://127.0.0.1:$http_port/default" >/dev/null
     "$new" bench subdoc both --addr "127.0.0.1:$kv_port" --user admin --password secret \
         --keys 10000 --search-keys 10 --difficulty hard --parallel 200 --repeat "$repeat" \

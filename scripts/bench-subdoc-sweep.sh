@@ -36,27 +36,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() {
-    local port=$((20000 + RANDOM % 20000))
-    while listening "$port"; do port=$((port + 1)); done
-    echo "$port"
-}
-http_port=$(free_port)
-kv_port=$(free_port)
-((kv_port != http_port)) || kv_port=$((kv_port + 1))
-mgmt_port=$(free_port)
-while ((mgmt_port == http_port || mgmt_port == kv_port)); do mgmt_port=$((mgmt_port + 1)); done
-"$SETTEE_BIN" serve --data-dir "$tmp/data" --http-addr "127.0.0.1:$http_port" \
-    --kv-addr "127.0.0.1:$kv_port" --mgmt-addr "127.0.0.1:$mgmt_port" \
-    --admin admin:secret >"$tmp/settee.log" 2>&1 &
-pid=$!
-deadline=$((SECONDS + 60))
-until listening "$http_port" && listening "$kv_port"; do
-    kill -0 "$pid" 2>/dev/null || { tail -n 40 "$tmp/settee.log" >&2; exit 1; }
-    ((SECONDS < deadline)) || { log "settee did not start"; exit 1; }
-    sleep 0.2
-done
+start_settee "$SETTEE_BIN" "$tmp/data" "$tmp/settee.log"
 curl -fsS -u admin:secret -X PUT "http://127.0.0.1:$http_port/default" >/dev/null
 
 # point MODE KEYS SEARCH DIFFICULTY: prints "ops_per_sec errors" of the measured phase.

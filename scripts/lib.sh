@@ -52,3 +52,33 @@ build_release() {
   prune_stale_executables
   (cd "$ROOT" && cargo build --release --locked --bin settee)
 }
+
+# Loopback helpers of the bench scripts.
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+free_port() {
+  local port=$((20000 + RANDOM % 20000))
+  while listening "$port"; do port=$((port + 1)); done
+  echo "$port"
+}
+
+# start_settee BINARY DATA_DIR LOG: starts a node on three free loopback ports (admin
+# admin:secret) and waits until it listens; sets http_port, kv_port, mgmt_port and pid.
+# Returns 1 (with the log's tail) if it exits or does not listen within a minute.
+start_settee() {
+  local binary=$1 data=$2 log=$3 deadline
+  http_port=$(free_port)
+  kv_port=$(free_port)
+  ((kv_port != http_port)) || kv_port=$((kv_port + 1))
+  mgmt_port=$(free_port)
+  while ((mgmt_port == http_port || mgmt_port == kv_port)); do mgmt_port=$((mgmt_port + 1)); done
+  "$binary" serve --data-dir "$data" --http-addr "127.0.0.1:$http_port" \
+    --kv-addr "127.0.0.1:$kv_port" --mgmt-addr "127.0.0.1:$mgmt_port" \
+    --admin admin:secret >"$log" 2>&1 &
+  pid=$!
+  deadline=$((SECONDS + 60))
+  until listening "$http_port" && listening "$kv_port"; do
+    kill -0 "$pid" 2>/dev/null || { tail -n 40 "$log" >&2; return 1; }
+    ((SECONDS < deadline)) || { echo "settee did not start" >&2; return 1; }
+    sleep 0.2
+  done
+}
