@@ -17,15 +17,7 @@ new=$2
 rounds=${3:-7}
 repeat=${REPEAT:-2000}
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/settee-subdoc-alternate.XXXXXX")
-pid=
-stop() {
-    [[ -z $pid ]] || { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
-    pid=
-}
-cleanup() { stop; rm -rf "$tmp"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_scratch subdoc-alternate
 
 # run_one BINARY: starts BINARY on fresh ports and data, prints the bench's ratio line.
 run_one() {
@@ -37,7 +29,7 @@ run_one() {
         --keys 10000 --search-keys 10 --difficulty hard --parallel 200 --repeat "$repeat" \
         2>/dev/null | tail -n 1
     kill -0 "$pid" 2>/dev/null || { echo "the server died during the run" >&2; exit 1; }
-    stop
+    stop_settee
 }
 
 : >"$tmp/ratios"

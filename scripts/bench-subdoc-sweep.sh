@@ -27,14 +27,7 @@ difficulties="easy medium hard impossible"
 log() { echo "bench-subdoc-sweep: $*" >&2; }
 [[ ${SKIP_BUILD:-0} == 1 ]] || build_release
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/settee-subdoc-sweep.XXXXXX")
-pid=
-cleanup() {
-    [[ -z $pid ]] || { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_scratch subdoc-sweep
 
 start_settee "$SETTEE_BIN" "$tmp/data" "$tmp/settee.log"
 curl -fsS -u admin:secret -X PUT "http://127.0.0.1:$http_port/default" >/dev/null

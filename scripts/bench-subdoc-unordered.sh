@@ -16,15 +16,7 @@ binary=$1
 rounds=${2:-8}
 repeat=${REPEAT:-600}
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/settee-subdoc-unordered.XXXXXX")
-pid=
-stop() {
-    [[ -z $pid ]] || { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
-    pid=
-}
-cleanup() { stop; rm -rf "$tmp"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_scratch subdoc-unordered
 
 # rps MODE_FLAGS...: one measured run against the current server, prints its subdoc rps.
 rps() {
@@ -45,7 +37,7 @@ for round in $(seq "$rounds"); do
     ordered=$(rps --ordered)
     [[ -n $unordered && -n $ordered ]] || { echo "a run failed" >&2; exit 1; }
     kill -0 "$pid" 2>/dev/null || { echo "the server died during the run" >&2; exit 1; }
-    stop
+    stop_settee
     ratio=$(awk -v u="$unordered" -v o="$ordered" 'BEGIN {printf "%.3f", u / o}')
     echo "round $round: unordered $unordered rps, ordered $ordered rps, ${ratio}x"
     echo "$ratio" >>"$tmp/ratios"

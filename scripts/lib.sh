@@ -82,3 +82,18 @@ start_settee() {
     sleep 0.2
   done
 }
+
+# stop_settee: stops the node start_settee started, if it still runs.
+stop_settee() {
+  [[ -z ${pid:-} ]] || { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
+  pid=
+}
+
+# bench_scratch NAME: a temporary directory in $tmp; on exit the node is stopped and the
+# directory removed.
+bench_scratch() {
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/settee-$1.XXXXXX")
+  pid=
+  trap 'stop_settee; rm -rf "$tmp"' EXIT
+  trap 'exit 130' INT TERM
+}

@@ -733,12 +733,17 @@ fn malformed_frames_close_only_their_connection_and_lose_nothing() {
     server.stop();
 }
 
-/// Connections moved to the bulk lane so far (`/settee/timings`).
-fn bulk_lane_moves(server: &Server) -> u64 {
+/// The bulk lane's counters (`/settee/timings`).
+fn bulk_lane(server: &Server) -> serde_json::Value {
     let mut mgmt = Client::connect(&server.mgmt_addr).unwrap();
     let response = mgmt.request("GET", "/settee/timings", None).unwrap();
     assert_eq!(response.status, 200);
-    response.json()["bulk_lane"]["connections_moved"]
+    response.json()["bulk_lane"].clone()
+}
+
+/// Connections moved to the bulk lane so far.
+fn bulk_lane_moves(server: &Server) -> u64 {
+    bulk_lane(server)["connections_moved"]
         .as_u64()
         .expect("bulk_lane.connections_moved")
 }
@@ -828,9 +833,7 @@ fn a_pipelining_connection_moves_to_the_bulk_lane_and_keeps_its_order() {
     }
     assert_eq!(bulk_lane_moves(&server), 1);
     // It has a seat on one of the lane's threads; the light connection has none.
-    let mut mgmt = Client::connect(&server.mgmt_addr).unwrap();
-    let timings = mgmt.request("GET", "/settee/timings", None).unwrap().json();
-    let seats: Vec<u64> = timings["bulk_lane"]["connections"]
+    let seats: Vec<u64> = bulk_lane(&server)["connections"]
         .as_array()
         .expect("bulk_lane.connections")
         .iter()
