@@ -13,7 +13,8 @@
 //! Both share the documents they write (`docs.rs`), the per-phase histograms and the table they
 //! print (`report.rs`). [`ids`] drives the document engine in-process instead (seed 003),
 //! [`views`] the engine and the view indexer (seed 001), and [`replicate`] times a
-//! replication between two CouchDB-compatible databases and compares them.
+//! replication between two CouchDB-compatible databases and compares them. [`soak`] runs
+//! legitimate clients on both doors beside hostile ones (issue 18) and compares the two.
 #![deny(clippy::unwrap_used)]
 
 mod cpu;
@@ -23,5 +24,6 @@ pub mod ids;
 pub mod kv;
 pub mod replicate;
 mod report;
+pub mod soak;
 pub mod subdoc;
 pub mod views;

@@ -39,6 +39,8 @@ enum BenchCommand {
     Views(settee_bench::views::ViewsArgs),
     /// Issue 6: time a replication between two databases and check they compare equal.
     Replicate(settee_bench::replicate::ReplicateArgs),
+    /// Issue 18: legitimate clients on both doors with and without hostile ones beside them.
+    Soak(settee_bench::soak::SoakArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -69,6 +71,7 @@ fn main() -> anyhow::Result<()> {
             Command::Bench(BenchCommand::Subdoc(args)) => {
                 settee_bench::subdoc::run(args).await.map(|_| ())
             }
+            Command::Bench(BenchCommand::Soak(args)) => settee_bench::soak::run(args).await,
             Command::Bench(BenchCommand::Views(args)) => {
                 settee_bench::views::run(args).await.map(|_| ())
             }

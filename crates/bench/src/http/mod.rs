@@ -6,10 +6,10 @@
 //! a per-task histogram that is merged into a [`PhaseReport`] at the end (`crate::report`, shared
 //! with `bench kv`).
 
-mod connection;
+pub(crate) mod connection;
 mod load;
 mod setup;
-mod target;
+pub(crate) mod target;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -200,6 +200,19 @@ impl Client {
         key: &[u8],
         value: &[u8],
     ) -> anyhow::Result<Reply> {
+        self.call_with(request_opcode, datatype::RAW, &[], key, value)
+            .await
+    }
+
+    /// [`Client::call`] with extras and a datatype (a SET's flags and expiry, a JSON value).
+    pub(crate) async fn call_with(
+        &mut self,
+        request_opcode: u8,
+        value_datatype: u8,
+        extras: &[u8],
+        key: &[u8],
+        value: &[u8],
+    ) -> anyhow::Result<Reply> {
         let opaque = self.next_opaque;
         self.next_opaque = self.next_opaque.wrapping_add(1) | HANDSHAKE_OPAQUE_BASE;
         let mut out = Vec::new();
@@ -209,9 +222,9 @@ impl Client {
             0,
             opaque,
             0,
-            datatype::RAW,
+            value_datatype,
             &[],
-            &[],
+            extras,
             key,
             value,
         );
