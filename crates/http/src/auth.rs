@@ -13,7 +13,8 @@ use sha2::Sha256;
 
 use settee_auth::constant_time_eq;
 pub use settee_auth::{
-    db_access, default_security, now_secs, DbAccess, UserCtx, Users, USERS_DB, USER_PREFIX,
+    db_access, default_security, now_secs, DbAccess, Operation, UserCtx, Users, USERS_DB,
+    USER_PREFIX,
 };
 
 use crate::error::{ApiError, ApiResult};
@@ -131,28 +132,34 @@ pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, value)| value)
 }
 
-/// The error for a user without the access a request needs, CouchDB style: 401 for anonymous
-/// users (they may log in), 403 for authenticated ones.
-pub fn require_db_access(bucket: &Bucket, user: &UserCtx, needed: DbAccess) -> ApiResult<()> {
-    if db_access(bucket, user) >= needed {
-        return Ok(());
-    }
-    if user.name.is_none() {
-        return Err(ApiError::Unauthorized(
-            "You are not authorized to access this db.".into(),
-        ));
-    }
-    Err(ApiError::Forbidden(match needed {
-        DbAccess::Admin => "You are not a db or server admin.".into(),
-        _ => "You are not allowed to access this db.".into(),
-    }))
+/// Asks the node's one authorisation decision (`settee_auth::authorize`, which the KV door
+/// asks too) whether `user` may do `operation` on `bucket`; refusals become CouchDB's 401 for
+/// anonymous users (they may log in) and 403 for authenticated ones.
+pub fn require(bucket: &Bucket, user: &UserCtx, operation: Operation<'_>) -> ApiResult<()> {
+    let access = db_access(bucket, user);
+    decision_result(settee_auth::authorize(
+        user.principal(),
+        access,
+        bucket.name(),
+        operation,
+    ))
 }
 
+/// Node-wide operations: server admins only.
 pub fn require_admin(user: &UserCtx) -> ApiResult<()> {
-    if user.is_admin() {
-        Ok(())
-    } else {
-        Err(ApiError::not_admin())
+    decision_result(settee_auth::authorize(
+        user.principal(),
+        DbAccess::None,
+        "",
+        Operation::AdminServer,
+    ))
+}
+
+fn decision_result(decision: settee_auth::Decision) -> ApiResult<()> {
+    match decision {
+        settee_auth::Decision::Allowed => Ok(()),
+        settee_auth::Decision::Unauthorized(reason) => Err(ApiError::Unauthorized(reason.into())),
+        settee_auth::Decision::Forbidden(reason) => Err(ApiError::Forbidden(reason.into())),
     }
 }
 

@@ -12,10 +12,11 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use settee_auth::{db_access, DbAccess, UserCtx};
+use settee_auth::UserCtx;
 use settee_engine::Bucket;
 use tokio::net::TcpListener;
 
+use crate::access::BucketGrant;
 use crate::{cluster, KvState};
 
 pub async fn serve(
@@ -134,10 +135,9 @@ fn handle<B>(state: &KvState, request: Request<B>) -> Response<Full<Bytes>> {
     let host = host_of(&request);
     let uuid = &state.config.server_uuid;
     let visible = |name: &str| {
-        state
-            .engine
-            .bucket(name)
-            .filter(|bucket| !name.starts_with('_') && db_access(bucket, &user) >= DbAccess::Member)
+        state.engine.bucket(name).filter(|bucket| {
+            !name.starts_with('_') && BucketGrant::new(&user, bucket.clone()).is_some()
+        })
     };
     let path = request.uri().path().trim_end_matches('/');
     match path.split('/').collect::<Vec<_>>().as_slice() {

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use settee_auth::scram::{Mechanism, ScramServer};
-use settee_auth::{db_access, DbAccess, UserCtx, SCRAM_ITERATIONS};
+use settee_auth::{UserCtx, SCRAM_ITERATIONS};
 use settee_engine::Bucket;
 use settee_kv_codec::{encode_response, feature, leb128, opcode, status, Frame, FramingExtras};
 
+use crate::access::BucketGrant;
 use crate::ops::{self, OpCtx};
 use crate::{cluster, KvState};
 
@@ -43,6 +44,8 @@ pub(crate) struct Session {
     user: Option<UserCtx>,
     scram: Option<ScramServer>,
     bucket: Option<Arc<Bucket>>,
+    /// What the user may do on `bucket`; set and cleared with it.
+    grant: Option<Arc<BucketGrant>>,
     /// Admission to the heavy-request pool (one permit in order, more with
     /// UnorderedExecution); replaced when HELLO changes the mode.
     heavy_permits: Arc<tokio::sync::Semaphore>,
@@ -53,6 +56,7 @@ pub(crate) struct Session {
 pub(crate) struct DataView<'a> {
     pub state: &'a Arc<KvState>,
     pub bucket: Option<&'a Arc<Bucket>>,
+    pub grant: Option<&'a Arc<BucketGrant>>,
     pub features: Features,
     pub heavy_permits: &'a Arc<tokio::sync::Semaphore>,
 }
@@ -64,6 +68,7 @@ pub(crate) struct DataView<'a> {
 pub(crate) struct SharedView {
     state: Arc<KvState>,
     bucket: Option<Arc<Bucket>>,
+    grant: Option<Arc<BucketGrant>>,
     features: Features,
     heavy_permits: Arc<tokio::sync::Semaphore>,
 }
@@ -77,6 +82,7 @@ impl SharedView {
         DataView {
             state: &self.state,
             bucket: self.bucket.as_ref(),
+            grant: self.grant.as_ref(),
             features: self.features,
             heavy_permits: &self.heavy_permits,
         }
@@ -199,6 +205,7 @@ impl Session {
             user: None,
             scram: None,
             bucket: None,
+            grant: None,
         }
     }
 
@@ -550,6 +557,7 @@ impl Session {
         });
         // A new identity starts without a bucket, as on Couchbase Server.
         self.bucket = None;
+        self.grant = None;
     }
 
     fn select_bucket(&mut self, frame: &Frame<'_>, out: &mut Vec<u8>) {
@@ -557,14 +565,14 @@ impl Session {
         let allowed = std::str::from_utf8(frame.key)
             .ok()
             .and_then(|name| self.state.engine.bucket(name))
-            .filter(|bucket| {
-                self.user
-                    .as_ref()
-                    .is_some_and(|user| db_access(bucket, user) >= DbAccess::Member)
+            .and_then(|bucket| {
+                let user = self.user.as_ref()?;
+                BucketGrant::new(user, bucket)
             });
         match allowed {
-            Some(bucket) => {
-                self.bucket = Some(bucket);
+            Some(grant) => {
+                self.bucket = Some(grant.bucket().clone());
+                self.grant = Some(Arc::new(grant));
                 reply(out, frame.opcode, frame.opaque, 0, 0, 0, &[], &[], &[]);
             }
             None => {
@@ -641,6 +649,7 @@ impl Session {
         DataView {
             state: &self.state,
             bucket: self.bucket.as_ref(),
+            grant: self.grant.as_ref(),
             features: self.features,
             heavy_permits: &self.heavy_permits,
         }
@@ -651,6 +660,7 @@ impl Session {
         SharedView {
             state: self.state.clone(),
             bucket: self.bucket.clone(),
+            grant: self.grant.clone(),
             features: self.features,
             heavy_permits: self.heavy_permits.clone(),
         }
@@ -736,6 +746,21 @@ fn data_op(
     } else {
         frame.key
     };
+    // Every data request asks the node's one authorisation decision (access.rs).
+    let allowed = view.grant.map_or(Err("No access to bucket"), |grant| {
+        grant.check(crate::access::operation_of(base, key))
+    });
+    if let Err(reason) = allowed {
+        error_reply(
+            out,
+            &features,
+            frame.opcode,
+            frame.opaque,
+            status::EACCESS,
+            reason,
+        );
+        return Handled::Done;
+    }
     let ctx = OpCtx {
         state: view.state.clone(),
         bucket,
