@@ -1,6 +1,10 @@
 //! Accounts: server admins (from the configuration, passwords in memory) and `_users`
 //! documents (CouchDB's PBKDF2 fields plus SCRAM secrets, so the KV door can authenticate the
 //! same users without ever storing their passwords).
+//!
+//! What is cached about an account (verified passwords, roles, salts) is stamped with the
+//! engine's access epoch, read before the account was: a write to `_users` moves the epoch, so
+//! a deleted user, a new role or a new password counts from the next request on.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -21,18 +25,40 @@ pub const PBKDF2_ITERATIONS_DEFAULT: u32 = 10_000;
 /// PBKDF2 rounds of SCRAM secrets. The client pays them once per connection, so they are
 /// fewer than CouchDB's HTTP password hashing (which the server pays, once per cache miss).
 pub const SCRAM_ITERATIONS: u32 = 10_000;
-/// Verified credentials are cached this long, so PBKDF2 is not paid per request.
+/// Verified credentials are cached this long (and only while the access epoch stands still),
+/// so PBKDF2 is not paid per request.
 const CREDENTIAL_CACHE_TTL: Duration = Duration::from_secs(60);
+/// Most entries in each cache; a full cache is emptied.
 const CREDENTIAL_CACHE_MAX: usize = 10_000;
 
 /// (user name, sha256 of the password given).
 type CredentialKey = (String, [u8; 32]);
 
+/// A user as the doors see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Account {
+    pub name: String,
+    pub roles: Vec<String>,
+    /// The salt of the user's password (CouchDB's `salt`; for server admins from the
+    /// configuration, one derived from the password). A new password brings a new salt, so
+    /// it tells one set of credentials from the next: session cookies are signed with it.
+    pub salt: String,
+}
+
+/// A cache entry, valid while the access epoch is still `epoch`.
+struct Stamped<T> {
+    value: T,
+    epoch: u64,
+    at: Instant,
+}
+
 pub struct Users {
     admins: Vec<(String, String)>,
     pub pbkdf2_iterations: u32,
-    /// (name, sha256(password)) -> (roles, verified at).
-    cache: Mutex<HashMap<CredentialKey, (Vec<String>, Instant)>>,
+    /// (name, sha256(password)) -> the account the password opened.
+    verified: Mutex<HashMap<CredentialKey, Stamped<Account>>>,
+    /// name -> account, for callers that authenticated the user another way (cookies).
+    accounts: Mutex<HashMap<String, Stamped<Account>>>,
     /// Admins' SCRAM secrets, derived on first use with a random salt.
     admin_scram: Mutex<HashMap<(String, Mechanism), ScramSecret>>,
 }
@@ -42,7 +68,8 @@ impl Users {
         Users {
             admins,
             pbkdf2_iterations,
-            cache: Mutex::new(HashMap::new()),
+            verified: Mutex::new(HashMap::new()),
+            accounts: Mutex::new(HashMap::new()),
             admin_scram: Mutex::new(HashMap::new()),
         }
     }
@@ -56,33 +83,25 @@ impl Users {
         self.admins.iter().any(|(admin, _)| admin == name)
     }
 
-    /// The roles of `name` if `password` is right.
-    pub fn verify_password(
-        &self,
-        engine: &Engine,
-        name: &str,
-        password: &str,
-    ) -> Option<Vec<String>> {
+    /// The account of `name` if `password` is right.
+    pub fn verify_password(&self, engine: &Engine, name: &str, password: &str) -> Option<Account> {
+        let epoch = engine.access_epoch().get();
         let fingerprint: [u8; 32] = Sha256::digest(password.as_bytes()).into();
         let cache_key = (name.to_string(), fingerprint);
-        if let Some((roles, at)) = self.cache.lock().get(&cache_key) {
-            if at.elapsed() < CREDENTIAL_CACHE_TTL {
-                return Some(roles.clone());
+        if let Some(entry) = self.verified.lock().get(&cache_key) {
+            if entry.epoch == epoch && entry.at.elapsed() < CREDENTIAL_CACHE_TTL {
+                return Some(entry.value.clone());
             }
         }
-        let roles = self.verify_uncached(engine, name, password)?;
-        let mut cache = self.cache.lock();
-        if cache.len() >= CREDENTIAL_CACHE_MAX {
-            cache.clear();
-        }
-        cache.insert(cache_key, (roles.clone(), Instant::now()));
-        Some(roles)
+        let account = self.verify_uncached(engine, name, password)?;
+        remember(&self.verified, cache_key, &account, epoch);
+        Some(account)
     }
 
-    fn verify_uncached(&self, engine: &Engine, name: &str, password: &str) -> Option<Vec<String>> {
+    fn verify_uncached(&self, engine: &Engine, name: &str, password: &str) -> Option<Account> {
         if let Some((_, expected)) = self.admins.iter().find(|(admin, _)| admin == name) {
             return constant_time_eq(expected.as_bytes(), password.as_bytes())
-                .then(|| vec!["_admin".to_string()]);
+                .then(|| admin_account(name, expected));
         }
         let user = user_doc(engine, name)?;
         let salt = user.get("salt")?.as_str()?;
@@ -96,16 +115,30 @@ impl Users {
         if !constant_time_eq(computed.as_bytes(), derived.as_bytes()) {
             return None;
         }
-        Some(roles_of(&user))
+        Some(user_account(name, &user))
     }
 
-    /// The roles of an existing user (admin or `_users` account), without a password check:
-    /// for callers that authenticated the user another way (a signed cookie, SCRAM).
-    pub fn roles(&self, engine: &Engine, name: &str) -> Option<Vec<String>> {
-        if self.is_server_admin(name) {
-            return Some(vec!["_admin".to_string()]);
+    /// The account of an existing user (admin or `_users`), without a password check: for
+    /// callers that authenticated the user another way (a signed cookie, SCRAM) or that check
+    /// it is still what it was (an open KV connection).
+    pub fn account(&self, engine: &Engine, name: &str) -> Option<Account> {
+        let epoch = engine.access_epoch().get();
+        if let Some(entry) = self.accounts.lock().get(name) {
+            if entry.epoch == epoch {
+                return Some(entry.value.clone());
+            }
         }
-        user_doc(engine, name).map(|user| roles_of(&user))
+        let account = match self.admins.iter().find(|(admin, _)| admin == name) {
+            Some((_, password)) => admin_account(name, password),
+            None => user_account(name, &user_doc(engine, name)?),
+        };
+        remember(&self.accounts, name.to_string(), &account, epoch);
+        Some(account)
+    }
+
+    /// The roles of an existing user (admin or `_users` account), without a password check.
+    pub fn roles(&self, engine: &Engine, name: &str) -> Option<Vec<String>> {
+        self.account(engine, name).map(|account| account.roles)
     }
 
     /// The SCRAM secret of `name` for `mechanism`, if the user exists and has one (accounts
@@ -164,9 +197,50 @@ impl Users {
             scram.insert(mechanism.field().into(), secret.to_json());
         }
         user.insert("scram".into(), scram.into());
-        self.cache.lock().retain(|(name, _), _| {
-            Some(name.as_str()) != user.get("name").and_then(|value| value.as_str())
-        });
+    }
+}
+
+/// Caches `account` under `key`, stamped with `epoch` (the epoch read before the account was).
+fn remember<K: std::hash::Hash + Eq>(
+    cache: &Mutex<HashMap<K, Stamped<Account>>>,
+    key: K,
+    account: &Account,
+    epoch: u64,
+) {
+    let mut cache = cache.lock();
+    if cache.len() >= CREDENTIAL_CACHE_MAX {
+        cache.clear();
+    }
+    cache.insert(
+        key,
+        Stamped {
+            value: account.clone(),
+            epoch,
+            at: Instant::now(),
+        },
+    );
+}
+
+/// A configured server admin's account. Its salt is derived from the password, so it is the
+/// same after a restart (cookies stay valid) and changes with the password (they do not).
+fn admin_account(name: &str, password: &str) -> Account {
+    let digest = Sha256::digest(format!("settee admin salt\0{name}\0{password}").as_bytes());
+    Account {
+        name: name.to_string(),
+        roles: vec!["_admin".to_string()],
+        salt: hex(&digest[..16]),
+    }
+}
+
+fn user_account(name: &str, user: &serde_json::Value) -> Account {
+    Account {
+        name: name.to_string(),
+        roles: roles_of(user),
+        salt: user
+            .get("salt")
+            .and_then(|salt| salt.as_str())
+            .unwrap_or_default()
+            .to_string(),
     }
 }
 

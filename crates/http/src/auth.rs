@@ -50,21 +50,21 @@ impl Auth {
                     .and_then(|bytes| String::from_utf8(bytes).ok())
                     .ok_or_else(bad_credentials)?;
                 let (name, password) = decoded.split_once(':').ok_or_else(bad_credentials)?;
-                let roles = self
+                let account = self
                     .verify_password(engine, name, password)
                     .ok_or_else(bad_credentials)?;
                 return Ok(UserCtx {
-                    name: Some(name.to_string()),
-                    roles,
+                    name: Some(account.name),
+                    roles: account.roles,
                     authenticated: Some("default"),
                 });
             }
         }
         if let Some(session) = cookie(headers, "AuthSession") {
-            if let Some((name, roles)) = self.verify_cookie(engine, session) {
+            if let Some(account) = self.verify_cookie(engine, session) {
                 return Ok(UserCtx {
-                    name: Some(name),
-                    roles,
+                    name: Some(account.name),
+                    roles: account.roles,
                     authenticated: Some("cookie"),
                 });
             }
@@ -72,43 +72,57 @@ impl Auth {
         Ok(UserCtx::default())
     }
 
-    /// The roles of `name` if `password` is right.
+    /// The account of `name` if `password` is right.
     pub fn verify_password(
         &self,
         engine: &Engine,
         name: &str,
         password: &str,
-    ) -> Option<Vec<String>> {
+    ) -> Option<settee_auth::Account> {
         self.users.verify_password(engine, name, password)
     }
 
-    /// `AuthSession` cookie value for `name`: base64url("name:hextime:hmac").
-    pub fn make_cookie(&self, name: &str, now_secs: u64) -> String {
-        let payload = format!("{name}:{now_secs:X}");
-        let signature = self.sign(&payload);
+    /// `AuthSession` cookie value for `account`: base64url("name:hextime:hmac"). As in
+    /// CouchDB, the key is the server secret followed by the user's salt, so a new password
+    /// (a new salt) or a deleted account makes every earlier cookie worthless.
+    pub fn make_cookie(&self, account: &settee_auth::Account, now_secs: u64) -> String {
+        let payload = format!("{}:{now_secs:X}", account.name);
+        let signature = self.sign(&payload, &account.salt);
         URL_SAFE_NO_PAD.encode(format!("{payload}:{signature}"))
     }
 
-    fn sign(&self, payload: &str) -> String {
-        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&self.secret) else {
+    /// A cookie for the existing user `name`, if there is one.
+    pub fn cookie_for(&self, engine: &Engine, name: &str, now_secs: u64) -> Option<String> {
+        let account = self.users.account(engine, name)?;
+        Some(self.make_cookie(&account, now_secs))
+    }
+
+    fn sign(&self, payload: &str, salt: &str) -> String {
+        let mut key = self.secret.clone();
+        key.extend_from_slice(salt.as_bytes());
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&key) else {
             return String::new();
         };
         mac.update(payload.as_bytes());
         hex(&mac.finalize().into_bytes())
     }
 
-    fn verify_cookie(&self, engine: &Engine, value: &str) -> Option<(String, Vec<String>)> {
+    fn verify_cookie(&self, engine: &Engine, value: &str) -> Option<settee_auth::Account> {
         let decoded = String::from_utf8(URL_SAFE_NO_PAD.decode(value).ok()?).ok()?;
         let (payload, signature) = decoded.rsplit_once(':')?;
-        if !constant_time_eq(self.sign(payload).as_bytes(), signature.as_bytes()) {
-            return None;
-        }
         let (name, time_hex) = payload.rsplit_once(':')?;
         let issued = u64::from_str_radix(time_hex, 16).ok()?;
         if now_secs().saturating_sub(issued) > self.session_timeout_secs {
             return None;
         }
-        Some((name.to_string(), self.users.roles(engine, name)?))
+        let account = self.users.account(engine, name)?;
+        if !constant_time_eq(
+            self.sign(payload, &account.salt).as_bytes(),
+            signature.as_bytes(),
+        ) {
+            return None;
+        }
+        Some(account)
     }
 
     /// Replaces a plain `password` in a `_users` document by the stored secrets.
@@ -168,16 +182,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cookies_verify_only_with_the_secret() {
+    fn cookies_verify_only_with_the_secret_and_the_same_password() {
         let users = Arc::new(Users::new(vec![("admin".into(), "pw".into())], 10));
         let auth = Auth::new(users.clone(), b"secret".to_vec(), 600);
         let other = Auth::new(users, b"other".to_vec(), 600);
-        let value = auth.make_cookie("admin", now_secs());
         let dir = tempfile::tempdir().expect("dir");
         let engine = Engine::open(dir.path(), Default::default()).expect("engine");
+        let value = auth
+            .cookie_for(&engine, "admin", now_secs())
+            .expect("cookie");
         assert!(auth.verify_cookie(&engine, &value).is_some());
         assert!(other.verify_cookie(&engine, &value).is_none());
-        let old = auth.make_cookie("admin", now_secs() - 601);
+        let old = auth
+            .cookie_for(&engine, "admin", now_secs() - 601)
+            .expect("cookie");
         assert!(auth.verify_cookie(&engine, &old).is_none());
+        // The same admin name with another password (a restart with a new --admin).
+        let changed = Arc::new(Users::new(vec![("admin".into(), "new".into())], 10));
+        let after_restart = Auth::new(changed, b"secret".to_vec(), 600);
+        assert!(after_restart.verify_cookie(&engine, &value).is_none());
+        assert!(auth.cookie_for(&engine, "nobody", now_secs()).is_none());
     }
 }

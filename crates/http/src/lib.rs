@@ -54,7 +54,9 @@ pub fn start_replicator(
             Some(name) => name.to_string(),
             None => state.auth.users.first_admin()?,
         };
-        let cookie = state.auth.make_cookie(&name, auth::now_secs());
+        let cookie = state
+            .auth
+            .cookie_for(&state.engine, &name, auth::now_secs())?;
         Some(("Cookie".to_string(), format!("AuthSession={cookie}")))
     });
     let env = settee_replicator::JobEnv {

@@ -16,7 +16,6 @@ use settee_auth::UserCtx;
 use settee_engine::Bucket;
 use tokio::net::TcpListener;
 
-use crate::access::BucketGrant;
 use crate::{cluster, KvState};
 
 pub async fn serve(
@@ -64,10 +63,10 @@ fn user_of<B>(state: &KvState, request: &Request<B>) -> Option<UserCtx> {
     let encoded = header.strip_prefix("Basic ")?;
     let decoded = String::from_utf8(BASE64.decode(encoded.trim()).ok()?).ok()?;
     let (name, password) = decoded.split_once(':')?;
-    let roles = state.users.verify_password(&state.engine, name, password)?;
+    let account = state.users.verify_password(&state.engine, name, password)?;
     Some(UserCtx {
-        name: Some(name.to_string()),
-        roles,
+        name: Some(account.name),
+        roles: account.roles,
         authenticated: Some("default"),
     })
 }
@@ -135,9 +134,10 @@ fn handle<B>(state: &KvState, request: Request<B>) -> Response<Full<Bytes>> {
     let host = host_of(&request);
     let uuid = &state.config.server_uuid;
     let visible = |name: &str| {
-        state.engine.bucket(name).filter(|bucket| {
-            !name.starts_with('_') && BucketGrant::new(&user, bucket.clone()).is_some()
-        })
+        state
+            .engine
+            .bucket(name)
+            .filter(|bucket| !name.starts_with('_') && crate::access::may_use(&user, bucket))
     };
     let path = request.uri().path().trim_end_matches('/');
     match path.split('/').collect::<Vec<_>>().as_slice() {

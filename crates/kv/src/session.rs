@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use settee_auth::scram::{Mechanism, ScramServer};
-use settee_auth::{UserCtx, SCRAM_ITERATIONS};
+use settee_auth::{Account, SCRAM_ITERATIONS};
 use settee_engine::Bucket;
 use settee_kv_codec::{encode_response, feature, leb128, opcode, status, Frame, FramingExtras};
 
@@ -41,7 +41,8 @@ pub(crate) enum Handled {
 pub(crate) struct Session {
     state: Arc<KvState>,
     pub features: Features,
-    user: Option<UserCtx>,
+    /// Who the connection authenticated as.
+    account: Option<Account>,
     scram: Option<ScramServer>,
     bucket: Option<Arc<Bucket>>,
     /// What the user may do on `bucket`; set and cleared with it.
@@ -202,7 +203,7 @@ impl Session {
             heavy_permits: state.heavy.permits(false),
             state,
             features: Features::default(),
-            user: None,
+            account: None,
             scram: None,
             bucket: None,
             grant: None,
@@ -415,17 +416,17 @@ impl Session {
             let (_, name, password) = (parts.next(), parts.next(), parts.next());
             let name = name.and_then(|name| std::str::from_utf8(name).ok());
             let password = password.and_then(|password| std::str::from_utf8(password).ok());
-            let roles = match (name, password) {
-                (Some(name), Some(password)) => self
-                    .state
-                    .users
-                    .verify_password(&self.state.engine, name, password)
-                    .map(|roles| (name.to_string(), roles)),
+            let account = match (name, password) {
+                (Some(name), Some(password)) => {
+                    self.state
+                        .users
+                        .verify_password(&self.state.engine, name, password)
+                }
                 _ => None,
             };
-            match roles {
-                Some((name, roles)) => {
-                    self.authenticated(name, roles);
+            match account {
+                Some(account) => {
+                    self.authenticated(account);
                     reply(
                         out,
                         frame.opcode,
@@ -518,14 +519,14 @@ impl Session {
             return;
         }
         let name = server.username().to_string();
-        match server.finish(frame.value) {
-            Ok(server_final) => {
-                let roles = self
-                    .state
-                    .users
-                    .roles(&self.state.engine, &name)
-                    .unwrap_or_default();
-                self.authenticated(name, roles);
+        let finished = server.finish(frame.value).ok().and_then(|server_final| {
+            // The account as it is now (it may have gone during the exchange).
+            let account = self.state.users.account(&self.state.engine, &name)?;
+            Some((server_final, account))
+        });
+        match finished {
+            Some((server_final, account)) => {
+                self.authenticated(account);
                 reply(
                     out,
                     frame.opcode,
@@ -538,7 +539,7 @@ impl Session {
                     server_final.as_bytes(),
                 );
             }
-            Err(_) => error_reply(
+            None => error_reply(
                 out,
                 &features,
                 frame.opcode,
@@ -549,12 +550,8 @@ impl Session {
         }
     }
 
-    fn authenticated(&mut self, name: String, roles: Vec<String>) {
-        self.user = Some(UserCtx {
-            name: Some(name),
-            roles,
-            authenticated: Some("sasl"),
-        });
+    fn authenticated(&mut self, account: Account) {
+        self.account = Some(account);
         // A new identity starts without a bucket, as on Couchbase Server.
         self.bucket = None;
         self.grant = None;
@@ -566,8 +563,8 @@ impl Session {
             .ok()
             .and_then(|name| self.state.engine.bucket(name))
             .and_then(|bucket| {
-                let user = self.user.as_ref()?;
-                BucketGrant::new(user, bucket)
+                let account = self.account.as_ref()?;
+                BucketGrant::new(&self.state, &account.name, &account.salt, bucket)
             });
         match allowed {
             Some(grant) => {
@@ -748,7 +745,7 @@ fn data_op(
     };
     // Every data request asks the node's one authorisation decision (access.rs).
     let allowed = view.grant.map_or(Err("No access to bucket"), |grant| {
-        grant.check(crate::access::operation_of(base, key))
+        grant.check(view.state, crate::access::operation_of(base, key))
     });
     if let Err(reason) = allowed {
         error_reply(
