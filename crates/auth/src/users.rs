@@ -74,11 +74,6 @@ impl Users {
         }
     }
 
-    /// The first configured server admin (jobs of the node's own `_replicator` run as it).
-    pub fn first_admin(&self) -> Option<String> {
-        self.admins.first().map(|(name, _)| name.clone())
-    }
-
     pub fn is_server_admin(&self, name: &str) -> bool {
         self.admins.iter().any(|(admin, _)| admin == name)
     }

@@ -13,8 +13,8 @@ use sha2::Sha256;
 
 use settee_auth::constant_time_eq;
 pub use settee_auth::{
-    db_access, default_security, now_secs, DbAccess, Operation, UserCtx, Users, USERS_DB,
-    USER_PREFIX,
+    db_access, default_security, now_secs, DbAccess, Operation, UserCtx, Users, REPLICATOR_DB,
+    USERS_DB, USER_PREFIX,
 };
 
 use crate::error::{ApiError, ApiResult};

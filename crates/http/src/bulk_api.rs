@@ -9,13 +9,14 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use settee_engine::{Bucket, DocUpdate, RevId, ScanRange, UpdateOutcome};
 
-use crate::auth::{require, Operation, USERS_DB};
+use crate::auth::{require, Operation, REPLICATOR_DB, USERS_DB};
 use crate::couch_doc::{parse_doc, parse_rev, render_doc, RenderOptions};
 use crate::db_api::open;
 use crate::doc_api::{
     attachment_fetcher, prepare_user_doc, read_doc, render_options, validate_doc_id,
 };
 use crate::error::{ApiError, ApiResult};
+use crate::replicator_docs::prepare_replicator_doc;
 use crate::request::{check_json_limits, Req};
 use crate::response::{channel_body, json, json_bytes, json_string, HttpResponse};
 use crate::router::not_allowed;
@@ -123,6 +124,9 @@ fn prepare_bulk_doc(
     }
     if bucket.name() == USERS_DB {
         prepare_user_doc(state, &req.user, &id, &mut doc).map_err(fail)?;
+    }
+    if bucket.name() == REPLICATOR_DB {
+        prepare_replicator_doc(bucket, &req.user, &id, &mut doc).map_err(fail)?;
     }
     let history = match (&doc.revisions, &doc.rev) {
         (Some(history), _) => history.clone(),

@@ -9,10 +9,11 @@ use settee_engine::{
     AttachmentInput, Bucket, DocRecord, DocUpdate, Leaf, LocalOutcome, RevId, UpdateOutcome,
 };
 
-use crate::auth::{require, Operation, UserCtx, USERS_DB, USER_PREFIX};
+use crate::auth::{require, Operation, UserCtx, REPLICATOR_DB, USERS_DB, USER_PREFIX};
 use crate::couch_doc::{parse_doc, parse_rev, render_doc, ParsedDoc, RenderOptions};
 use crate::db_api::open;
 use crate::error::{ApiError, ApiResult};
+use crate::replicator_docs::prepare_replicator_doc;
 use crate::request::{check_json_limits, Req};
 use crate::response::{etag, json, json_bytes, with_header, HttpResponse};
 use crate::router::not_allowed;
@@ -267,6 +268,9 @@ pub async fn save(
     if bucket.name() == USERS_DB {
         prepare_user_doc(state, &req.user, id, &mut doc)?;
     }
+    if bucket.name() == REPLICATOR_DB {
+        prepare_replicator_doc(bucket, &req.user, id, &mut doc)?;
+    }
     if id.starts_with("_design/") && !doc.deleted {
         crate::view_api::check_design(state, id, &doc.body).await?;
     }
@@ -361,6 +365,13 @@ pub async fn post(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
 
 async fn delete(req: &Req, bucket: &Bucket, id: &str) -> ApiResult<HttpResponse> {
     let rev = write_rev(req, None)?;
+    if bucket.name() == REPLICATOR_DB {
+        let mut deletion = ParsedDoc {
+            deleted: true,
+            ..ParsedDoc::default()
+        };
+        prepare_replicator_doc(bucket, &req.user, id, &mut deletion)?;
+    }
     let Some(record) = bucket.read_record(id.as_bytes())? else {
         return Err(ApiError::missing());
     };
