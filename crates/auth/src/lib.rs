@@ -17,7 +17,8 @@ pub use authorize::{
     NOT_SERVER_ADMIN, REPLICATOR_DB,
 };
 pub use users::{
-    now_secs, Account, Users, PBKDF2_ITERATIONS_DEFAULT, SCRAM_ITERATIONS, USERS_DB, USER_PREFIX,
+    now_secs, Account, ServerAdmin, Users, PBKDF2_ITERATIONS_DEFAULT, SCRAM_ITERATIONS, USERS_DB,
+    USER_PREFIX,
 };
 
 /// Equality whose time does not depend on where the inputs differ (for secrets).

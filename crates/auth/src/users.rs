@@ -1,5 +1,5 @@
-//! Accounts: server admins (from the configuration, passwords in memory) and `_users`
-//! documents (CouchDB's PBKDF2 fields plus SCRAM secrets, so the KV door can authenticate the
+//! Accounts: server admins (from the configuration, passwords in memory; or generated, kept
+//! hashed in the data directory: docs/format/data-dir.md) and `_users` documents (CouchDB's PBKDF2 fields plus SCRAM secrets, so the KV door can authenticate the
 //! same users without ever storing their passwords).
 //!
 //! What is cached about an account (verified passwords, roles, salts) is stamped with the
@@ -45,6 +45,66 @@ pub struct Account {
     pub salt: String,
 }
 
+/// A server admin.
+#[derive(Clone, Debug)]
+pub struct ServerAdmin {
+    name: String,
+    secret: AdminSecret,
+}
+
+#[derive(Clone, Debug)]
+enum AdminSecret {
+    /// From the configuration (`--admin USER:PASSWORD`), in memory only.
+    Password(String),
+    /// Stored hashed, in the fields a `_users` document has (see [`Users::hashed_credentials`]).
+    Hashed(serde_json::Value),
+}
+
+impl ServerAdmin {
+    pub fn with_password(name: &str, password: &str) -> ServerAdmin {
+        ServerAdmin {
+            name: name.to_string(),
+            secret: AdminSecret::Password(password.to_string()),
+        }
+    }
+
+    /// An admin from its stored hashed credentials, if they hold CouchDB's PBKDF2 fields.
+    pub fn from_hashed(name: &str, stored: serde_json::Value) -> Option<ServerAdmin> {
+        for field in ["salt", "derived_key"] {
+            stored.get(field)?.as_str()?;
+        }
+        stored.get("iterations")?.as_u64()?;
+        Some(ServerAdmin {
+            name: name.to_string(),
+            secret: AdminSecret::Hashed(stored),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn account(&self) -> Account {
+        match &self.secret {
+            AdminSecret::Password(password) => admin_account(&self.name, password),
+            AdminSecret::Hashed(stored) => Account {
+                name: self.name.clone(),
+                roles: vec!["_admin".to_string()],
+                salt: salt_of(stored),
+            },
+        }
+    }
+
+    fn verify(&self, password: &str) -> bool {
+        match &self.secret {
+            AdminSecret::Password(expected) => {
+                constant_time_eq(expected.as_bytes(), password.as_bytes())
+            }
+            AdminSecret::Hashed(stored) => pbkdf2_matches(stored, password),
+        }
+    }
+}
+
 /// A cache entry, valid while the access epoch is still `epoch`.
 struct Stamped<T> {
     value: T,
@@ -53,7 +113,7 @@ struct Stamped<T> {
 }
 
 pub struct Users {
-    admins: Vec<(String, String)>,
+    admins: Vec<ServerAdmin>,
     pub pbkdf2_iterations: u32,
     /// (name, sha256(password)) -> the account the password opened.
     verified: Mutex<HashMap<CredentialKey, Stamped<Account>>>,
@@ -64,7 +124,7 @@ pub struct Users {
 }
 
 impl Users {
-    pub fn new(admins: Vec<(String, String)>, pbkdf2_iterations: u32) -> Users {
+    pub fn new(admins: Vec<ServerAdmin>, pbkdf2_iterations: u32) -> Users {
         Users {
             admins,
             pbkdf2_iterations,
@@ -75,7 +135,11 @@ impl Users {
     }
 
     pub fn is_server_admin(&self, name: &str) -> bool {
-        self.admins.iter().any(|(admin, _)| admin == name)
+        self.admin(name).is_some()
+    }
+
+    fn admin(&self, name: &str) -> Option<&ServerAdmin> {
+        self.admins.iter().find(|admin| admin.name == name)
     }
 
     /// The account of `name` if `password` is right.
@@ -94,23 +158,11 @@ impl Users {
     }
 
     fn verify_uncached(&self, engine: &Engine, name: &str, password: &str) -> Option<Account> {
-        if let Some((_, expected)) = self.admins.iter().find(|(admin, _)| admin == name) {
-            return constant_time_eq(expected.as_bytes(), password.as_bytes())
-                .then(|| admin_account(name, expected));
+        if let Some(admin) = self.admin(name) {
+            return admin.verify(password).then(|| admin.account());
         }
         let user = user_doc(engine, name)?;
-        let salt = user.get("salt")?.as_str()?;
-        let derived = user.get("derived_key")?.as_str()?;
-        let iterations = user.get("iterations")?.as_u64()? as u32;
-        let prf = user
-            .get("pbkdf2_prf")
-            .and_then(|value| value.as_str())
-            .unwrap_or("sha1");
-        let computed = derive_key(password, salt, iterations, prf)?;
-        if !constant_time_eq(computed.as_bytes(), derived.as_bytes()) {
-            return None;
-        }
-        Some(user_account(name, &user))
+        pbkdf2_matches(&user, password).then(|| user_account(name, &user))
     }
 
     /// The account of an existing user (admin or `_users`), without a password check: for
@@ -123,8 +175,8 @@ impl Users {
                 return Some(entry.value.clone());
             }
         }
-        let account = match self.admins.iter().find(|(admin, _)| admin == name) {
-            Some((_, password)) => admin_account(name, password),
+        let account = match self.admin(name) {
+            Some(admin) => admin.account(),
             None => user_account(name, &user_doc(engine, name)?),
         };
         remember(&self.accounts, name.to_string(), &account, epoch);
@@ -144,22 +196,38 @@ impl Users {
         name: &str,
         mechanism: Mechanism,
     ) -> Option<ScramSecret> {
-        if let Some((_, password)) = self.admins.iter().find(|(admin, _)| admin == name) {
-            let mut cache = self.admin_scram.lock();
-            let secret = cache
-                .entry((name.to_string(), mechanism))
-                .or_insert_with(|| {
-                    ScramSecret::derive(
-                        mechanism,
-                        password,
-                        &ScramSecret::random_salt(),
-                        SCRAM_ITERATIONS,
-                    )
-                });
-            return Some(secret.clone());
+        match self.admin(name).map(|admin| &admin.secret) {
+            Some(AdminSecret::Password(password)) => {
+                let mut cache = self.admin_scram.lock();
+                let secret = cache
+                    .entry((name.to_string(), mechanism))
+                    .or_insert_with(|| {
+                        ScramSecret::derive(
+                            mechanism,
+                            password,
+                            &ScramSecret::random_salt(),
+                            SCRAM_ITERATIONS,
+                        )
+                    });
+                return Some(secret.clone());
+            }
+            Some(AdminSecret::Hashed(stored)) => {
+                return ScramSecret::from_json(stored.get("scram")?.get(mechanism.field())?)
+            }
+            None => {}
         }
         let user = user_doc(engine, name)?;
         ScramSecret::from_json(user.get("scram")?.get(mechanism.field())?)
+    }
+
+    /// The stored form of a server admin's password (docs/format/data-dir.md): the fields a
+    /// `_users` document gets, never the password.
+    pub fn hashed_credentials(&self, name: &str, password: &str) -> serde_json::Value {
+        let mut fields = serde_json::Map::new();
+        fields.insert("name".into(), name.into());
+        fields.insert("password".into(), password.into());
+        self.hash_user_password(&mut fields);
+        serde_json::Value::Object(fields)
     }
 
     /// Replaces a plain `password` in a `_users` document by CouchDB's PBKDF2 fields and the
@@ -231,12 +299,35 @@ fn user_account(name: &str, user: &serde_json::Value) -> Account {
     Account {
         name: name.to_string(),
         roles: roles_of(user),
-        salt: user
-            .get("salt")
-            .and_then(|salt| salt.as_str())
-            .unwrap_or_default()
-            .to_string(),
+        salt: salt_of(user),
     }
+}
+
+fn salt_of(stored: &serde_json::Value) -> String {
+    stored
+        .get("salt")
+        .and_then(|salt| salt.as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Whether `password` matches CouchDB's PBKDF2 fields in `stored` (a `_users` document or a
+/// stored admin).
+fn pbkdf2_matches(stored: &serde_json::Value, password: &str) -> bool {
+    let field = |name: &str| stored.get(name).and_then(|value| value.as_str());
+    let (Some(salt), Some(derived)) = (field("salt"), field("derived_key")) else {
+        return false;
+    };
+    let Some(iterations) = stored
+        .get("iterations")
+        .and_then(|value| value.as_u64())
+        .and_then(|iterations| u32::try_from(iterations).ok())
+    else {
+        return false;
+    };
+    let prf = field("pbkdf2_prf").unwrap_or("sha1");
+    derive_key(password, salt, iterations, prf)
+        .is_some_and(|computed| constant_time_eq(computed.as_bytes(), derived.as_bytes()))
 }
 
 pub fn now_secs() -> u64 {
@@ -306,6 +397,33 @@ mod tests {
             derive_key("password", "salt", 2, "sha1").unwrap(),
             "ea6c014dc72d6f8ccd1ed92ace1d41f0d8de8957"
         );
+    }
+
+    #[test]
+    fn a_hashed_admin_verifies_and_keeps_no_password() {
+        let users = Users::new(Vec::new(), 10);
+        let stored = users.hashed_credentials("root", "s3cret");
+        assert!(!stored.to_string().contains("s3cret"));
+        let admin = ServerAdmin::from_hashed("root", stored.clone()).unwrap();
+        assert!(admin.verify("s3cret"));
+        assert!(!admin.verify("wrong"));
+        assert_eq!(admin.account().salt, stored["salt"].as_str().unwrap());
+        assert!(ServerAdmin::from_hashed("root", serde_json::json!({"salt": "x"})).is_none());
+        let users = Users::new(vec![admin], 10);
+        let dir = std::env::temp_dir().join(format!("settee-auth-{}", std::process::id()));
+        let engine = Engine::open(&dir, Default::default()).unwrap();
+        assert_eq!(
+            users
+                .verify_password(&engine, "root", "s3cret")
+                .unwrap()
+                .roles,
+            vec!["_admin".to_string()]
+        );
+        assert!(users
+            .scram_secret(&engine, "root", Mechanism::Sha256)
+            .is_some());
+        drop(engine);
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

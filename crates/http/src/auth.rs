@@ -183,7 +183,10 @@ mod tests {
 
     #[test]
     fn cookies_verify_only_with_the_secret_and_the_same_password() {
-        let users = Arc::new(Users::new(vec![("admin".into(), "pw".into())], 10));
+        let users = Arc::new(Users::new(
+            vec![settee_auth::ServerAdmin::with_password("admin", "pw")],
+            10,
+        ));
         let auth = Auth::new(users.clone(), b"secret".to_vec(), 600);
         let other = Auth::new(users, b"other".to_vec(), 600);
         let dir = tempfile::tempdir().expect("dir");
@@ -198,7 +201,10 @@ mod tests {
             .expect("cookie");
         assert!(auth.verify_cookie(&engine, &old).is_none());
         // The same admin name with another password (a restart with a new --admin).
-        let changed = Arc::new(Users::new(vec![("admin".into(), "new".into())], 10));
+        let changed = Arc::new(Users::new(
+            vec![settee_auth::ServerAdmin::with_password("admin", "new")],
+            10,
+        ));
         let after_restart = Auth::new(changed, b"secret".to_vec(), 600);
         assert!(after_restart.verify_cookie(&engine, &value).is_none());
         assert!(auth.cookie_for(&engine, "nobody", now_secs()).is_none());
