@@ -8,6 +8,7 @@
 
 mod access;
 mod authorize;
+mod lockout;
 pub mod scram;
 mod users;
 
@@ -16,9 +17,10 @@ pub use authorize::{
     authorize, Decision, Operation, Principal, NOT_DB_ADMIN, NOT_LOGGED_IN, NOT_MEMBER,
     NOT_SERVER_ADMIN, REPLICATOR_DB,
 };
+pub use lockout::{LockoutConfig, LockoutMode, LOCKED_OUT};
 pub use users::{
-    now_secs, Account, ServerAdmin, Users, PBKDF2_ITERATIONS_DEFAULT, SCRAM_ITERATIONS, USERS_DB,
-    USER_PREFIX,
+    now_secs, Account, LoginRefused, ServerAdmin, Users, PBKDF2_ITERATIONS_DEFAULT,
+    SCRAM_ITERATIONS, USERS_DB, USER_PREFIX,
 };
 
 /// Equality whose time does not depend on where the inputs differ (for secrets).

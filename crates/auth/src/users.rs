@@ -7,6 +7,7 @@
 //! a deleted user, a new role or a new password counts from the next request on.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use hmac::Hmac;
@@ -16,6 +17,7 @@ use settee_engine::{hex, Engine};
 use sha2::{Digest, Sha256};
 
 use crate::constant_time_eq;
+use crate::lockout::{Lockout, LockoutConfig};
 use crate::scram::{Mechanism, ScramSecret};
 
 pub const USERS_DB: &str = "_users";
@@ -112,8 +114,19 @@ struct Stamped<T> {
     at: Instant,
 }
 
+/// Why a password login was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoginRefused {
+    /// Unknown user or wrong password (CouchDB: 401 "Name or password is incorrect.").
+    Incorrect,
+    /// Too many recent failures ([`crate::LOCKED_OUT`]; CouchDB: 403), whatever the password.
+    LockedOut,
+}
+
 pub struct Users {
     admins: Vec<ServerAdmin>,
+    /// Failed logins by (client address, user, salt), shared by both doors.
+    lockout: Lockout,
     pub pbkdf2_iterations: u32,
     /// (name, sha256(password)) -> the account the password opened.
     verified: Mutex<HashMap<CredentialKey, Stamped<Account>>>,
@@ -128,9 +141,55 @@ impl Users {
         Users {
             admins,
             pbkdf2_iterations,
+            lockout: Lockout::new(LockoutConfig::default()),
             verified: Mutex::new(HashMap::new()),
             accounts: Mutex::new(HashMap::new()),
             admin_scram: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// With `config` for failed logins instead of CouchDB's defaults.
+    pub fn with_lockout(mut self, config: LockoutConfig) -> Users {
+        self.lockout = Lockout::new(config);
+        self
+    }
+
+    /// A password login from `peer` (HTTP Basic, `POST /_session`, SASL PLAIN), counted by the
+    /// failed-login lockout (`lockout.rs`): a locked-out user is refused before the password
+    /// is looked at, as CouchDB does.
+    pub fn login(
+        &self,
+        engine: &Engine,
+        name: &str,
+        password: &str,
+        peer: Option<IpAddr>,
+    ) -> Result<Account, LoginRefused> {
+        if self.is_locked_out(engine, name, peer) {
+            return Err(LoginRefused::LockedOut);
+        }
+        match self.verify_password(engine, name, password) {
+            Some(account) => Ok(account),
+            None => {
+                self.login_failed(engine, name, peer);
+                Err(LoginRefused::Incorrect)
+            }
+        }
+    }
+
+    /// Whether logins of `name` from `peer` are refused for now (for SCRAM, which learns the
+    /// name at its first message and the verdict at its last).
+    pub fn is_locked_out(&self, engine: &Engine, name: &str, peer: Option<IpAddr>) -> bool {
+        if !self.lockout.may_refuse() {
+            return false;
+        }
+        self.account(engine, name)
+            .is_some_and(|account| self.lockout.is_locked_out(peer, name, &account.salt))
+    }
+
+    /// Counts a failed login of `name` from `peer` (unknown users are not counted).
+    pub fn login_failed(&self, engine: &Engine, name: &str, peer: Option<IpAddr>) {
+        if let Some(account) = self.account(engine, name) {
+            self.lockout.record_failure(peer, name, &account.salt);
         }
     }
 

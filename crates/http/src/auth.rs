@@ -2,6 +2,7 @@
 //! into CouchDB's 401/403. Accounts and `_security` decisions live in `settee-auth`, shared with
 //! the KV door.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use base64::engine::general_purpose::{STANDARD as BASE64, URL_SAFE_NO_PAD};
@@ -34,8 +35,14 @@ impl Auth {
         }
     }
 
-    /// Who is asking: anonymous without credentials, an error for wrong ones.
-    pub fn authenticate(&self, headers: &HeaderMap, engine: &Engine) -> ApiResult<UserCtx> {
+    /// Who is asking: anonymous without credentials, an error for wrong ones (or for a user
+    /// locked out after failed logins from `peer`).
+    pub fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        engine: &Engine,
+        peer: Option<IpAddr>,
+    ) -> ApiResult<UserCtx> {
         if let Some(value) = headers
             .get(hyper::header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
@@ -50,9 +57,7 @@ impl Auth {
                     .and_then(|bytes| String::from_utf8(bytes).ok())
                     .ok_or_else(bad_credentials)?;
                 let (name, password) = decoded.split_once(':').ok_or_else(bad_credentials)?;
-                let account = self
-                    .verify_password(engine, name, password)
-                    .ok_or_else(bad_credentials)?;
+                let account = self.login(engine, name, password, peer)?;
                 return Ok(UserCtx {
                     name: Some(account.name),
                     roles: account.roles,
@@ -72,14 +77,23 @@ impl Auth {
         Ok(UserCtx::default())
     }
 
-    /// The account of `name` if `password` is right.
-    pub fn verify_password(
+    /// A password login (Basic, `POST /_session`) from `peer`: CouchDB's 401 for a wrong
+    /// name or password, its 403 for a user locked out after repeated failures.
+    pub fn login(
         &self,
         engine: &Engine,
         name: &str,
         password: &str,
-    ) -> Option<settee_auth::Account> {
-        self.users.verify_password(engine, name, password)
+        peer: Option<IpAddr>,
+    ) -> ApiResult<settee_auth::Account> {
+        self.users
+            .login(engine, name, password, peer)
+            .map_err(|refused| match refused {
+                settee_auth::LoginRefused::Incorrect => bad_credentials(),
+                settee_auth::LoginRefused::LockedOut => {
+                    ApiError::Forbidden(settee_auth::LOCKED_OUT.into())
+                }
+            })
     }
 
     /// `AuthSession` cookie value for `account`: base64url("name:hextime:hmac"). As in

@@ -123,7 +123,7 @@ pub async fn serve(
             _ = &mut shutdown => return,
             accepted = listener.accept() => accepted,
         };
-        let (stream, _) = match accepted {
+        let (stream, peer) = match accepted {
             Ok(connection) => connection,
             Err(error) => {
                 // Out of file descriptors and the like: back off instead of spinning.
@@ -137,7 +137,7 @@ pub async fn serve(
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(router::handle(state, request).await) }
+                async move { Ok::<_, Infallible>(router::handle(state, request, Some(peer.ip())).await) }
             });
             let connection = http1::Builder::new()
                 .keep_alive(true)

@@ -173,8 +173,7 @@ pub async fn session(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse
             };
             let account = state
                 .auth
-                .verify_password(&state.engine, &name, &password)
-                .ok_or_else(|| ApiError::Unauthorized("Name or password is incorrect.".into()))?;
+                .login(&state.engine, &name, &password, req.peer)?;
             let cookie = state.auth.make_cookie(&account, crate::auth::now_secs());
             let response = json(
                 StatusCode::OK,

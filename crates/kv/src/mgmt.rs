@@ -2,6 +2,7 @@
 //! gocbcorex read to find the buckets and their vbucket maps. Newer SDKs never call them.
 
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -29,7 +30,7 @@ pub async fn serve(
             _ = &mut shutdown => return,
             accepted = listener.accept() => accepted,
         };
-        let Ok((stream, _)) = accepted else {
+        let Ok((stream, peer)) = accepted else {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             continue;
         };
@@ -37,7 +38,7 @@ pub async fn serve(
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(handle(&state, request)) }
+                async move { Ok::<_, Infallible>(handle(&state, request, peer.ip())) }
             });
             let _ = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -54,7 +55,9 @@ fn json(status: StatusCode, body: serde_json::Value) -> Response<Full<Bytes>> {
         .unwrap_or_default()
 }
 
-fn user_of<B>(state: &KvState, request: &Request<B>) -> Option<UserCtx> {
+/// The Basic-auth user, if the password is right (and the user not locked out after failed
+/// logins from `peer`).
+fn user_of<B>(state: &KvState, request: &Request<B>, peer: IpAddr) -> Option<UserCtx> {
     let header = request
         .headers()
         .get(hyper::header::AUTHORIZATION)?
@@ -63,7 +66,10 @@ fn user_of<B>(state: &KvState, request: &Request<B>) -> Option<UserCtx> {
     let encoded = header.strip_prefix("Basic ")?;
     let decoded = String::from_utf8(BASE64.decode(encoded.trim()).ok()?).ok()?;
     let (name, password) = decoded.split_once(':')?;
-    let account = state.users.verify_password(&state.engine, name, password)?;
+    let account = state
+        .users
+        .login(&state.engine, name, password, Some(peer))
+        .ok()?;
     Some(UserCtx {
         name: Some(account.name),
         roles: account.roles,
@@ -114,8 +120,8 @@ fn node_list(state: &KvState) -> serde_json::Value {
     }])
 }
 
-fn handle<B>(state: &KvState, request: Request<B>) -> Response<Full<Bytes>> {
-    let Some(user) = user_of(state, &request) else {
+fn handle<B>(state: &KvState, request: Request<B>, peer: IpAddr) -> Response<Full<Bytes>> {
+    let Some(user) = user_of(state, &request, peer) else {
         return Response::builder()
             .status(StatusCode::UNAUTHORIZED)
             .header(

@@ -2,12 +2,13 @@
 //! allowed), error map, SELECT_BUCKET, cluster config, collections. Data operations are in
 //! `ops.rs`.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use settee_auth::scram::{Mechanism, ScramServer};
-use settee_auth::{Account, SCRAM_ITERATIONS};
+use settee_auth::{Account, LoginRefused, LOCKED_OUT, SCRAM_ITERATIONS};
 use settee_engine::Bucket;
 use settee_kv_codec::{encode_response, feature, leb128, opcode, status, Frame, FramingExtras};
 
@@ -43,6 +44,8 @@ pub(crate) struct Session {
     pub features: Features,
     /// Who the connection authenticated as.
     account: Option<Account>,
+    /// The client's address (failed logins are counted by it).
+    peer: Option<IpAddr>,
     scram: Option<ScramServer>,
     bucket: Option<Arc<Bucket>>,
     /// What the user may do on `bucket`; set and cleared with it.
@@ -198,8 +201,9 @@ pub(crate) fn error_reply(
 }
 
 impl Session {
-    pub fn new(state: Arc<KvState>) -> Session {
+    pub fn new(state: Arc<KvState>, peer: Option<IpAddr>) -> Session {
         Session {
+            peer,
             heavy_permits: state.heavy.permits(false),
             state,
             features: Features::default(),
@@ -416,16 +420,16 @@ impl Session {
             let (_, name, password) = (parts.next(), parts.next(), parts.next());
             let name = name.and_then(|name| std::str::from_utf8(name).ok());
             let password = password.and_then(|password| std::str::from_utf8(password).ok());
-            let account = match (name, password) {
+            let login = match (name, password) {
                 (Some(name), Some(password)) => {
                     self.state
                         .users
-                        .verify_password(&self.state.engine, name, password)
+                        .login(&self.state.engine, name, password, self.peer)
                 }
-                _ => None,
+                _ => Err(LoginRefused::Incorrect),
             };
-            match account {
-                Some(account) => {
+            match login {
+                Ok(account) => {
                     self.authenticated(account);
                     reply(
                         out,
@@ -439,13 +443,13 @@ impl Session {
                         b"Authenticated",
                     );
                 }
-                None => error_reply(
+                Err(refused) => error_reply(
                     out,
                     &features,
                     frame.opcode,
                     frame.opaque,
                     status::AUTH_ERROR,
-                    "Authentication failed",
+                    refusal_context(refused),
                 ),
             }
             return;
@@ -469,6 +473,18 @@ impl Session {
             |name| users.scram_secret(&engine, name, mechanism),
             SCRAM_ITERATIONS,
         ) {
+            Ok((server, _)) if users.is_locked_out(&engine, server.username(), self.peer) => {
+                // Refused before the proof, whatever it will be, as CouchDB refuses a locked
+                // user's right password.
+                error_reply(
+                    out,
+                    &features,
+                    frame.opcode,
+                    frame.opaque,
+                    status::AUTH_ERROR,
+                    LOCKED_OUT,
+                )
+            }
             Ok((server, server_first)) => {
                 self.scram = Some(server);
                 reply(
@@ -539,14 +555,19 @@ impl Session {
                     server_final.as_bytes(),
                 );
             }
-            None => error_reply(
-                out,
-                &features,
-                frame.opcode,
-                frame.opaque,
-                status::AUTH_ERROR,
-                "Authentication failed",
-            ),
+            None => {
+                self.state
+                    .users
+                    .login_failed(&self.state.engine, &name, self.peer);
+                error_reply(
+                    out,
+                    &features,
+                    frame.opcode,
+                    frame.opaque,
+                    status::AUTH_ERROR,
+                    "Authentication failed",
+                )
+            }
         }
     }
 
@@ -661,6 +682,14 @@ impl Session {
             features: self.features,
             heavy_permits: self.heavy_permits.clone(),
         }
+    }
+}
+
+/// The context of an AUTH_ERROR for a refused password login.
+fn refusal_context(refused: LoginRefused) -> &'static str {
+    match refused {
+        LoginRefused::Incorrect => "Authentication failed",
+        LoginRefused::LockedOut => LOCKED_OUT,
     }
 }
 

@@ -37,7 +37,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = http_config(&settings, &settings.data_dir)?;
     let (shutdown_sender, shutdown_receiver) = tokio::sync::watch::channel(false);
     let secret = secrets::secret_file(&settings.data_dir.join("cookie_secret"), 32)?;
-    let users = Arc::new(settee_auth::Users::new(admins, settings.pbkdf2_iterations));
+    let users = Arc::new(
+        settee_auth::Users::new(admins, settings.pbkdf2_iterations)
+            .with_lockout(settings.auth_lockout),
+    );
     let server_uuid = config.server_uuid.clone();
     let mut views_config = settee_views::ViewsConfig::default();
     views_config.js.timeout_ms = settings.js_timeout_ms;
