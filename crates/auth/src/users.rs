@@ -3,8 +3,9 @@
 //! same users without ever storing their passwords).
 //!
 //! What is cached about an account (verified passwords, roles, salts) is stamped with the
-//! engine's access epoch, read before the account was: a write to `_users` moves the epoch, so
-//! a deleted user, a new role or a new password counts from the next request on.
+//! engine's accounts epoch (`AccessEpoch::accounts`), read before the account was: a write to
+//! `_users` moves it, so a deleted user, a new role or a new password counts from the next
+//! request on.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -203,7 +204,7 @@ impl Users {
 
     /// The account of `name` if `password` is right.
     pub fn verify_password(&self, engine: &Engine, name: &str, password: &str) -> Option<Account> {
-        let epoch = engine.access_epoch().get();
+        let epoch = engine.access_epoch().accounts();
         let fingerprint: [u8; 32] = Sha256::digest(password.as_bytes()).into();
         let cache_key = (name.to_string(), fingerprint);
         if let Some(entry) = self.verified.lock().get(&cache_key) {
@@ -228,7 +229,7 @@ impl Users {
     /// callers that authenticated the user another way (a signed cookie, SCRAM) or that check
     /// it is still what it was (an open KV connection).
     pub fn account(&self, engine: &Engine, name: &str) -> Option<Account> {
-        let epoch = engine.access_epoch().get();
+        let epoch = engine.access_epoch().accounts();
         if let Some(entry) = self.accounts.lock().get(name) {
             if entry.epoch == epoch {
                 return Some(entry.value.clone());

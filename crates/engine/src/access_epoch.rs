@@ -11,20 +11,39 @@
 //!
 //! The epoch moves after the change is durable and visible and before the writer is answered,
 //! so a client that saw its change acknowledged never meets a decision older than it.
+//!
+//! A narrower counter, [`AccessEpoch::accounts`], moves only with the access buckets (their
+//! writes, their creation and removal): what depends on accounts alone (verified passwords)
+//! need not be re-derived when some database's `_security` changes or a database is created.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Debug, Default)]
-pub struct AccessEpoch(AtomicU64);
+pub struct AccessEpoch {
+    all: AtomicU64,
+    accounts: AtomicU64,
+}
 
 impl AccessEpoch {
     /// The current epoch. Read it before reading what a decision depends on.
     pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Acquire)
+        self.all.load(Ordering::Acquire)
     }
 
+    /// The epoch of the access buckets' contents alone (accounts, passwords, roles).
+    pub fn accounts(&self) -> u64 {
+        self.accounts.load(Ordering::Acquire)
+    }
+
+    /// Something other than accounts changed (a security object, a bucket).
     pub(crate) fn advance(&self) {
-        self.0.fetch_add(1, Ordering::AcqRel);
+        self.all.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Accounts changed (a write to an access bucket, or one created or dropped).
+    pub(crate) fn advance_accounts(&self) {
+        self.accounts.fetch_add(1, Ordering::AcqRel);
+        self.all.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -33,10 +52,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn advancing_moves_the_epoch() {
+    fn accounts_move_both_epochs_and_the_rest_only_one() {
         let epoch = AccessEpoch::default();
-        let before = epoch.get();
+        let (all, accounts) = (epoch.get(), epoch.accounts());
         epoch.advance();
-        assert_ne!(epoch.get(), before);
+        assert_ne!(epoch.get(), all);
+        assert_eq!(epoch.accounts(), accounts);
+        let all = epoch.get();
+        epoch.advance_accounts();
+        assert_ne!(epoch.get(), all);
+        assert_ne!(epoch.accounts(), accounts);
     }
 }

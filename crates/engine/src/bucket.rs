@@ -491,7 +491,7 @@ impl Bucket {
             }
         }
         if self.access.writes_move_epoch {
-            self.access.epoch.advance();
+            self.access.epoch.advance_accounts();
         }
         self.changed.send_modify(|version| *version += 1);
         Ok(committed)

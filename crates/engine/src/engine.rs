@@ -117,6 +117,15 @@ impl Engine {
         &self.access_epoch
     }
 
+    /// After bucket `name` was created or dropped.
+    fn advance_epoch_for(&self, name: &str) {
+        if self.access_buckets.iter().any(|bucket| bucket == name) {
+            self.access_epoch.advance_accounts();
+        } else {
+            self.access_epoch.advance();
+        }
+    }
+
     pub fn bucket(&self, name: &str) -> Option<Arc<Bucket>> {
         self.buckets.read().get(name).cloned()
     }
@@ -212,7 +221,7 @@ impl Engine {
         self.buckets
             .write()
             .insert(name.to_string(), Arc::new(bucket));
-        self.access_epoch.advance();
+        self.advance_epoch_for(name);
         Ok(CreateOutcome::Created)
     }
 
@@ -238,7 +247,7 @@ impl Engine {
         }
         self.store.commit(batch).await?;
         self.buckets.write().remove(name);
-        self.access_epoch.advance();
+        self.advance_epoch_for(name);
         Ok(true)
     }
 

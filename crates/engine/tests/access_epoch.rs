@@ -24,9 +24,10 @@ async fn the_epoch_moves_with_users_security_and_buckets_only() {
     engine.create_bucket("data", 2).await.expect("create");
     assert_ne!(epoch(), before, "creating a bucket moves it");
 
+    let accounts = || engine.access_epoch().accounts();
     let users = engine.bucket(USERS_BUCKET).expect("users");
     let data = engine.bucket("data").expect("data");
-    let before = epoch();
+    let (before, accounts_before) = (epoch(), accounts());
     data.kv_mutate(b"doc", store(b"{}")).await.expect("write");
     assert_eq!(epoch(), before, "an ordinary write does not move it");
 
@@ -36,7 +37,9 @@ async fn the_epoch_moves_with_users_security_and_buckets_only() {
         .expect("write");
     let after_user = epoch();
     assert_ne!(after_user, before, "a write to _users moves it");
+    assert_ne!(accounts(), accounts_before, "and the accounts' epoch");
 
+    let accounts_before = accounts();
     data.set_security(serde_json::json!({"members": {"names": ["bob"]}}))
         .await
         .expect("security");
@@ -45,4 +48,9 @@ async fn the_epoch_moves_with_users_security_and_buckets_only() {
 
     assert!(engine.delete_bucket("data").await.expect("delete"));
     assert_ne!(epoch(), after_security, "dropping a bucket moves it");
+    assert_eq!(
+        accounts(),
+        accounts_before,
+        "neither moves the accounts' epoch"
+    );
 }
