@@ -15,12 +15,20 @@ impl UserCtx {
         self.roles.iter().any(|role| role == "_admin")
     }
 
+    /// Who this is, for [`crate::authorize`].
+    pub fn principal(&self) -> crate::Principal<'_> {
+        crate::Principal {
+            name: self.name.as_deref(),
+            server_admin: self.is_admin(),
+        }
+    }
+
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({"name": self.name, "roles": self.roles})
     }
 }
 
-/// Access a user has to one database, from its `_security` object.
+/// Access a user has to one database, from its `_security` object (server admins: `Admin`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum DbAccess {
     None,
@@ -51,10 +59,14 @@ fn listed(section: Option<&serde_json::Value>, user: &UserCtx) -> (bool, bool) {
 }
 
 pub fn db_access(bucket: &Bucket, user: &UserCtx) -> DbAccess {
+    db_access_in(&bucket.security(), user)
+}
+
+/// [`db_access`] from a security object already read.
+pub fn db_access_in(security: &serde_json::Value, user: &UserCtx) -> DbAccess {
     if user.is_admin() {
         return DbAccess::Admin;
     }
-    let security = bucket.security();
     let (_, is_db_admin) = listed(security.get("admins"), user);
     if is_db_admin {
         return DbAccess::Admin;

@@ -2,15 +2,25 @@
 //! accounts in the `_users` database, each bucket's `_security` object, and SCRAM (RFC 5802),
 //! the SASL mechanism the Couchbase SDKs authenticate with.
 //!
+//! Start at `authorize.rs`: the one decision both doors ask for every operation.
+//!
 //! Must not know: HTTP, the KV wire format, storage keys.
 
 mod access;
+mod authorize;
+mod lockout;
 pub mod scram;
 mod users;
 
-pub use access::{db_access, default_security, DbAccess, UserCtx};
+pub use access::{db_access, db_access_in, default_security, DbAccess, UserCtx};
+pub use authorize::{
+    authorize, Decision, Operation, Principal, NOT_DB_ADMIN, NOT_LOGGED_IN, NOT_MEMBER,
+    NOT_SERVER_ADMIN, REPLICATOR_DB,
+};
+pub use lockout::{LockoutConfig, LockoutMode, LOCKED_OUT};
 pub use users::{
-    now_secs, Users, PBKDF2_ITERATIONS_DEFAULT, SCRAM_ITERATIONS, USERS_DB, USER_PREFIX,
+    now_secs, Account, LoginRefused, ServerAdmin, Users, PBKDF2_ITERATIONS_DEFAULT,
+    SCRAM_ITERATIONS, USERS_DB, USER_PREFIX,
 };
 
 /// Equality whose time does not depend on where the inputs differ (for secrets).

@@ -1,8 +1,14 @@
-//! Accounts: server admins (from the configuration, passwords in memory) and `_users`
-//! documents (CouchDB's PBKDF2 fields plus SCRAM secrets, so the KV door can authenticate the
+//! Accounts: server admins (from the configuration, passwords in memory; or generated, kept
+//! hashed in the data directory: docs/format/data-dir.md) and `_users` documents (CouchDB's PBKDF2 fields plus SCRAM secrets, so the KV door can authenticate the
 //! same users without ever storing their passwords).
+//!
+//! What is cached about an account (verified passwords, roles, salts) is stamped with the
+//! engine's accounts epoch (`AccessEpoch::accounts`), read before the account was: a write to
+//! `_users` moves it, so a deleted user, a new role or a new password counts from the next
+//! request on.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use hmac::Hmac;
@@ -12,6 +18,7 @@ use settee_engine::{hex, Engine};
 use sha2::{Digest, Sha256};
 
 use crate::constant_time_eq;
+use crate::lockout::{Lockout, LockoutConfig};
 use crate::scram::{Mechanism, ScramSecret};
 
 pub const USERS_DB: &str = "_users";
@@ -21,91 +28,224 @@ pub const PBKDF2_ITERATIONS_DEFAULT: u32 = 10_000;
 /// PBKDF2 rounds of SCRAM secrets. The client pays them once per connection, so they are
 /// fewer than CouchDB's HTTP password hashing (which the server pays, once per cache miss).
 pub const SCRAM_ITERATIONS: u32 = 10_000;
-/// Verified credentials are cached this long, so PBKDF2 is not paid per request.
+/// Verified credentials are cached this long (and only while the access epoch stands still),
+/// so PBKDF2 is not paid per request.
 const CREDENTIAL_CACHE_TTL: Duration = Duration::from_secs(60);
+/// Most entries in each cache; a full cache is emptied.
 const CREDENTIAL_CACHE_MAX: usize = 10_000;
 
 /// (user name, sha256 of the password given).
 type CredentialKey = (String, [u8; 32]);
 
+/// A user as the doors see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Account {
+    pub name: String,
+    pub roles: Vec<String>,
+    /// The salt of the user's password (CouchDB's `salt`; for server admins from the
+    /// configuration, one derived from the password). A new password brings a new salt, so
+    /// it tells one set of credentials from the next: session cookies are signed with it.
+    pub salt: String,
+}
+
+/// A server admin.
+#[derive(Clone, Debug)]
+pub struct ServerAdmin {
+    name: String,
+    secret: AdminSecret,
+}
+
+#[derive(Clone, Debug)]
+enum AdminSecret {
+    /// From the configuration (`--admin USER:PASSWORD`), in memory only.
+    Password(String),
+    /// Stored hashed, in the fields a `_users` document has (see [`Users::hashed_credentials`]).
+    Hashed(serde_json::Value),
+}
+
+impl ServerAdmin {
+    pub fn with_password(name: &str, password: &str) -> ServerAdmin {
+        ServerAdmin {
+            name: name.to_string(),
+            secret: AdminSecret::Password(password.to_string()),
+        }
+    }
+
+    /// An admin from its stored hashed credentials, if they hold CouchDB's PBKDF2 fields.
+    pub fn from_hashed(name: &str, stored: serde_json::Value) -> Option<ServerAdmin> {
+        for field in ["salt", "derived_key"] {
+            stored.get(field)?.as_str()?;
+        }
+        stored.get("iterations")?.as_u64()?;
+        Some(ServerAdmin {
+            name: name.to_string(),
+            secret: AdminSecret::Hashed(stored),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn account(&self) -> Account {
+        match &self.secret {
+            AdminSecret::Password(password) => admin_account(&self.name, password),
+            AdminSecret::Hashed(stored) => Account {
+                name: self.name.clone(),
+                roles: vec!["_admin".to_string()],
+                salt: salt_of(stored),
+            },
+        }
+    }
+
+    fn verify(&self, password: &str) -> bool {
+        match &self.secret {
+            AdminSecret::Password(expected) => {
+                constant_time_eq(expected.as_bytes(), password.as_bytes())
+            }
+            AdminSecret::Hashed(stored) => pbkdf2_matches(stored, password),
+        }
+    }
+}
+
+/// A cache entry, valid while the access epoch is still `epoch`.
+struct Stamped<T> {
+    value: T,
+    epoch: u64,
+    at: Instant,
+}
+
+/// Why a password login was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoginRefused {
+    /// Unknown user or wrong password (CouchDB: 401 "Name or password is incorrect.").
+    Incorrect,
+    /// Too many recent failures ([`crate::LOCKED_OUT`]; CouchDB: 403), whatever the password.
+    LockedOut,
+}
+
 pub struct Users {
-    admins: Vec<(String, String)>,
+    admins: Vec<ServerAdmin>,
+    /// Failed logins by (client address, user, salt), shared by both doors.
+    lockout: Lockout,
     pub pbkdf2_iterations: u32,
-    /// (name, sha256(password)) -> (roles, verified at).
-    cache: Mutex<HashMap<CredentialKey, (Vec<String>, Instant)>>,
+    /// (name, sha256(password)) -> the account the password opened.
+    verified: Mutex<HashMap<CredentialKey, Stamped<Account>>>,
+    /// name -> account, for callers that authenticated the user another way (cookies).
+    accounts: Mutex<HashMap<String, Stamped<Account>>>,
     /// Admins' SCRAM secrets, derived on first use with a random salt.
     admin_scram: Mutex<HashMap<(String, Mechanism), ScramSecret>>,
 }
 
 impl Users {
-    pub fn new(admins: Vec<(String, String)>, pbkdf2_iterations: u32) -> Users {
+    pub fn new(admins: Vec<ServerAdmin>, pbkdf2_iterations: u32) -> Users {
         Users {
             admins,
             pbkdf2_iterations,
-            cache: Mutex::new(HashMap::new()),
+            lockout: Lockout::new(LockoutConfig::default()),
+            verified: Mutex::new(HashMap::new()),
+            accounts: Mutex::new(HashMap::new()),
             admin_scram: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The first configured server admin (jobs of the node's own `_replicator` run as it).
-    pub fn first_admin(&self) -> Option<String> {
-        self.admins.first().map(|(name, _)| name.clone())
+    /// With `config` for failed logins instead of CouchDB's defaults.
+    pub fn with_lockout(mut self, config: LockoutConfig) -> Users {
+        self.lockout = Lockout::new(config);
+        self
     }
 
-    pub fn is_server_admin(&self, name: &str) -> bool {
-        self.admins.iter().any(|(admin, _)| admin == name)
-    }
-
-    /// The roles of `name` if `password` is right.
-    pub fn verify_password(
+    /// A password login from `peer` (HTTP Basic, `POST /_session`, SASL PLAIN), counted by the
+    /// failed-login lockout (`lockout.rs`): a locked-out user is refused before the password
+    /// is looked at, as CouchDB does.
+    pub fn login(
         &self,
         engine: &Engine,
         name: &str,
         password: &str,
-    ) -> Option<Vec<String>> {
-        let fingerprint: [u8; 32] = Sha256::digest(password.as_bytes()).into();
-        let cache_key = (name.to_string(), fingerprint);
-        if let Some((roles, at)) = self.cache.lock().get(&cache_key) {
-            if at.elapsed() < CREDENTIAL_CACHE_TTL {
-                return Some(roles.clone());
+        peer: Option<IpAddr>,
+    ) -> Result<Account, LoginRefused> {
+        if self.is_locked_out(engine, name, peer) {
+            return Err(LoginRefused::LockedOut);
+        }
+        match self.verify_password(engine, name, password) {
+            Some(account) => Ok(account),
+            None => {
+                self.login_failed(engine, name, peer);
+                Err(LoginRefused::Incorrect)
             }
         }
-        let roles = self.verify_uncached(engine, name, password)?;
-        let mut cache = self.cache.lock();
-        if cache.len() >= CREDENTIAL_CACHE_MAX {
-            cache.clear();
-        }
-        cache.insert(cache_key, (roles.clone(), Instant::now()));
-        Some(roles)
     }
 
-    fn verify_uncached(&self, engine: &Engine, name: &str, password: &str) -> Option<Vec<String>> {
-        if let Some((_, expected)) = self.admins.iter().find(|(admin, _)| admin == name) {
-            return constant_time_eq(expected.as_bytes(), password.as_bytes())
-                .then(|| vec!["_admin".to_string()]);
+    /// Whether logins of `name` from `peer` are refused for now (for SCRAM, which learns the
+    /// name at its first message and the verdict at its last).
+    pub fn is_locked_out(&self, engine: &Engine, name: &str, peer: Option<IpAddr>) -> bool {
+        if !self.lockout.may_refuse() {
+            return false;
+        }
+        self.account(engine, name)
+            .is_some_and(|account| self.lockout.is_locked_out(peer, name, &account.salt))
+    }
+
+    /// Counts a failed login of `name` from `peer` (unknown users are not counted).
+    pub fn login_failed(&self, engine: &Engine, name: &str, peer: Option<IpAddr>) {
+        if let Some(account) = self.account(engine, name) {
+            self.lockout.record_failure(peer, name, &account.salt);
+        }
+    }
+
+    pub fn is_server_admin(&self, name: &str) -> bool {
+        self.admin(name).is_some()
+    }
+
+    fn admin(&self, name: &str) -> Option<&ServerAdmin> {
+        self.admins.iter().find(|admin| admin.name == name)
+    }
+
+    /// The account of `name` if `password` is right.
+    pub fn verify_password(&self, engine: &Engine, name: &str, password: &str) -> Option<Account> {
+        let epoch = engine.access_epoch().accounts();
+        let fingerprint: [u8; 32] = Sha256::digest(password.as_bytes()).into();
+        let cache_key = (name.to_string(), fingerprint);
+        if let Some(entry) = self.verified.lock().get(&cache_key) {
+            if entry.epoch == epoch && entry.at.elapsed() < CREDENTIAL_CACHE_TTL {
+                return Some(entry.value.clone());
+            }
+        }
+        let account = self.verify_uncached(engine, name, password)?;
+        remember(&self.verified, cache_key, &account, epoch);
+        Some(account)
+    }
+
+    fn verify_uncached(&self, engine: &Engine, name: &str, password: &str) -> Option<Account> {
+        if let Some(admin) = self.admin(name) {
+            return admin.verify(password).then(|| admin.account());
         }
         let user = user_doc(engine, name)?;
-        let salt = user.get("salt")?.as_str()?;
-        let derived = user.get("derived_key")?.as_str()?;
-        let iterations = user.get("iterations")?.as_u64()? as u32;
-        let prf = user
-            .get("pbkdf2_prf")
-            .and_then(|value| value.as_str())
-            .unwrap_or("sha1");
-        let computed = derive_key(password, salt, iterations, prf)?;
-        if !constant_time_eq(computed.as_bytes(), derived.as_bytes()) {
-            return None;
-        }
-        Some(roles_of(&user))
+        pbkdf2_matches(&user, password).then(|| user_account(name, &user))
     }
 
-    /// The roles of an existing user (admin or `_users` account), without a password check:
-    /// for callers that authenticated the user another way (a signed cookie, SCRAM).
-    pub fn roles(&self, engine: &Engine, name: &str) -> Option<Vec<String>> {
-        if self.is_server_admin(name) {
-            return Some(vec!["_admin".to_string()]);
+    /// The account of an existing user (admin or `_users`), without a password check: for
+    /// callers that authenticated the user another way (a signed cookie, SCRAM) or that check
+    /// it is still what it was (an open KV connection).
+    pub fn account(&self, engine: &Engine, name: &str) -> Option<Account> {
+        let epoch = engine.access_epoch().accounts();
+        if let Some(entry) = self.accounts.lock().get(name) {
+            if entry.epoch == epoch {
+                return Some(entry.value.clone());
+            }
         }
-        user_doc(engine, name).map(|user| roles_of(&user))
+        let account = match self.admin(name) {
+            Some(admin) => admin.account(),
+            None => user_account(name, &user_doc(engine, name)?),
+        };
+        remember(&self.accounts, name.to_string(), &account, epoch);
+        Some(account)
+    }
+
+    /// The roles of an existing user (admin or `_users` account), without a password check.
+    pub fn roles(&self, engine: &Engine, name: &str) -> Option<Vec<String>> {
+        self.account(engine, name).map(|account| account.roles)
     }
 
     /// The SCRAM secret of `name` for `mechanism`, if the user exists and has one (accounts
@@ -116,22 +256,38 @@ impl Users {
         name: &str,
         mechanism: Mechanism,
     ) -> Option<ScramSecret> {
-        if let Some((_, password)) = self.admins.iter().find(|(admin, _)| admin == name) {
-            let mut cache = self.admin_scram.lock();
-            let secret = cache
-                .entry((name.to_string(), mechanism))
-                .or_insert_with(|| {
-                    ScramSecret::derive(
-                        mechanism,
-                        password,
-                        &ScramSecret::random_salt(),
-                        SCRAM_ITERATIONS,
-                    )
-                });
-            return Some(secret.clone());
+        match self.admin(name).map(|admin| &admin.secret) {
+            Some(AdminSecret::Password(password)) => {
+                let mut cache = self.admin_scram.lock();
+                let secret = cache
+                    .entry((name.to_string(), mechanism))
+                    .or_insert_with(|| {
+                        ScramSecret::derive(
+                            mechanism,
+                            password,
+                            &ScramSecret::random_salt(),
+                            SCRAM_ITERATIONS,
+                        )
+                    });
+                return Some(secret.clone());
+            }
+            Some(AdminSecret::Hashed(stored)) => {
+                return ScramSecret::from_json(stored.get("scram")?.get(mechanism.field())?)
+            }
+            None => {}
         }
         let user = user_doc(engine, name)?;
         ScramSecret::from_json(user.get("scram")?.get(mechanism.field())?)
+    }
+
+    /// The stored form of a server admin's password (docs/format/data-dir.md): the fields a
+    /// `_users` document gets, never the password.
+    pub fn hashed_credentials(&self, name: &str, password: &str) -> serde_json::Value {
+        let mut fields = serde_json::Map::new();
+        fields.insert("name".into(), name.into());
+        fields.insert("password".into(), password.into());
+        self.hash_user_password(&mut fields);
+        serde_json::Value::Object(fields)
     }
 
     /// Replaces a plain `password` in a `_users` document by CouchDB's PBKDF2 fields and the
@@ -164,10 +320,74 @@ impl Users {
             scram.insert(mechanism.field().into(), secret.to_json());
         }
         user.insert("scram".into(), scram.into());
-        self.cache.lock().retain(|(name, _), _| {
-            Some(name.as_str()) != user.get("name").and_then(|value| value.as_str())
-        });
     }
+}
+
+/// Caches `account` under `key`, stamped with `epoch` (the epoch read before the account was).
+fn remember<K: std::hash::Hash + Eq>(
+    cache: &Mutex<HashMap<K, Stamped<Account>>>,
+    key: K,
+    account: &Account,
+    epoch: u64,
+) {
+    let mut cache = cache.lock();
+    if cache.len() >= CREDENTIAL_CACHE_MAX {
+        cache.clear();
+    }
+    cache.insert(
+        key,
+        Stamped {
+            value: account.clone(),
+            epoch,
+            at: Instant::now(),
+        },
+    );
+}
+
+/// A configured server admin's account. Its salt is derived from the password, so it is the
+/// same after a restart (cookies stay valid) and changes with the password (they do not).
+fn admin_account(name: &str, password: &str) -> Account {
+    let digest = Sha256::digest(format!("settee admin salt\0{name}\0{password}").as_bytes());
+    Account {
+        name: name.to_string(),
+        roles: vec!["_admin".to_string()],
+        salt: hex(&digest[..16]),
+    }
+}
+
+fn user_account(name: &str, user: &serde_json::Value) -> Account {
+    Account {
+        name: name.to_string(),
+        roles: roles_of(user),
+        salt: salt_of(user),
+    }
+}
+
+fn salt_of(stored: &serde_json::Value) -> String {
+    stored
+        .get("salt")
+        .and_then(|salt| salt.as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Whether `password` matches CouchDB's PBKDF2 fields in `stored` (a `_users` document or a
+/// stored admin).
+fn pbkdf2_matches(stored: &serde_json::Value, password: &str) -> bool {
+    let field = |name: &str| stored.get(name).and_then(|value| value.as_str());
+    let (Some(salt), Some(derived)) = (field("salt"), field("derived_key")) else {
+        return false;
+    };
+    let Some(iterations) = stored
+        .get("iterations")
+        .and_then(|value| value.as_u64())
+        .and_then(|iterations| u32::try_from(iterations).ok())
+    else {
+        return false;
+    };
+    let prf = field("pbkdf2_prf").unwrap_or("sha1");
+    derive_key(password, salt, iterations, prf)
+        .is_some_and(|computed| constant_time_eq(computed.as_bytes(), derived.as_bytes()))
 }
 
 pub fn now_secs() -> u64 {
@@ -237,6 +457,33 @@ mod tests {
             derive_key("password", "salt", 2, "sha1").unwrap(),
             "ea6c014dc72d6f8ccd1ed92ace1d41f0d8de8957"
         );
+    }
+
+    #[test]
+    fn a_hashed_admin_verifies_and_keeps_no_password() {
+        let users = Users::new(Vec::new(), 10);
+        let stored = users.hashed_credentials("root", "s3cret");
+        assert!(!stored.to_string().contains("s3cret"));
+        let admin = ServerAdmin::from_hashed("root", stored.clone()).unwrap();
+        assert!(admin.verify("s3cret"));
+        assert!(!admin.verify("wrong"));
+        assert_eq!(admin.account().salt, stored["salt"].as_str().unwrap());
+        assert!(ServerAdmin::from_hashed("root", serde_json::json!({"salt": "x"})).is_none());
+        let users = Users::new(vec![admin], 10);
+        let dir = std::env::temp_dir().join(format!("settee-auth-{}", std::process::id()));
+        let engine = Engine::open(&dir, Default::default()).unwrap();
+        assert_eq!(
+            users
+                .verify_password(&engine, "root", "s3cret")
+                .unwrap()
+                .roles,
+            vec!["_admin".to_string()]
+        );
+        assert!(users
+            .scram_secret(&engine, "root", Mechanism::Sha256)
+            .is_some());
+        drop(engine);
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

@@ -17,6 +17,7 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use settee_storage::{Batch, Cf, Store};
 
+use crate::access_epoch::AccessEpoch;
 use crate::clock::{Clock, Hlc};
 use crate::error::EngineError;
 use crate::key_locks::{KeyGuard, KeyLocks};
@@ -150,6 +151,9 @@ pub struct Bucket {
     pub(crate) revs_limit: RwLock<u32>,
     /// Rarely written (PUT _security); read on every authorised request.
     security: RwLock<serde_json::Value>,
+    /// The node's access epoch, moved by `set_security` and, for access buckets, by every
+    /// committed write.
+    access: BucketAccess,
     /// Set when the bucket is deleted, so stale handles refuse to write.
     pub(crate) dropped: std::sync::atomic::AtomicBool,
     /// Purges so far (CouchDB `purge_seq`); written only by `purge`, which holds `purge_lock`
@@ -164,6 +168,13 @@ pub struct Bucket {
     pub(crate) kv_lock_count: std::sync::atomic::AtomicUsize,
 }
 
+/// How a bucket takes part in the node's access epoch.
+pub(crate) struct BucketAccess {
+    pub epoch: Arc<AccessEpoch>,
+    /// Whether its documents decide access (`EngineOptions::access_buckets`).
+    pub writes_move_epoch: bool,
+}
+
 impl Bucket {
     pub(crate) fn load(
         store: Arc<Store>,
@@ -171,6 +182,7 @@ impl Bucket {
         hlc: Arc<Hlc>,
         id: u32,
         config: BucketConfig,
+        access: BucketAccess,
     ) -> Result<Bucket, EngineError> {
         let mut vb_states = Vec::with_capacity(config.vbuckets as usize);
         for vbucket in 0..config.vbuckets {
@@ -222,6 +234,7 @@ impl Bucket {
             changed,
             revs_limit: RwLock::new(config.revs_limit),
             security: RwLock::new(security),
+            access,
             dropped: std::sync::atomic::AtomicBool::new(false),
             purge_seq: std::sync::atomic::AtomicU64::new(purge_seq),
             purge_lock: tokio::sync::Mutex::new(()),
@@ -344,6 +357,7 @@ impl Bucket {
         );
         self.store.commit(batch).await?;
         *self.security.write() = security;
+        self.access.epoch.advance();
         Ok(())
     }
 
@@ -475,6 +489,9 @@ impl Bucket {
                 self.visible_high[write.vbucket as usize]
                     .fetch_max(done.seqno, std::sync::atomic::Ordering::AcqRel);
             }
+        }
+        if self.access.writes_move_epoch {
+            self.access.epoch.advance_accounts();
         }
         self.changed.send_modify(|version| *version += 1);
         Ok(committed)

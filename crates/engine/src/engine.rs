@@ -8,7 +8,8 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use settee_storage::{Batch, Cf, Store, StoreOptions};
 
-use crate::bucket::{Bucket, BucketConfig};
+use crate::access_epoch::AccessEpoch;
+use crate::bucket::{Bucket, BucketAccess, BucketConfig};
 use crate::clock::{Clock, Hlc, SystemClock};
 use crate::error::EngineError;
 use crate::keys;
@@ -17,10 +18,17 @@ use crate::vbucket::VBUCKETS_MAX;
 /// CouchDB's default `_revs_limit`.
 pub const REVS_LIMIT_DEFAULT: u32 = 1000;
 
+/// The bucket whose documents are the node's accounts (CouchDB's users database): a write to it
+/// moves the [`AccessEpoch`].
+pub const USERS_BUCKET: &str = "_users";
+
 #[derive(Clone)]
 pub struct EngineOptions {
     pub store: StoreOptions,
     pub clock: Arc<dyn Clock>,
+    /// Buckets whose committed writes move the [`AccessEpoch`] (their documents decide who
+    /// may do what).
+    pub access_buckets: Vec<String>,
 }
 
 impl Default for EngineOptions {
@@ -28,6 +36,7 @@ impl Default for EngineOptions {
         EngineOptions {
             store: StoreOptions::default(),
             clock: Arc::new(SystemClock),
+            access_buckets: vec![USERS_BUCKET.to_string()],
         }
     }
 }
@@ -46,6 +55,10 @@ pub struct Engine {
     buckets: RwLock<BTreeMap<String, Arc<Bucket>>>,
     /// Serialises create/delete so bucket ids and names are assigned one at a time.
     admin: tokio::sync::Mutex<()>,
+    /// Moves when access decisions may have changed (`access_epoch.rs`); shared with every
+    /// bucket.
+    access_epoch: Arc<AccessEpoch>,
+    access_buckets: Vec<String>,
 }
 
 impl Engine {
@@ -55,6 +68,7 @@ impl Engine {
         let mut buckets = BTreeMap::new();
         let prefix = keys::meta::BUCKET_NAME_PREFIX;
         let upper = keys::prefix_end(prefix);
+        let access_epoch = Arc::new(AccessEpoch::default());
         let mut found = Vec::new();
         for item in store.scan(Cf::Meta, prefix, &upper, false) {
             let (key, value) = item?;
@@ -73,12 +87,17 @@ impl Engine {
                 .ok_or_else(|| EngineError::Corrupt(format!("bucket {name} has no config")))?;
             let config: BucketConfig = serde_json::from_slice(&raw)
                 .map_err(|error| EngineError::Corrupt(format!("bucket config: {error}")))?;
+            let access = BucketAccess {
+                epoch: access_epoch.clone(),
+                writes_move_epoch: options.access_buckets.contains(&name),
+            };
             let bucket = Bucket::load(
                 store.clone(),
                 options.clock.clone(),
                 hlc.clone(),
                 id,
                 config,
+                access,
             )?;
             buckets.insert(name, Arc::new(bucket));
         }
@@ -88,7 +107,23 @@ impl Engine {
             hlc,
             buckets: RwLock::new(buckets),
             admin: tokio::sync::Mutex::new(()),
+            access_epoch,
+            access_buckets: options.access_buckets,
         })
+    }
+
+    /// Moves whenever access decisions may have changed (see `access_epoch.rs`).
+    pub fn access_epoch(&self) -> &AccessEpoch {
+        &self.access_epoch
+    }
+
+    /// After bucket `name` was created or dropped.
+    fn advance_epoch_for(&self, name: &str) {
+        if self.access_buckets.iter().any(|bucket| bucket == name) {
+            self.access_epoch.advance_accounts();
+        } else {
+            self.access_epoch.advance();
+        }
     }
 
     pub fn bucket(&self, name: &str) -> Option<Arc<Bucket>> {
@@ -171,16 +206,22 @@ impl Engine {
             serde_json::to_vec(&config).unwrap_or_default(),
         );
         self.store.commit(batch).await?;
+        let access = BucketAccess {
+            epoch: self.access_epoch.clone(),
+            writes_move_epoch: self.access_buckets.iter().any(|bucket| bucket == name),
+        };
         let bucket = Bucket::load(
             self.store.clone(),
             self.clock.clone(),
             self.hlc.clone(),
             id,
             config,
+            access,
         )?;
         self.buckets
             .write()
             .insert(name.to_string(), Arc::new(bucket));
+        self.advance_epoch_for(name);
         Ok(CreateOutcome::Created)
     }
 
@@ -206,6 +247,7 @@ impl Engine {
         }
         self.store.commit(batch).await?;
         self.buckets.write().remove(name);
+        self.advance_epoch_for(name);
         Ok(true)
     }
 

@@ -12,6 +12,7 @@
 //! `docs/format/document.md`.
 #![deny(clippy::unwrap_used)]
 
+mod access_epoch;
 mod bucket;
 mod changes;
 pub mod clock;
@@ -31,9 +32,10 @@ pub mod vattr;
 pub mod vbucket;
 mod xattrs;
 
+pub use access_epoch::AccessEpoch;
 pub use bucket::{Bucket, BucketConfig, Committed, VbState, KEY_BYTES_MAX};
 pub use changes::{ChangeCursor, ChangeEntry};
-pub use engine::{CreateOutcome, Engine, EngineOptions, REVS_LIMIT_DEFAULT};
+pub use engine::{CreateOutcome, Engine, EngineOptions, REVS_LIMIT_DEFAULT, USERS_BUCKET};
 pub use error::EngineError;
 pub use kv::{
     is_json, KvMeta, KvMutation, KvOutcome, KvRef, KvValue, LockOutcome, StoreMode, UnlockOutcome,

@@ -2,6 +2,7 @@
 //! into CouchDB's 401/403. Accounts and `_security` decisions live in `settee-auth`, shared with
 //! the KV door.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use base64::engine::general_purpose::{STANDARD as BASE64, URL_SAFE_NO_PAD};
@@ -13,7 +14,8 @@ use sha2::Sha256;
 
 use settee_auth::constant_time_eq;
 pub use settee_auth::{
-    db_access, default_security, now_secs, DbAccess, UserCtx, Users, USERS_DB, USER_PREFIX,
+    db_access, default_security, now_secs, DbAccess, Operation, UserCtx, Users, REPLICATOR_DB,
+    USERS_DB, USER_PREFIX,
 };
 
 use crate::error::{ApiError, ApiResult};
@@ -33,8 +35,14 @@ impl Auth {
         }
     }
 
-    /// Who is asking: anonymous without credentials, an error for wrong ones.
-    pub fn authenticate(&self, headers: &HeaderMap, engine: &Engine) -> ApiResult<UserCtx> {
+    /// Who is asking: anonymous without credentials, an error for wrong ones (or for a user
+    /// locked out after failed logins from `peer`).
+    pub fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        engine: &Engine,
+        peer: Option<IpAddr>,
+    ) -> ApiResult<UserCtx> {
         if let Some(value) = headers
             .get(hyper::header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
@@ -49,21 +57,19 @@ impl Auth {
                     .and_then(|bytes| String::from_utf8(bytes).ok())
                     .ok_or_else(bad_credentials)?;
                 let (name, password) = decoded.split_once(':').ok_or_else(bad_credentials)?;
-                let roles = self
-                    .verify_password(engine, name, password)
-                    .ok_or_else(bad_credentials)?;
+                let account = self.login(engine, name, password, peer)?;
                 return Ok(UserCtx {
-                    name: Some(name.to_string()),
-                    roles,
+                    name: Some(account.name),
+                    roles: account.roles,
                     authenticated: Some("default"),
                 });
             }
         }
         if let Some(session) = cookie(headers, "AuthSession") {
-            if let Some((name, roles)) = self.verify_cookie(engine, session) {
+            if let Some(account) = self.verify_cookie(engine, session) {
                 return Ok(UserCtx {
-                    name: Some(name),
-                    roles,
+                    name: Some(account.name),
+                    roles: account.roles,
                     authenticated: Some("cookie"),
                 });
             }
@@ -71,43 +77,66 @@ impl Auth {
         Ok(UserCtx::default())
     }
 
-    /// The roles of `name` if `password` is right.
-    pub fn verify_password(
+    /// A password login (Basic, `POST /_session`) from `peer`: CouchDB's 401 for a wrong
+    /// name or password, its 403 for a user locked out after repeated failures.
+    pub fn login(
         &self,
         engine: &Engine,
         name: &str,
         password: &str,
-    ) -> Option<Vec<String>> {
-        self.users.verify_password(engine, name, password)
+        peer: Option<IpAddr>,
+    ) -> ApiResult<settee_auth::Account> {
+        self.users
+            .login(engine, name, password, peer)
+            .map_err(|refused| match refused {
+                settee_auth::LoginRefused::Incorrect => bad_credentials(),
+                settee_auth::LoginRefused::LockedOut => {
+                    ApiError::Forbidden(settee_auth::LOCKED_OUT.into())
+                }
+            })
     }
 
-    /// `AuthSession` cookie value for `name`: base64url("name:hextime:hmac").
-    pub fn make_cookie(&self, name: &str, now_secs: u64) -> String {
-        let payload = format!("{name}:{now_secs:X}");
-        let signature = self.sign(&payload);
+    /// `AuthSession` cookie value for `account`: base64url("name:hextime:hmac"). As in
+    /// CouchDB, the key is the server secret followed by the user's salt, so a new password
+    /// (a new salt) or a deleted account makes every earlier cookie worthless.
+    pub fn make_cookie(&self, account: &settee_auth::Account, now_secs: u64) -> String {
+        let payload = format!("{}:{now_secs:X}", account.name);
+        let signature = self.sign(&payload, &account.salt);
         URL_SAFE_NO_PAD.encode(format!("{payload}:{signature}"))
     }
 
-    fn sign(&self, payload: &str) -> String {
-        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&self.secret) else {
+    /// A cookie for the existing user `name`, if there is one.
+    pub fn cookie_for(&self, engine: &Engine, name: &str, now_secs: u64) -> Option<String> {
+        let account = self.users.account(engine, name)?;
+        Some(self.make_cookie(&account, now_secs))
+    }
+
+    fn sign(&self, payload: &str, salt: &str) -> String {
+        let mut key = self.secret.clone();
+        key.extend_from_slice(salt.as_bytes());
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&key) else {
             return String::new();
         };
         mac.update(payload.as_bytes());
         hex(&mac.finalize().into_bytes())
     }
 
-    fn verify_cookie(&self, engine: &Engine, value: &str) -> Option<(String, Vec<String>)> {
+    fn verify_cookie(&self, engine: &Engine, value: &str) -> Option<settee_auth::Account> {
         let decoded = String::from_utf8(URL_SAFE_NO_PAD.decode(value).ok()?).ok()?;
         let (payload, signature) = decoded.rsplit_once(':')?;
-        if !constant_time_eq(self.sign(payload).as_bytes(), signature.as_bytes()) {
-            return None;
-        }
         let (name, time_hex) = payload.rsplit_once(':')?;
         let issued = u64::from_str_radix(time_hex, 16).ok()?;
         if now_secs().saturating_sub(issued) > self.session_timeout_secs {
             return None;
         }
-        Some((name.to_string(), self.users.roles(engine, name)?))
+        let account = self.users.account(engine, name)?;
+        if !constant_time_eq(
+            self.sign(payload, &account.salt).as_bytes(),
+            signature.as_bytes(),
+        ) {
+            return None;
+        }
+        Some(account)
     }
 
     /// Replaces a plain `password` in a `_users` document by the stored secrets.
@@ -131,28 +160,34 @@ pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, value)| value)
 }
 
-/// The error for a user without the access a request needs, CouchDB style: 401 for anonymous
-/// users (they may log in), 403 for authenticated ones.
-pub fn require_db_access(bucket: &Bucket, user: &UserCtx, needed: DbAccess) -> ApiResult<()> {
-    if db_access(bucket, user) >= needed {
-        return Ok(());
-    }
-    if user.name.is_none() {
-        return Err(ApiError::Unauthorized(
-            "You are not authorized to access this db.".into(),
-        ));
-    }
-    Err(ApiError::Forbidden(match needed {
-        DbAccess::Admin => "You are not a db or server admin.".into(),
-        _ => "You are not allowed to access this db.".into(),
-    }))
+/// Asks the node's one authorisation decision (`settee_auth::authorize`, which the KV door
+/// asks too) whether `user` may do `operation` on `bucket`; refusals become CouchDB's 401 for
+/// anonymous users (they may log in) and 403 for authenticated ones.
+pub fn require(bucket: &Bucket, user: &UserCtx, operation: Operation<'_>) -> ApiResult<()> {
+    let access = db_access(bucket, user);
+    decision_result(settee_auth::authorize(
+        user.principal(),
+        access,
+        bucket.name(),
+        operation,
+    ))
 }
 
+/// Node-wide operations: server admins only.
 pub fn require_admin(user: &UserCtx) -> ApiResult<()> {
-    if user.is_admin() {
-        Ok(())
-    } else {
-        Err(ApiError::not_admin())
+    decision_result(settee_auth::authorize(
+        user.principal(),
+        DbAccess::None,
+        "",
+        Operation::AdminServer,
+    ))
+}
+
+fn decision_result(decision: settee_auth::Decision) -> ApiResult<()> {
+    match decision {
+        settee_auth::Decision::Allowed => Ok(()),
+        settee_auth::Decision::Unauthorized(reason) => Err(ApiError::Unauthorized(reason.into())),
+        settee_auth::Decision::Forbidden(reason) => Err(ApiError::Forbidden(reason.into())),
     }
 }
 
@@ -161,16 +196,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cookies_verify_only_with_the_secret() {
-        let users = Arc::new(Users::new(vec![("admin".into(), "pw".into())], 10));
+    fn cookies_verify_only_with_the_secret_and_the_same_password() {
+        let users = Arc::new(Users::new(
+            vec![settee_auth::ServerAdmin::with_password("admin", "pw")],
+            10,
+        ));
         let auth = Auth::new(users.clone(), b"secret".to_vec(), 600);
         let other = Auth::new(users, b"other".to_vec(), 600);
-        let value = auth.make_cookie("admin", now_secs());
         let dir = tempfile::tempdir().expect("dir");
         let engine = Engine::open(dir.path(), Default::default()).expect("engine");
+        let value = auth
+            .cookie_for(&engine, "admin", now_secs())
+            .expect("cookie");
         assert!(auth.verify_cookie(&engine, &value).is_some());
         assert!(other.verify_cookie(&engine, &value).is_none());
-        let old = auth.make_cookie("admin", now_secs() - 601);
+        let old = auth
+            .cookie_for(&engine, "admin", now_secs() - 601)
+            .expect("cookie");
         assert!(auth.verify_cookie(&engine, &old).is_none());
+        // The same admin name with another password (a restart with a new --admin).
+        let changed = Arc::new(Users::new(
+            vec![settee_auth::ServerAdmin::with_password("admin", "new")],
+            10,
+        ));
+        let after_restart = Auth::new(changed, b"secret".to_vec(), 600);
+        assert!(after_restart.verify_cookie(&engine, &value).is_none());
+        assert!(auth.cookie_for(&engine, "nobody", now_secs()).is_none());
     }
 }

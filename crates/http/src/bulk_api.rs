@@ -9,13 +9,14 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use settee_engine::{Bucket, DocUpdate, RevId, ScanRange, UpdateOutcome};
 
-use crate::auth::{require_db_access, DbAccess, USERS_DB};
+use crate::auth::{require, Operation, REPLICATOR_DB, USERS_DB};
 use crate::couch_doc::{parse_doc, parse_rev, render_doc, RenderOptions};
 use crate::db_api::open;
 use crate::doc_api::{
     attachment_fetcher, prepare_user_doc, read_doc, render_options, validate_doc_id,
 };
 use crate::error::{ApiError, ApiResult};
+use crate::replicator_docs::prepare_replicator_doc;
 use crate::request::{check_json_limits, Req};
 use crate::response::{channel_body, json, json_bytes, json_string, HttpResponse};
 use crate::router::not_allowed;
@@ -44,7 +45,7 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, DbAccess::Member)?;
+    let bucket = open(state, req, db, Operation::ReadDb)?;
     req.require_json_content_type()?;
     let bytes = req.body_bytes(state.config.max_request_size_bytes).await?;
     check_json_limits(&bytes, state.config.max_json_depth)?;
@@ -117,14 +118,15 @@ fn prepare_bulk_doc(
             "_local documents cannot be written through _bulk_docs here".into(),
         )));
     }
-    if id.starts_with("_design/") {
-        require_db_access(bucket, &req.user, DbAccess::Admin).map_err(fail)?;
-        if !doc.deleted {
-            crate::view_api::check_design_fields(&id, &doc.body).map_err(fail)?;
-        }
+    require(bucket, &req.user, Operation::WriteDoc(id.as_bytes())).map_err(fail)?;
+    if id.starts_with("_design/") && !doc.deleted {
+        crate::view_api::check_design_fields(&id, &doc.body).map_err(fail)?;
     }
     if bucket.name() == USERS_DB {
         prepare_user_doc(state, &req.user, &id, &mut doc).map_err(fail)?;
+    }
+    if bucket.name() == REPLICATOR_DB {
+        prepare_replicator_doc(bucket, &req.user, &id, &mut doc).map_err(fail)?;
     }
     let history = match (&doc.revisions, &doc.rev) {
         (Some(history), _) => history.clone(),
@@ -151,7 +153,7 @@ pub async fn bulk_get(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<H
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, DbAccess::Member)?;
+    let bucket = open(state, req, db, Operation::ReadDb)?;
     let body = req.json_body_within(&state.config).await?;
     let docs = body
         .get("docs")
@@ -261,7 +263,7 @@ pub async fn all_docs(
     db: &str,
     set: DocSet,
 ) -> ApiResult<HttpResponse> {
-    let bucket = open(state, req, db, DbAccess::Member)?;
+    let bucket = open(state, req, db, Operation::ReadDb)?;
     let keys = match req.method {
         Method::GET | Method::HEAD => req.json_param("keys")?,
         Method::POST => {
@@ -530,7 +532,7 @@ async fn revs_body(state: &HttpState, req: &mut Req) -> ApiResult<Vec<(String, V
 }
 
 pub async fn revs_diff(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
-    let bucket = open(state, req, db, DbAccess::Member)?;
+    let bucket = open(state, req, db, Operation::ReadDb)?;
     let requests = revs_body(state, req).await?;
     let mut out = serde_json::Map::new();
     for (id, revs) in requests {
@@ -555,7 +557,7 @@ pub async fn revs_diff(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
 }
 
 pub async fn missing_revs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
-    let bucket = open(state, req, db, DbAccess::Member)?;
+    let bucket = open(state, req, db, Operation::ReadDb)?;
     let requests = revs_body(state, req).await?;
     let mut out = serde_json::Map::new();
     for (id, revs) in requests {

@@ -19,7 +19,7 @@ use serde_json::Value;
 use settee_engine::{Bucket, ChangeEntry, SeqVector};
 use tokio::sync::mpsc;
 
-use crate::auth::DbAccess;
+use crate::auth::Operation;
 use crate::couch_doc::{render_doc, RenderOptions};
 use crate::db_api::open;
 use crate::doc_api::attachment_fetcher;
@@ -83,7 +83,7 @@ pub async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Ht
         }
         _ => return Err(not_allowed("GET,HEAD,POST")),
     };
-    let bucket = open(state, req, db, DbAccess::Member)?;
+    let bucket = open(state, req, db, Operation::ReadDb)?;
     let options = feed_options(state, req, &bucket, &body)?;
     let since = match req.param("since").or(req.header("last-event-id")) {
         None => SeqVector::zero(bucket.vbuckets()),

@@ -7,7 +7,7 @@ use hyper::{Method, StatusCode};
 use serde_json::json;
 use settee_engine::{Bucket, CreateOutcome};
 
-use crate::auth::{default_security, require_admin, require_db_access, DbAccess};
+use crate::auth::{default_security, require, require_admin, Operation};
 use crate::couch_doc::parse_rev;
 use crate::error::{ApiError, ApiResult};
 use crate::request::Req;
@@ -44,10 +44,15 @@ pub fn bucket(state: &HttpState, db: &str) -> ApiResult<Arc<Bucket>> {
     state.engine.bucket(db).ok_or_else(ApiError::db_not_found)
 }
 
-/// The bucket, after checking the user may access it at `needed` level.
-pub fn open(state: &HttpState, req: &Req, db: &str, needed: DbAccess) -> ApiResult<Arc<Bucket>> {
+/// The bucket, after checking the user may do `operation` there.
+pub fn open(
+    state: &HttpState,
+    req: &Req,
+    db: &str,
+    operation: Operation<'_>,
+) -> ApiResult<Arc<Bucket>> {
     let bucket = bucket(state, db)?;
-    require_db_access(&bucket, &req.user, needed)?;
+    require(&bucket, &req.user, operation)?;
     Ok(bucket)
 }
 
@@ -75,7 +80,7 @@ pub fn db_info(bucket: &Bucket) -> serde_json::Value {
 pub async fn database(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
     match req.method {
         Method::GET | Method::HEAD => {
-            let bucket = open(state, req, db, DbAccess::Member)?;
+            let bucket = open(state, req, db, Operation::ReadDb)?;
             Ok(json(StatusCode::OK, &db_info(&bucket)))
         }
         Method::PUT => create(state, req, db).await,
@@ -131,11 +136,11 @@ pub async fn create_db(state: &HttpState, db: &str, vbuckets: u16) -> ApiResult<
 pub async fn security(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
     match req.method {
         Method::GET | Method::HEAD => {
-            let bucket = open(state, req, db, DbAccess::Member)?;
+            let bucket = open(state, req, db, Operation::ReadSecurity)?;
             Ok(json(StatusCode::OK, &bucket.security()))
         }
         Method::PUT => {
-            let bucket = open(state, req, db, DbAccess::Admin)?;
+            let bucket = open(state, req, db, Operation::WriteSecurity)?;
             let body = req.json_body_within(&state.config).await?;
             validate_security(&body)?;
             bucket.set_security(body).await?;
@@ -174,11 +179,11 @@ fn validate_security(body: &serde_json::Value) -> ApiResult<()> {
 pub async fn revs_limit(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
     match req.method {
         Method::GET | Method::HEAD => {
-            let bucket = open(state, req, db, DbAccess::Member)?;
+            let bucket = open(state, req, db, Operation::ReadDb)?;
             Ok(json(StatusCode::OK, &json!(bucket.revs_limit())))
         }
         Method::PUT => {
-            let bucket = open(state, req, db, DbAccess::Admin)?;
+            let bucket = open(state, req, db, Operation::AdminDb)?;
             let body = req.json_body_within(&state.config).await?;
             let limit = body
                 .as_u64()
@@ -195,7 +200,7 @@ pub async fn compact(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Ht
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, DbAccess::Admin)?;
+    let bucket = open(state, req, db, Operation::AdminDb)?;
     req.require_json_content_type()?;
     // CouchDB answers 202 at once and compacts in the background.
     tokio::spawn(async move {
@@ -210,7 +215,7 @@ pub async fn view_cleanup(state: &HttpState, req: &mut Req, db: &str) -> ApiResu
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, DbAccess::Admin)?;
+    let bucket = open(state, req, db, Operation::AdminDb)?;
     req.require_json_content_type()?;
     crate::view_api::view_cleanup(state, &bucket).await
 }
@@ -219,7 +224,7 @@ pub async fn purge(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Http
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, DbAccess::Admin)?;
+    let bucket = open(state, req, db, Operation::AdminDb)?;
     let body = req.json_body_within(&state.config).await?;
     let Some(requests) = body.as_object() else {
         return Err(ApiError::BadRequest(
@@ -257,7 +262,7 @@ pub async fn ensure_full_commit(
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    open(state, req, db, DbAccess::Member)?;
+    open(state, req, db, Operation::ReadDb)?;
     // Every acknowledged write is already fsynced: nothing to flush.
     Ok(json(
         StatusCode::CREATED,

@@ -9,10 +9,11 @@ use settee_engine::{
     AttachmentInput, Bucket, DocRecord, DocUpdate, Leaf, LocalOutcome, RevId, UpdateOutcome,
 };
 
-use crate::auth::{db_access, require_db_access, DbAccess, UserCtx, USERS_DB, USER_PREFIX};
+use crate::auth::{require, Operation, UserCtx, REPLICATOR_DB, USERS_DB, USER_PREFIX};
 use crate::couch_doc::{parse_doc, parse_rev, render_doc, ParsedDoc, RenderOptions};
 use crate::db_api::open;
 use crate::error::{ApiError, ApiResult};
+use crate::replicator_docs::prepare_replicator_doc;
 use crate::request::{check_json_limits, Req};
 use crate::response::{etag, json, json_bytes, with_header, HttpResponse};
 use crate::router::not_allowed;
@@ -39,8 +40,9 @@ pub fn validate_doc_id(id: &str, max_bytes: usize) -> ApiResult<()> {
     Ok(())
 }
 
-/// Who may read or write a document of this database: `_users` lets a user reach their own
-/// document, design documents need a database admin to write.
+/// The bucket, if the user may read (or write) document `id` there (`settee_auth::authorize`:
+/// `_users` lets a user reach their own document, design documents need a database admin to
+/// write).
 pub(crate) fn doc_access(
     state: &HttpState,
     req: &Req,
@@ -49,23 +51,12 @@ pub(crate) fn doc_access(
     write: bool,
 ) -> ApiResult<Arc<Bucket>> {
     let bucket = crate::db_api::bucket(state, db)?;
-    if db == USERS_DB && id.starts_with(USER_PREFIX) {
-        let own = req
-            .user
-            .name
-            .as_ref()
-            .is_some_and(|name| id == format!("{USER_PREFIX}{name}"));
-        let signup = write && req.user.name.is_none();
-        if own || signup || db_access(&bucket, &req.user) == DbAccess::Admin {
-            return Ok(bucket);
-        }
-    }
-    let needed = if write && id.starts_with("_design/") {
-        DbAccess::Admin
+    let operation = if write {
+        Operation::WriteDoc(id.as_bytes())
     } else {
-        DbAccess::Member
+        Operation::ReadDoc(id.as_bytes())
     };
-    require_db_access(&bucket, &req.user, needed)?;
+    require(&bucket, &req.user, operation)?;
     Ok(bucket)
 }
 
@@ -277,6 +268,9 @@ pub async fn save(
     if bucket.name() == USERS_DB {
         prepare_user_doc(state, &req.user, id, &mut doc)?;
     }
+    if bucket.name() == REPLICATOR_DB {
+        prepare_replicator_doc(bucket, &req.user, id, &mut doc)?;
+    }
     if id.starts_with("_design/") && !doc.deleted {
         crate::view_api::check_design(state, id, &doc.body).await?;
     }
@@ -353,7 +347,7 @@ async fn put(
 }
 
 pub async fn post(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
-    let bucket = open(state, req, db, DbAccess::Member)?;
+    let bucket = open(state, req, db, Operation::ReadDb)?;
     req.require_json_content_type()?;
     let provisional = "(new document)";
     let mut doc = read_doc_body(state, req, provisional).await?;
@@ -364,15 +358,20 @@ pub async fn post(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
             .next("sequential")
             .ok_or_else(|| ApiError::Internal("uuid".into()))?,
     };
-    if id.starts_with("_design/") {
-        require_db_access(&bucket, &req.user, DbAccess::Admin)?;
-    }
+    require(&bucket, &req.user, Operation::WriteDoc(id.as_bytes()))?;
     let rev = doc.rev.take();
     save(state, req, &bucket, &id, doc, rev).await
 }
 
 async fn delete(req: &Req, bucket: &Bucket, id: &str) -> ApiResult<HttpResponse> {
     let rev = write_rev(req, None)?;
+    if bucket.name() == REPLICATOR_DB {
+        let mut deletion = ParsedDoc {
+            deleted: true,
+            ..ParsedDoc::default()
+        };
+        prepare_replicator_doc(bucket, &req.user, id, &mut deletion)?;
+    }
     let Some(record) = bucket.read_record(id.as_bytes())? else {
         return Err(ApiError::missing());
     };
@@ -404,9 +403,7 @@ async fn copy(state: &HttpState, req: &Req, bucket: &Bucket, id: &str) -> ApiRes
     let target = percent_encoding::percent_decode_str(&target)
         .decode_utf8_lossy()
         .into_owned();
-    if target.starts_with("_design/") {
-        require_db_access(bucket, &req.user, DbAccess::Admin)?;
-    }
+    require(bucket, &req.user, Operation::WriteDoc(target.as_bytes()))?;
     let record = read_doc(bucket, id)?.ok_or_else(ApiError::missing)?;
     let leaf = match req.param("rev") {
         Some(text) => record
@@ -440,8 +437,13 @@ pub async fn local(
     db: &str,
     name: &str,
 ) -> ApiResult<HttpResponse> {
-    let bucket = open(state, req, db, DbAccess::Member)?;
     let id = format!("_local/{name}");
+    let operation = if crate::router::is_get(req) {
+        Operation::ReadDoc(id.as_bytes())
+    } else {
+        Operation::WriteDoc(id.as_bytes())
+    };
+    let bucket = open(state, req, db, operation)?;
     let key = name.as_bytes();
     let parse_generation = |text: &str| -> ApiResult<u64> {
         text.strip_prefix("0-")

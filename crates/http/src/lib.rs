@@ -21,6 +21,7 @@ pub mod js_filter;
 pub mod mango_api;
 pub mod multipart;
 pub mod replicator_api;
+pub mod replicator_docs;
 pub mod request;
 pub mod response;
 pub mod router;
@@ -42,7 +43,8 @@ use tokio::net::TcpListener;
 pub use config::HttpConfig;
 
 /// Starts the node's replicator: local database names are reached at `local_url` with a
-/// session cookie minted for the user a job runs as (server admins when none is named).
+/// session cookie minted for the user a job runs as (anonymously when it runs as no one, or
+/// as a user who no longer exists), so a job has exactly that user's rights.
 pub fn start_replicator(
     state: &Arc<HttpState>,
     local_url: String,
@@ -50,11 +52,9 @@ pub fn start_replicator(
     let weak = Arc::downgrade(state);
     let local_auth: settee_replicator::LocalAuth = Arc::new(move |user: Option<&str>| {
         let state = weak.upgrade()?;
-        let name = match user {
-            Some(name) => name.to_string(),
-            None => state.auth.users.first_admin()?,
-        };
-        let cookie = state.auth.make_cookie(&name, auth::now_secs());
+        let cookie = state
+            .auth
+            .cookie_for(&state.engine, user?, auth::now_secs())?;
         Some(("Cookie".to_string(), format!("AuthSession={cookie}")))
     });
     let env = settee_replicator::JobEnv {
@@ -123,7 +123,7 @@ pub async fn serve(
             _ = &mut shutdown => return,
             accepted = listener.accept() => accepted,
         };
-        let (stream, _) = match accepted {
+        let (stream, peer) = match accepted {
             Ok(connection) => connection,
             Err(error) => {
                 // Out of file descriptors and the like: back off instead of spinning.
@@ -137,7 +137,7 @@ pub async fn serve(
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(router::handle(state, request).await) }
+                async move { Ok::<_, Infallible>(router::handle(state, request, Some(peer.ip())).await) }
             });
             let connection = http1::Builder::new()
                 .keep_alive(true)

@@ -15,7 +15,7 @@ use settee_mango::{
     Purpose, Query,
 };
 
-use crate::auth::DbAccess;
+use crate::auth::Operation;
 use crate::couch_doc::{render_doc, RenderOptions};
 use crate::db_api::open;
 use crate::doc_api::{attachment_fetcher, read_doc};
@@ -69,7 +69,7 @@ pub async fn index(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Http
 }
 
 fn list(state: &HttpState, req: &Req, db: &str) -> ApiResult<HttpResponse> {
-    let bucket = open(state, req, db, DbAccess::Member)?;
+    let bucket = open(state, req, db, Operation::ReadDb)?;
     let indexes = load_indexes(&bucket)?;
     let total = indexes.len();
     let bad_params = || {
@@ -106,7 +106,7 @@ fn list(state: &HttpState, req: &Req, db: &str) -> ApiResult<HttpResponse> {
 }
 
 async fn create(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
-    let bucket = open(state, req, db, DbAccess::Admin)?;
+    let bucket = open(state, req, db, Operation::AdminDb)?;
     req.require_json_content_type()?;
     let body = req.json_body_within(&state.config).await?;
     let index = NewIndex::parse(&body)?;
@@ -186,7 +186,7 @@ pub async fn delete(
     if req.method != Method::DELETE {
         return Err(not_allowed("DELETE"));
     }
-    let bucket = open(state, req, db, DbAccess::Admin)?;
+    let bucket = open(state, req, db, Operation::AdminDb)?;
     let ddoc = design_id(ddoc);
     let found = load_indexes(&bucket)?.into_iter().any(|index| {
         index.kind == IndexKind::Json
@@ -217,7 +217,7 @@ pub async fn bulk_delete(state: &HttpState, req: &mut Req, db: &str) -> ApiResul
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, DbAccess::Admin)?;
+    let bucket = open(state, req, db, Operation::AdminDb)?;
     req.require_json_content_type()?;
     let body = req.json_body_within(&state.config).await?;
     let docids = match body.get("docids") {
@@ -276,7 +276,7 @@ pub async fn explain_find(state: &HttpState, req: &mut Req, db: &str) -> ApiResu
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, DbAccess::Member)?;
+    let bucket = open(state, req, db, Operation::ReadDb)?;
     let request = find_request(state, req).await?;
     let indexes = load_indexes(&bucket)?;
     let plan = plan(&Query::of(&request), &indexes, Purpose::Explain)?;
@@ -287,7 +287,7 @@ pub async fn find(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, DbAccess::Member)?;
+    let bucket = open(state, req, db, Operation::ReadDb)?;
     let request = find_request(state, req).await?;
     if let Some(bookmark) = &request.bookmark {
         settee_mango::bookmark::Bookmark::decode(bookmark)?;

@@ -34,6 +34,10 @@ fn replication_error(error: ReplicatorError) -> HttpResponse {
             StatusCode::NOT_FOUND,
             json!({"error": "db_not_found", "reason": format!("could not open {db}")}),
         ),
+        ReplicatorError::Unauthorized(_) => (
+            StatusCode::UNAUTHORIZED,
+            json!({"error": "unauthorized", "reason": error.to_string().trim_start_matches("unauthorized: ")}),
+        ),
         ReplicatorError::Http {
             status: 401 | 403, ..
         } => (

@@ -18,6 +18,8 @@ pub struct Req {
     pub headers: HeaderMap,
     pub body: Option<Incoming>,
     pub user: UserCtx,
+    /// The client's address (failed logins are counted by it).
+    pub peer: Option<std::net::IpAddr>,
 }
 
 impl Req {

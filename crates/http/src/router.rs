@@ -16,9 +16,13 @@ use crate::{
 
 pub const SERVER_HEADER: &str = "settee/0.1 (CouchDB 3.x compatible)";
 
-pub async fn handle(state: Arc<HttpState>, request: Request<Incoming>) -> HttpResponse {
+pub async fn handle(
+    state: Arc<HttpState>,
+    request: Request<Incoming>,
+    peer: Option<std::net::IpAddr>,
+) -> HttpResponse {
     let (parts, body) = request.into_parts();
-    let mut response = match state.auth.authenticate(&parts.headers, &state.engine) {
+    let mut response = match state.auth.authenticate(&parts.headers, &state.engine, peer) {
         Err(error) => response::error(&error),
         Ok(user) => {
             let mut req = Req {
@@ -28,6 +32,7 @@ pub async fn handle(state: Arc<HttpState>, request: Request<Incoming>) -> HttpRe
                 headers: parts.headers,
                 body: Some(body),
                 user,
+                peer,
             };
             match route(&state, &mut req).await {
                 Ok(response) => response,

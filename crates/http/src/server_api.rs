@@ -171,14 +171,13 @@ pub async fn session(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse
                     "Name or password is incorrect.".into(),
                 ));
             };
-            let roles = state
+            let account = state
                 .auth
-                .verify_password(&state.engine, &name, &password)
-                .ok_or_else(|| ApiError::Unauthorized("Name or password is incorrect.".into()))?;
-            let cookie = state.auth.make_cookie(&name, crate::auth::now_secs());
+                .login(&state.engine, &name, &password, req.peer)?;
+            let cookie = state.auth.make_cookie(&account, crate::auth::now_secs());
             let response = json(
                 StatusCode::OK,
-                &json!({"ok": true, "name": name, "roles": roles}),
+                &json!({"ok": true, "name": name, "roles": account.roles}),
             );
             Ok(with_header(
                 response,

@@ -20,7 +20,7 @@ use settee_engine::subdoc::{
     CreateMode, LookupOp, LookupSpec, MutateIn, MutateInOutcome, MutateOp, MutateSpec, Status,
 };
 
-use crate::auth::DbAccess;
+use crate::auth::Operation;
 use crate::db_api::open;
 use crate::error::{ApiError, ApiResult};
 use crate::request::Req;
@@ -113,7 +113,7 @@ pub async fn lookup(
     if req.method != hyper::Method::POST {
         return Err(ApiError::MethodNotAllowed("POST"));
     }
-    let bucket = open(state, req, db, DbAccess::Member)?;
+    let bucket = open(state, req, db, Operation::ReadDoc(id.as_bytes()))?;
     let body: LookupBody = parse_body(req.json_body_within(&state.config).await?)?;
     if body.specs.is_empty() || body.specs.len() > MAX_SPECS {
         return Err(bad("between 1 and 16 specs"));
@@ -182,7 +182,9 @@ pub async fn mutate(
     if req.method != hyper::Method::POST {
         return Err(ApiError::MethodNotAllowed("POST"));
     }
-    let bucket = open(state, req, db, DbAccess::Member)?;
+    // Sub-document mutations edit the stored body directly, without the document API's
+    // checks: a design document or a system database's document needs a database admin.
+    let bucket = open(state, req, db, Operation::WriteDocRaw(id.as_bytes()))?;
     let body: MutateBody = parse_body(req.json_body_within(&state.config).await?)?;
     if body.specs.is_empty() || body.specs.len() > MAX_SPECS {
         return Err(bad("between 1 and 16 specs"));

@@ -13,7 +13,7 @@ use settee_views::{
     ViewError,
 };
 
-use crate::auth::DbAccess;
+use crate::auth::Operation;
 use crate::couch_doc::{render_doc, RenderOptions};
 use crate::db_api::open;
 use crate::doc_api::{attachment_fetcher, read_doc};
@@ -92,7 +92,7 @@ pub async fn view(
     if !post && !is_get(req) {
         return Err(not_allowed("GET,HEAD,POST"));
     }
-    let bucket = open(state, req, db, DbAccess::Member)?;
+    let bucket = open(state, req, db, Operation::ReadDb)?;
     let mut params = ViewParams::from_query(&req.query)?;
     let mut queries = None;
     if post {
@@ -136,7 +136,7 @@ pub async fn view_queries(
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, DbAccess::Member)?;
+    let bucket = open(state, req, db, Operation::ReadDb)?;
     req.require_json_content_type()?;
     let body = req
         .json_body(
@@ -420,7 +420,7 @@ pub async fn design_info(
     if !is_get(req) {
         return Err(not_allowed("GET,HEAD"));
     }
-    let bucket = open(state, req, db, DbAccess::Member)?;
+    let bucket = open(state, req, db, Operation::ReadDb)?;
     let found = design_views(state, &bucket, ddoc).await?;
     let group = &found.group;
     let (file, active) = group.sizes();

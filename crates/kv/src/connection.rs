@@ -262,7 +262,7 @@ struct Carried {
 /// (`lanes.rs`).
 pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
     let carried = Carried {
-        session: Session::new(state.clone()),
+        session: Session::new(state.clone(), stream.peer_addr().ok().map(|addr| addr.ip())),
         input: BytesMut::with_capacity(READ_BUFFER_BYTES),
         timings: TimingsGuard {
             local: ConnTimings::new(),

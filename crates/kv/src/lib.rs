@@ -12,6 +12,7 @@
 //!
 //! Must not know: HTTP API shapes of CouchDB, RocksDB, storage keys.
 
+mod access;
 mod cluster;
 mod connection;
 mod heavy;

@@ -2,6 +2,7 @@
 //! gocbcorex read to find the buckets and their vbucket maps. Newer SDKs never call them.
 
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -12,7 +13,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use settee_auth::{db_access, DbAccess, UserCtx};
+use settee_auth::UserCtx;
 use settee_engine::Bucket;
 use tokio::net::TcpListener;
 
@@ -29,7 +30,7 @@ pub async fn serve(
             _ = &mut shutdown => return,
             accepted = listener.accept() => accepted,
         };
-        let Ok((stream, _)) = accepted else {
+        let Ok((stream, peer)) = accepted else {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             continue;
         };
@@ -37,7 +38,7 @@ pub async fn serve(
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(handle(&state, request)) }
+                async move { Ok::<_, Infallible>(handle(&state, request, peer.ip())) }
             });
             let _ = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -54,7 +55,9 @@ fn json(status: StatusCode, body: serde_json::Value) -> Response<Full<Bytes>> {
         .unwrap_or_default()
 }
 
-fn user_of<B>(state: &KvState, request: &Request<B>) -> Option<UserCtx> {
+/// The Basic-auth user, if the password is right (and the user not locked out after failed
+/// logins from `peer`).
+fn user_of<B>(state: &KvState, request: &Request<B>, peer: IpAddr) -> Option<UserCtx> {
     let header = request
         .headers()
         .get(hyper::header::AUTHORIZATION)?
@@ -63,10 +66,13 @@ fn user_of<B>(state: &KvState, request: &Request<B>) -> Option<UserCtx> {
     let encoded = header.strip_prefix("Basic ")?;
     let decoded = String::from_utf8(BASE64.decode(encoded.trim()).ok()?).ok()?;
     let (name, password) = decoded.split_once(':')?;
-    let roles = state.users.verify_password(&state.engine, name, password)?;
+    let account = state
+        .users
+        .login(&state.engine, name, password, Some(peer))
+        .ok()?;
     Some(UserCtx {
-        name: Some(name.to_string()),
-        roles,
+        name: Some(account.name),
+        roles: account.roles,
         authenticated: Some("default"),
     })
 }
@@ -114,8 +120,8 @@ fn node_list(state: &KvState) -> serde_json::Value {
     }])
 }
 
-fn handle<B>(state: &KvState, request: Request<B>) -> Response<Full<Bytes>> {
-    let Some(user) = user_of(state, &request) else {
+fn handle<B>(state: &KvState, request: Request<B>, peer: IpAddr) -> Response<Full<Bytes>> {
+    let Some(user) = user_of(state, &request, peer) else {
         return Response::builder()
             .status(StatusCode::UNAUTHORIZED)
             .header(
@@ -137,7 +143,7 @@ fn handle<B>(state: &KvState, request: Request<B>) -> Response<Full<Bytes>> {
         state
             .engine
             .bucket(name)
-            .filter(|bucket| !name.starts_with('_') && db_access(bucket, &user) >= DbAccess::Member)
+            .filter(|bucket| !name.starts_with('_') && crate::access::may_use(&user, bucket))
     };
     let path = request.uri().path().trim_end_matches('/');
     match path.split('/').collect::<Vec<_>>().as_slice() {

@@ -2,15 +2,17 @@
 //! allowed), error map, SELECT_BUCKET, cluster config, collections. Data operations are in
 //! `ops.rs`.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use settee_auth::scram::{Mechanism, ScramServer};
-use settee_auth::{db_access, DbAccess, UserCtx, SCRAM_ITERATIONS};
+use settee_auth::{Account, LoginRefused, LOCKED_OUT, SCRAM_ITERATIONS};
 use settee_engine::Bucket;
 use settee_kv_codec::{encode_response, feature, leb128, opcode, status, Frame, FramingExtras};
 
+use crate::access::BucketGrant;
 use crate::ops::{self, OpCtx};
 use crate::{cluster, KvState};
 
@@ -40,9 +42,14 @@ pub(crate) enum Handled {
 pub(crate) struct Session {
     state: Arc<KvState>,
     pub features: Features,
-    user: Option<UserCtx>,
+    /// Who the connection authenticated as.
+    account: Option<Account>,
+    /// The client's address (failed logins are counted by it).
+    peer: Option<IpAddr>,
     scram: Option<ScramServer>,
     bucket: Option<Arc<Bucket>>,
+    /// What the user may do on `bucket`; set and cleared with it.
+    grant: Option<Arc<BucketGrant>>,
     /// Admission to the heavy-request pool (one permit in order, more with
     /// UnorderedExecution); replaced when HELLO changes the mode.
     heavy_permits: Arc<tokio::sync::Semaphore>,
@@ -53,6 +60,7 @@ pub(crate) struct Session {
 pub(crate) struct DataView<'a> {
     pub state: &'a Arc<KvState>,
     pub bucket: Option<&'a Arc<Bucket>>,
+    pub grant: Option<&'a Arc<BucketGrant>>,
     pub features: Features,
     pub heavy_permits: &'a Arc<tokio::sync::Semaphore>,
 }
@@ -64,6 +72,7 @@ pub(crate) struct DataView<'a> {
 pub(crate) struct SharedView {
     state: Arc<KvState>,
     bucket: Option<Arc<Bucket>>,
+    grant: Option<Arc<BucketGrant>>,
     features: Features,
     heavy_permits: Arc<tokio::sync::Semaphore>,
 }
@@ -77,6 +86,7 @@ impl SharedView {
         DataView {
             state: &self.state,
             bucket: self.bucket.as_ref(),
+            grant: self.grant.as_ref(),
             features: self.features,
             heavy_permits: &self.heavy_permits,
         }
@@ -191,14 +201,16 @@ pub(crate) fn error_reply(
 }
 
 impl Session {
-    pub fn new(state: Arc<KvState>) -> Session {
+    pub fn new(state: Arc<KvState>, peer: Option<IpAddr>) -> Session {
         Session {
+            peer,
             heavy_permits: state.heavy.permits(false),
             state,
             features: Features::default(),
-            user: None,
+            account: None,
             scram: None,
             bucket: None,
+            grant: None,
         }
     }
 
@@ -408,17 +420,17 @@ impl Session {
             let (_, name, password) = (parts.next(), parts.next(), parts.next());
             let name = name.and_then(|name| std::str::from_utf8(name).ok());
             let password = password.and_then(|password| std::str::from_utf8(password).ok());
-            let roles = match (name, password) {
-                (Some(name), Some(password)) => self
-                    .state
-                    .users
-                    .verify_password(&self.state.engine, name, password)
-                    .map(|roles| (name.to_string(), roles)),
-                _ => None,
+            let login = match (name, password) {
+                (Some(name), Some(password)) => {
+                    self.state
+                        .users
+                        .login(&self.state.engine, name, password, self.peer)
+                }
+                _ => Err(LoginRefused::Incorrect),
             };
-            match roles {
-                Some((name, roles)) => {
-                    self.authenticated(name, roles);
+            match login {
+                Ok(account) => {
+                    self.authenticated(account);
                     reply(
                         out,
                         frame.opcode,
@@ -431,13 +443,13 @@ impl Session {
                         b"Authenticated",
                     );
                 }
-                None => error_reply(
+                Err(refused) => error_reply(
                     out,
                     &features,
                     frame.opcode,
                     frame.opaque,
                     status::AUTH_ERROR,
-                    "Authentication failed",
+                    refusal_context(refused),
                 ),
             }
             return;
@@ -461,6 +473,18 @@ impl Session {
             |name| users.scram_secret(&engine, name, mechanism),
             SCRAM_ITERATIONS,
         ) {
+            Ok((server, _)) if users.is_locked_out(&engine, server.username(), self.peer) => {
+                // Refused before the proof, whatever it will be, as CouchDB refuses a locked
+                // user's right password.
+                error_reply(
+                    out,
+                    &features,
+                    frame.opcode,
+                    frame.opaque,
+                    status::AUTH_ERROR,
+                    LOCKED_OUT,
+                )
+            }
             Ok((server, server_first)) => {
                 self.scram = Some(server);
                 reply(
@@ -511,14 +535,14 @@ impl Session {
             return;
         }
         let name = server.username().to_string();
-        match server.finish(frame.value) {
-            Ok(server_final) => {
-                let roles = self
-                    .state
-                    .users
-                    .roles(&self.state.engine, &name)
-                    .unwrap_or_default();
-                self.authenticated(name, roles);
+        let finished = server.finish(frame.value).ok().and_then(|server_final| {
+            // The account as it is now (it may have gone during the exchange).
+            let account = self.state.users.account(&self.state.engine, &name)?;
+            Some((server_final, account))
+        });
+        match finished {
+            Some((server_final, account)) => {
+                self.authenticated(account);
                 reply(
                     out,
                     frame.opcode,
@@ -531,25 +555,27 @@ impl Session {
                     server_final.as_bytes(),
                 );
             }
-            Err(_) => error_reply(
-                out,
-                &features,
-                frame.opcode,
-                frame.opaque,
-                status::AUTH_ERROR,
-                "Authentication failed",
-            ),
+            None => {
+                self.state
+                    .users
+                    .login_failed(&self.state.engine, &name, self.peer);
+                error_reply(
+                    out,
+                    &features,
+                    frame.opcode,
+                    frame.opaque,
+                    status::AUTH_ERROR,
+                    "Authentication failed",
+                )
+            }
         }
     }
 
-    fn authenticated(&mut self, name: String, roles: Vec<String>) {
-        self.user = Some(UserCtx {
-            name: Some(name),
-            roles,
-            authenticated: Some("sasl"),
-        });
+    fn authenticated(&mut self, account: Account) {
+        self.account = Some(account);
         // A new identity starts without a bucket, as on Couchbase Server.
         self.bucket = None;
+        self.grant = None;
     }
 
     fn select_bucket(&mut self, frame: &Frame<'_>, out: &mut Vec<u8>) {
@@ -557,14 +583,14 @@ impl Session {
         let allowed = std::str::from_utf8(frame.key)
             .ok()
             .and_then(|name| self.state.engine.bucket(name))
-            .filter(|bucket| {
-                self.user
-                    .as_ref()
-                    .is_some_and(|user| db_access(bucket, user) >= DbAccess::Member)
+            .and_then(|bucket| {
+                let account = self.account.as_ref()?;
+                BucketGrant::new(&self.state, &account.name, &account.salt, bucket)
             });
         match allowed {
-            Some(bucket) => {
-                self.bucket = Some(bucket);
+            Some(grant) => {
+                self.bucket = Some(grant.bucket().clone());
+                self.grant = Some(Arc::new(grant));
                 reply(out, frame.opcode, frame.opaque, 0, 0, 0, &[], &[], &[]);
             }
             None => {
@@ -641,6 +667,7 @@ impl Session {
         DataView {
             state: &self.state,
             bucket: self.bucket.as_ref(),
+            grant: self.grant.as_ref(),
             features: self.features,
             heavy_permits: &self.heavy_permits,
         }
@@ -651,9 +678,18 @@ impl Session {
         SharedView {
             state: self.state.clone(),
             bucket: self.bucket.clone(),
+            grant: self.grant.clone(),
             features: self.features,
             heavy_permits: self.heavy_permits.clone(),
         }
+    }
+}
+
+/// The context of an AUTH_ERROR for a refused password login.
+fn refusal_context(refused: LoginRefused) -> &'static str {
+    match refused {
+        LoginRefused::Incorrect => "Authentication failed",
+        LoginRefused::LockedOut => LOCKED_OUT,
     }
 }
 
@@ -736,6 +772,21 @@ fn data_op(
     } else {
         frame.key
     };
+    // Every data request asks the node's one authorisation decision (access.rs).
+    let allowed = view.grant.map_or(Err("No access to bucket"), |grant| {
+        grant.check(view.state, crate::access::operation_of(base, key))
+    });
+    if let Err(reason) = allowed {
+        error_reply(
+            out,
+            &features,
+            frame.opcode,
+            frame.opaque,
+            status::EACCESS,
+            reason,
+        );
+        return Handled::Done;
+    }
     let ctx = OpCtx {
         state: view.state.clone(),
         bucket,

@@ -22,6 +22,9 @@ pub enum ReplicatorError {
     Protocol { url: String, reason: String },
     #[error("database {0} does not exist")]
     DbNotFound(String),
+    /// The user the job runs as may not read the source or write the target (CouchDB's text).
+    #[error("unauthorized: unauthorized to access or create database {0}")]
+    Unauthorized(String),
     #[error("{0}")]
     Engine(#[from] settee_engine::EngineError),
     #[error("{0}")]

@@ -54,6 +54,16 @@ pub struct Job {
     pub progress: Mutex<Progress>,
 }
 
+/// A 401 or 403 on opening a database is CouchDB's `unauthorized` failure.
+fn refused_as_unauthorized(error: ReplicatorError, peer: &Peer) -> ReplicatorError {
+    match error {
+        ReplicatorError::Http {
+            status: 401 | 403, ..
+        } => ReplicatorError::Unauthorized(format!("{}/", peer.url().trim_end_matches('/'))),
+        other => other,
+    }
+}
+
 pub fn unix_secs() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -150,12 +160,12 @@ struct Checkpointer {
 
 impl Job {
     /// Builds the peers and computes the id (fetching a filter function if there is one).
+    /// Local endpoints are reached as `user` (`None`: anonymously), with that user's rights.
     pub async fn prepare(
         env: &JobEnv,
         params: ReplicationParams,
         user: Option<&str>,
     ) -> Result<Job, ReplicatorError> {
-        let user = params.user_name.as_deref().or(user);
         let source = peer(env, &params.source, &params, user)?;
         let target = peer(env, &params.target, &params, user)?;
         let code = filter_code(&source, &params).await?;
@@ -183,13 +193,22 @@ impl Job {
         let source_info = self
             .source
             .db_info()
-            .await?
+            .await
+            .map_err(|error| refused_as_unauthorized(error, &self.source))?
             .ok_or_else(|| ReplicatorError::DbNotFound(params.source.display()))?;
-        if self.target.db_info().await?.is_none() {
+        let target_info = self
+            .target
+            .db_info()
+            .await
+            .map_err(|error| refused_as_unauthorized(error, &self.target))?;
+        if target_info.is_none() {
             if !params.create_target {
                 return Err(ReplicatorError::DbNotFound(params.target.display()));
             }
-            self.target.create_db(&params.create_target_params).await?;
+            self.target
+                .create_db(&params.create_target_params)
+                .await
+                .map_err(|error| refused_as_unauthorized(error, &self.target))?;
         }
         self.progress.lock().source_seq = source_info
             .get("update_seq")

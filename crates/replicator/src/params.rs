@@ -48,7 +48,10 @@ pub struct ReplicationParams {
     pub checkpoint_interval: Duration,
     pub use_checkpoints: bool,
     pub use_bulk_get: bool,
-    /// `_replicator` documents may name the user the job runs as.
+    /// For a `_replicator` document: the user its job runs as, with that user's rights on
+    /// local databases: its `user_ctx.name`, else its `owner` (the user who wrote it, recorded
+    /// and checked by the HTTP door as CouchDB does); `None`: anonymous. `POST /_replicate`
+    /// ignores it and runs as the requester.
     pub user_name: Option<String>,
 }
 
@@ -189,6 +192,7 @@ impl ReplicationParams {
             user_name: props
                 .get("user_ctx")
                 .and_then(|ctx| ctx.get("name"))
+                .or_else(|| props.get("owner"))
                 .and_then(Value::as_str)
                 .map(str::to_string),
         })

@@ -258,7 +258,9 @@ impl Replicator {
     ) {
         let key = doc_key(&doc);
         self.finished_docs.lock().remove(&key);
-        let handle = JobHandle::new(params, Some(doc), None);
+        // A document's job runs as its user (`ReplicationParams::user_name`).
+        let user = params.user_name.clone();
+        let handle = JobHandle::new(params, Some(doc), user);
         if let Some(old) = self.jobs.lock().insert(key, handle.clone()) {
             old.cancel();
         }

@@ -65,6 +65,21 @@ pub struct ServeArgs {
     /// Heap limit of each JavaScript runtime (one per core), bytes [default: 268435456].
     #[arg(long, env = "SETTEE_JS_MEMORY")]
     pub js_memory: Option<usize>,
+    /// What repeated failed logins of a user from one address do: off, warn (log only) or
+    /// enforce (refuse that user from that address for a while) [default: enforce, CouchDB's
+    /// `[chttpd_auth_lockout] mode`].
+    #[arg(long, env = "SETTEE_AUTH_LOCKOUT_MODE")]
+    pub auth_lockout_mode: Option<settee_auth::LockoutMode>,
+    /// Failed logins that lock a user out from an address [default: 5, CouchDB's `threshold`].
+    #[arg(long, env = "SETTEE_AUTH_LOCKOUT_THRESHOLD")]
+    pub auth_lockout_threshold: Option<u32>,
+    /// How long failures are remembered, from the first one, ms [default: 300000, CouchDB's
+    /// `max_lifetime`].
+    #[arg(long, env = "SETTEE_AUTH_LOCKOUT_MAX_LIFETIME")]
+    pub auth_lockout_max_lifetime: Option<u64>,
+    /// Most (address, user) pairs remembered [default: 10000, CouchDB's `max_objects`].
+    #[arg(long, env = "SETTEE_AUTH_LOCKOUT_MAX_OBJECTS")]
+    pub auth_lockout_max_objects: Option<usize>,
 }
 
 #[derive(serde::Deserialize, Default, Debug)]
@@ -86,6 +101,10 @@ struct FileConfig {
     doc_cache_size: Option<usize>,
     js_timeout_ms: Option<u64>,
     js_memory: Option<usize>,
+    auth_lockout_mode: Option<String>,
+    auth_lockout_threshold: Option<u32>,
+    auth_lockout_max_lifetime: Option<u64>,
+    auth_lockout_max_objects: Option<usize>,
 }
 
 /// Settings after merging flags, environment, file and defaults.
@@ -107,6 +126,7 @@ pub struct Settings {
     pub doc_cache_size: usize,
     pub js_timeout_ms: u64,
     pub js_memory: usize,
+    pub auth_lockout: settee_auth::LockoutConfig,
 }
 
 pub fn default_data_dir() -> PathBuf {
@@ -127,6 +147,14 @@ impl ServeArgs {
             None => FileConfig::default(),
         };
         let defaults = settee_http::HttpConfig::default();
+        let lockout_defaults = settee_auth::LockoutConfig::default();
+        let lockout_mode = match (self.auth_lockout_mode, &file.auth_lockout_mode) {
+            (Some(mode), _) => mode,
+            (None, Some(text)) => text
+                .parse()
+                .map_err(|error: String| anyhow::anyhow!("auth_lockout_mode: {error}"))?,
+            (None, None) => lockout_defaults.mode,
+        };
         let admin_specs = if self.admin.is_empty() {
             file.admin.unwrap_or_default()
         } else {
@@ -197,6 +225,22 @@ impl ServeArgs {
                 .js_memory
                 .or(file.js_memory)
                 .unwrap_or(settee_views::ViewsConfig::default().js.memory_bytes_max),
+            auth_lockout: settee_auth::LockoutConfig {
+                mode: lockout_mode,
+                threshold: self
+                    .auth_lockout_threshold
+                    .or(file.auth_lockout_threshold)
+                    .unwrap_or(lockout_defaults.threshold),
+                max_lifetime: self
+                    .auth_lockout_max_lifetime
+                    .or(file.auth_lockout_max_lifetime)
+                    .map(std::time::Duration::from_millis)
+                    .unwrap_or(lockout_defaults.max_lifetime),
+                max_objects: self
+                    .auth_lockout_max_objects
+                    .or(file.auth_lockout_max_objects)
+                    .unwrap_or(lockout_defaults.max_objects),
+            },
             doc_cache_size: self.doc_cache_size.or(file.doc_cache_size).unwrap_or(
                 settee_engine::EngineOptions::default()
                     .store

@@ -1,6 +1,7 @@
 //! The `settee` binary: `settee serve` runs a node, `settee bench ...` runs the load generators.
 
 mod config;
+mod secrets;
 mod serve;
 
 use clap::{Parser, Subcommand};

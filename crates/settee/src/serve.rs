@@ -6,21 +6,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use rand::RngCore;
+use settee_auth::ServerAdmin;
 use settee_engine::{Engine, EngineOptions};
 use settee_http::{HttpConfig, HttpState};
 
 use crate::config::{ServeArgs, Settings};
+use crate::secrets;
 
 /// Databases CouchDB 3 expects on a single node.
 const SYSTEM_DBS: [&str; 2] = ["_users", "_replicator"];
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let mut settings = args.settings()?;
-    std::fs::create_dir_all(&settings.data_dir)
-        .with_context(|| format!("creating data directory {}", settings.data_dir.display()))?;
-    if settings.admins.is_empty() {
-        settings.admins.push(generated_admin(&settings.data_dir)?);
+    let settings = args.settings()?;
+    secrets::prepare_data_dir(&settings.data_dir)?;
+    let mut admins: Vec<ServerAdmin> = settings
+        .admins
+        .iter()
+        .map(|(name, password)| ServerAdmin::with_password(name, password))
+        .collect();
+    if admins.is_empty() {
+        let hasher = settee_auth::Users::new(Vec::new(), settings.pbkdf2_iterations);
+        admins.push(secrets::generated_admin(&settings.data_dir, &hasher)?);
     }
     let mut engine_options = EngineOptions::default();
     engine_options.store.row_cache_bytes = settings.doc_cache_size;
@@ -30,11 +36,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
     let config = http_config(&settings, &settings.data_dir)?;
     let (shutdown_sender, shutdown_receiver) = tokio::sync::watch::channel(false);
-    let secret = secret_file(&settings.data_dir.join("cookie_secret"), 32)?;
-    let users = Arc::new(settee_auth::Users::new(
-        settings.admins.clone(),
-        settings.pbkdf2_iterations,
-    ));
+    let secret = secrets::secret_file(&settings.data_dir.join("cookie_secret"), 32)?;
+    let users = Arc::new(
+        settee_auth::Users::new(admins, settings.pbkdf2_iterations)
+            .with_lockout(settings.auth_lockout),
+    );
     let server_uuid = config.server_uuid.clone();
     let mut views_config = settee_views::ViewsConfig::default();
     views_config.js.timeout_ms = settings.js_timeout_ms;
@@ -164,7 +170,7 @@ async fn shutdown_signal() {
 }
 
 fn http_config(settings: &Settings, data_dir: &Path) -> anyhow::Result<HttpConfig> {
-    let uuid = secret_file(&data_dir.join("server_uuid"), 16)?;
+    let uuid = secrets::public_file(&data_dir.join("server_uuid"), 16)?;
     Ok(HttpConfig {
         max_document_size_bytes: settings.max_document_size,
         max_request_size_bytes: settings.max_request_size,
@@ -173,39 +179,4 @@ fn http_config(settings: &Settings, data_dir: &Path) -> anyhow::Result<HttpConfi
         server_uuid: settee_engine::hex(&uuid),
         ..HttpConfig::default()
     })
-}
-
-/// Random bytes kept in a file, created on first start.
-fn secret_file(path: &Path, len: usize) -> anyhow::Result<Vec<u8>> {
-    if let Ok(existing) = std::fs::read(path) {
-        if existing.len() == len {
-            return Ok(existing);
-        }
-    }
-    let mut bytes = vec![0u8; len];
-    rand::rng().fill_bytes(&mut bytes);
-    std::fs::write(path, &bytes).with_context(|| format!("writing {}", path.display()))?;
-    Ok(bytes)
-}
-
-/// Without a configured admin, a node makes one up once and says where it is: CouchDB 3 has
-/// no admin party, and neither does settee.
-fn generated_admin(data_dir: &Path) -> anyhow::Result<(String, String)> {
-    let path = data_dir.join("admin_password");
-    let password = match std::fs::read_to_string(&path) {
-        Ok(text) if !text.trim().is_empty() => text.trim().to_string(),
-        _ => {
-            let mut bytes = [0u8; 12];
-            rand::rng().fill_bytes(&mut bytes);
-            let password = settee_engine::hex(&bytes);
-            std::fs::write(&path, &password)
-                .with_context(|| format!("writing {}", path.display()))?;
-            password
-        }
-    };
-    println!(
-        "no --admin given: server admin is admin:{password} (kept in {})",
-        path.display()
-    );
-    Ok(("admin".to_string(), password))
 }

@@ -2,8 +2,9 @@
 //
 // TestMain starts one `settee serve` for the whole package with a fresh data directory and free
 // loopback ports, prepares it through the CouchDB HTTP API (buckets `default`, `private`,
-// `small?q=8`; user alice who may use `default` only), connects an admin cluster, runs the tests,
-// and stops everything afterwards (the process group, then the data directory).
+// `small?q=8`; user alice who may use `default` only; user trudy, only ever sent wrong passwords),
+// connects an admin cluster, runs the tests, and stops everything afterwards (the process group,
+// then the data directory).
 package compatkv
 
 import (
@@ -157,6 +158,12 @@ func (s *settee) prepare() error {
 		{"PUT", "/small?q=8", nil, []int{201}},
 		{"PUT", "/_users/org.couchdb.user:alice",
 			map[string]any{"name": "alice", "password": "alicepw", "roles": []string{}, "type": "user"},
+			[]int{201, 202}},
+		// Only ever sent wrong passwords (auth_test.go): gocb retries a refused login until its
+		// timeout, and repeated failures lock a user out (CouchDB's [chttpd_auth_lockout]), so
+		// they must not be the admin's.
+		{"PUT", "/_users/org.couchdb.user:trudy",
+			map[string]any{"name": "trudy", "password": "trudypw", "roles": []string{}, "type": "user"},
 			[]int{201, 202}},
 		{"PUT", "/default/_security", map[string]any{
 			"admins":  map[string]any{"names": []string{}, "roles": []string{}},

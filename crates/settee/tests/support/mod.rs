@@ -142,13 +142,18 @@ pub struct Client {
 
 impl Client {
     pub fn connect(addr: &str) -> std::io::Result<Client> {
+        Client::connect_as(addr, ADMIN)
+    }
+
+    /// Authenticated as `credentials` (`USER:PASSWORD`).
+    pub fn connect_as(addr: &str, credentials: &str) -> std::io::Result<Client> {
         let stream = TcpStream::connect(addr)?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(30)))?;
         use base64_engine::encode;
         Ok(Client {
             stream: BufReader::new(stream),
-            auth: encode(ADMIN.as_bytes()),
+            auth: encode(credentials.as_bytes()),
         })
     }
 
