@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod kv;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -10,6 +12,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub const ADMIN: &str = "admin:secret";
+
+/// The binary under test: this build's, or `SETTEE_TEST_BIN` (to check that a regression test
+/// fails against an older build).
+pub fn binary() -> PathBuf {
+    std::env::var_os("SETTEE_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_settee")))
+}
 
 pub struct Server {
     pub child: Child,
@@ -32,7 +42,7 @@ impl Server {
 
     /// On a given HTTP address (a restarted node that must keep its address).
     pub fn start_on(data_dir: &Path, http_addr: &str, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_settee"))
+        let mut child = Command::new(binary())
             .args([
                 "serve",
                 "--http-addr",
