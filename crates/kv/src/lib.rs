@@ -21,6 +21,7 @@ mod ops;
 mod session;
 mod subdoc;
 mod timings;
+mod validate;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

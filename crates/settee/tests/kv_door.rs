@@ -677,3 +677,99 @@ fn a_pipelining_connection_moves_to_the_bulk_lane_and_keeps_its_order() {
     server.stop();
 }
 
+/// Requests kv_engine refuses are refused: a shape its validators reject (a GET with extras,
+/// a SET without them...) is EINVAL and runs nothing; the cluster map is not given out before
+/// authentication; framing extras (magic 0x08) need HELLO's AltRequestSupport. The
+/// connection goes on working after each refusal.
+#[test]
+fn requests_kv_engine_refuses_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    setup(&server);
+
+    // The cluster map names every node and port: only for authenticated connections.
+    let mut anonymous = Kv::connect(&server.kv_addr);
+    anonymous.hello(&[feature::XERROR, feature::JSON]);
+    let config = anonymous.call(opcode::GET_CLUSTER_CONFIG, b"", &[], &[], 0);
+    assert_eq!(config.status, status::EACCESS);
+    assert!(!String::from_utf8_lossy(&config.value).contains("nodesExt"));
+    assert_eq!(anonymous.auth("alice", "alicepw"), 0);
+    let config = anonymous.call(opcode::GET_CLUSTER_CONFIG, b"", &[], &[], 0);
+    assert_eq!(config.status, 0);
+    assert!(String::from_utf8_lossy(&config.value).contains("nodesExt"));
+
+    let mut kv = Kv::open(&server.kv_addr, "alice", "alicepw", "default");
+    let set = kv.call(opcode::SET, b"doc", &store_extras(0, 0), br#"{"a":1}"#, 0);
+    assert_eq!(set.status, 0);
+    // (opcode, key, extras, value, cas)
+    type Request<'a> = (u8, &'a [u8], Vec<u8>, &'a [u8], u64);
+    let refused: [Request; 9] = [
+        // A GET with 8 bytes of extras (memcached and kv_engine: EINVAL).
+        (opcode::GET, b"doc", vec![0; 8], b"", 0),
+        (opcode::GETQ, b"doc", vec![0; 8], b"", 0),
+        (opcode::GET, b"doc", vec![], b"value", 0),
+        (opcode::GET, b"doc", vec![], b"", set.cas),
+        (opcode::SET, b"doc", vec![0; 4], b"{}", 0),
+        (opcode::DELETE, b"doc", vec![0; 4], b"", 0),
+        (opcode::ADD, b"new", store_extras(0, 0), b"{}", 5),
+        (opcode::INCREMENT, b"n", counter_extras(1, 0, 0), b"1", 0),
+        (opcode::NOOP, b"key", vec![], b"", 0),
+    ];
+    for (op, key, extras, value, cas) in refused {
+        let reply = kv.call(op, key, &extras, value, cas);
+        assert_eq!(reply.status, status::EINVAL, "opcode {op:#04x}");
+    }
+    let unlock = kv.call(opcode::UNLOCK_KEY, b"doc", &[], &[], 0);
+    assert_eq!(unlock.status, status::EINVAL);
+    // Nothing ran: the document is as it was, no counter or new key exists.
+    let get = kv.call(opcode::GET, b"doc", &[], &[], 0);
+    assert_eq!((get.status, get.value.as_slice()), (0, &br#"{"a":1}"#[..]));
+    assert_eq!(get.cas, set.cas);
+    for key in [&b"new"[..], b"n"] {
+        assert_eq!(
+            kv.call(opcode::GET, key, &[], &[], 0).status,
+            status::KEY_ENOENT
+        );
+    }
+
+    // Framing extras without AltRequestSupport: refused, nothing stored.
+    let alt_set = |kv: &mut Kv, key: &[u8]| {
+        let mut frame = Vec::new();
+        let opaque = kv.opaque + 1;
+        kv.opaque = opaque;
+        let vbucket = settee_engine::vbucket::vbucket_of(key, kv.vbuckets);
+        // Frame info 5 (PreserveTTL), no data.
+        settee_kv_codec::encode_request(
+            &mut frame,
+            opcode::SET,
+            vbucket,
+            opaque,
+            0,
+            0,
+            &[0x50],
+            &store_extras(0, 0),
+            key,
+            b"{}",
+        );
+        assert_eq!(frame[0], 0x08, "alternative request magic");
+        kv.stream.write_all(&frame).unwrap();
+        let reply = kv.read().expect("reply");
+        assert_eq!(reply.opaque, opaque);
+        reply.status
+    };
+    assert_eq!(alt_set(&mut kv, b"alt"), status::EINVAL);
+    assert_eq!(
+        kv.call(opcode::GET, b"alt", &[], &[], 0).status,
+        status::KEY_ENOENT
+    );
+    let accepted = kv.hello(&[
+        feature::XERROR,
+        feature::SELECT_BUCKET,
+        feature::JSON,
+        feature::ALT_REQUEST_SUPPORT,
+    ]);
+    assert!(accepted.contains(&feature::ALT_REQUEST_SUPPORT));
+    assert_eq!(alt_set(&mut kv, b"alt"), 0);
+    assert_eq!(kv.call(opcode::GET, b"alt", &[], &[], 0).status, 0);
+    server.stop();
+}
