@@ -34,6 +34,9 @@ pub enum ApiError {
     RequestTooLarge,
     #[error("{0}")]
     IllegalDatabaseName(String),
+    /// A document id CouchDB's `couch_doc:validate_docid` refuses.
+    #[error("{0}")]
+    IllegalDocId(String),
     #[error("{0}")]
     DocValidation(String),
     #[error("Only {0} allowed")]
@@ -68,6 +71,7 @@ impl ApiError {
             ApiError::BadRequest(_)
             | ApiError::QueryParse(_)
             | ApiError::IllegalDatabaseName(_)
+            | ApiError::IllegalDocId(_)
             | ApiError::DocValidation(_)
             | ApiError::InvalidDesignDoc(_)
             | ApiError::Compilation(_) => StatusCode::BAD_REQUEST,
@@ -110,6 +114,7 @@ impl ApiError {
             ApiError::DocumentTooLarge(_) => "document_too_large",
             ApiError::RequestTooLarge => "too_large",
             ApiError::IllegalDatabaseName(_) => "illegal_database_name",
+            ApiError::IllegalDocId(_) => "illegal_docid",
             ApiError::DocValidation(_) => "doc_validation",
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::BadContentType(_) => "bad_content_type",

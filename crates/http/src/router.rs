@@ -18,12 +18,16 @@ pub const SERVER_HEADER: &str = "settee/0.1 (CouchDB 3.x compatible)";
 
 pub async fn handle(state: Arc<HttpState>, request: Request<Incoming>) -> HttpResponse {
     let (parts, body) = request.into_parts();
-    let mut response = match state.auth.authenticate(&parts.headers, &state.engine) {
-        Err(error) => response::error(&error),
-        Ok(user) => {
+    let mut response = match (
+        state.auth.authenticate(&parts.headers, &state.engine),
+        split_path(parts.uri.path()),
+    ) {
+        (Err(error), _) => response::error(&error),
+        (Ok(_), Err(invalid)) => response::error(&invalid.error()),
+        (Ok(user), Ok(path)) => {
             let mut req = Req {
                 method: parts.method,
-                path: split_path(parts.uri.path()),
+                path,
                 query: parse_query(parts.uri.query()),
                 headers: parts.headers,
                 body: Some(body),
