@@ -32,6 +32,9 @@ pub enum ApiError {
     DocumentTooLarge(String),
     #[error("the request entity is too large")]
     RequestTooLarge,
+    /// The request body stalled for longer than the body timeout.
+    #[error("The request body did not arrive in time.")]
+    RequestTimeout,
     #[error("{0}")]
     IllegalDatabaseName(String),
     /// A document id CouchDB's `couch_doc:validate_docid` refuses.
@@ -87,6 +90,7 @@ impl ApiError {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
             ApiError::BadContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_)
@@ -113,6 +117,7 @@ impl ApiError {
             ApiError::Forbidden(_) => "forbidden",
             ApiError::DocumentTooLarge(_) => "document_too_large",
             ApiError::RequestTooLarge => "too_large",
+            ApiError::RequestTimeout => "request_timeout",
             ApiError::IllegalDatabaseName(_) => "illegal_database_name",
             ApiError::IllegalDocId(_) => "illegal_docid",
             ApiError::DocValidation(_) => "doc_validation",

@@ -18,6 +18,8 @@ pub struct Req {
     pub headers: HeaderMap,
     pub body: Option<Incoming>,
     pub user: UserCtx,
+    /// Longest wait between two reads of the body (`HttpConfig::body_timeout`).
+    pub body_timeout: Option<std::time::Duration>,
 }
 
 impl Req {
@@ -80,15 +82,30 @@ impl Req {
                 return Err(ApiError::RequestTooLarge);
             }
         }
-        match Limited::new(body, limit).collect().await {
-            Ok(collected) => Ok(collected.to_bytes()),
-            Err(error) => {
-                if error.is::<http_body_util::LengthLimitError>() {
-                    Err(ApiError::RequestTooLarge)
-                } else {
-                    Err(ApiError::BadRequest(format!(
-                        "could not read body: {error}"
-                    )))
+        let mut body = Limited::new(body, limit);
+        let mut collected = bytes::BytesMut::new();
+        loop {
+            // A body that stalls (a Content-Length longer than what is sent, a chunked
+            // body that never ends) is given up after the body timeout.
+            let frame = match self.body_timeout.filter(|timeout| !timeout.is_zero()) {
+                Some(timeout) => tokio::time::timeout(timeout, body.frame())
+                    .await
+                    .map_err(|_| ApiError::RequestTimeout)?,
+                None => body.frame().await,
+            };
+            match frame {
+                None => return Ok(collected.freeze()),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        collected.extend_from_slice(&data);
+                    }
+                }
+                Some(Err(error)) => {
+                    return Err(if error.is::<http_body_util::LengthLimitError>() {
+                        ApiError::RequestTooLarge
+                    } else {
+                        ApiError::BadRequest(format!("could not read body: {error}"))
+                    });
                 }
             }
         }

@@ -32,6 +32,7 @@ pub async fn handle(state: Arc<HttpState>, request: Request<Incoming>) -> HttpRe
                 headers: parts.headers,
                 body: Some(body),
                 user,
+                body_timeout: state.config.body_timeout,
             };
             match route(&state, &mut req).await {
                 Ok(response) => response,
