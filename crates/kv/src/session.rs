@@ -672,6 +672,11 @@ impl Session {
         }
     }
 
+    /// Whether SASL succeeded on this connection.
+    pub fn is_authenticated(&self) -> bool {
+        self.user.is_some()
+    }
+
     /// A snapshot of what data requests need, for answering them on other threads.
     pub fn shared_view(&self) -> SharedView {
         SharedView {

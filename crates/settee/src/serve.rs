@@ -82,6 +82,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                     busy_share: settings.kv_bulk_busy_share.max(0.0),
                     ..Default::default()
                 }),
+                limits: settee_kv::KvLimits::default(),
             },
         )
         .context("starting the KV door's worker pool")?,
