@@ -1,6 +1,7 @@
 //! The `settee` binary: `settee serve` runs a node, `settee bench ...` runs the load generators.
 
 mod config;
+mod fd_limit;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -16,6 +17,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start: the size of the serve settings does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a node.

@@ -42,7 +42,19 @@ impl Server {
 
     /// On a given HTTP address (a restarted node that must keep its address).
     pub fn start_on(data_dir: &Path, http_addr: &str, extra: &[&str]) -> Server {
-        let mut child = Command::new(binary())
+        Server::start_configured(data_dir, http_addr, extra, |_| {})
+    }
+
+    /// With the command adjusted before it is spawned (resource limits, environment).
+    pub fn start_configured(
+        data_dir: &Path,
+        http_addr: &str,
+        extra: &[&str],
+        configure: impl FnOnce(&mut Command),
+    ) -> Server {
+        let mut command = Command::new(binary());
+        configure(&mut command);
+        let mut child = command
             .args([
                 "serve",
                 "--http-addr",
@@ -112,6 +124,17 @@ impl Server {
             std::thread::sleep(Duration::from_millis(20));
         }
         self.kill9();
+    }
+
+    /// A line of `/proc/PID/status` in kB (`VmRSS`, `VmHWM`).
+    pub fn memory_kb(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("/proc status");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{field} in /proc status"))
     }
 }
 
@@ -241,7 +264,7 @@ fn read_response(reader: &mut BufReader<TcpStream>) -> std::io::Result<Response>
 }
 
 /// Base64 for the Authorization header, without a dependency.
-mod base64_engine {
+pub mod base64_engine {
     const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     pub fn encode(input: &[u8]) -> String {
         let mut out = String::new();
