@@ -26,7 +26,6 @@ mod queue;
 mod session;
 mod subdoc;
 mod timings;
-mod validate;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -104,7 +104,7 @@ fn admit(features: &Features, frame: &Frame<'_>, out: &mut Vec<u8>) -> Option<Fr
     let refused = if frame.magic.is_alt() && !features.alt_requests {
         Err("Framing extras (magic 0x08) need HELLO AltRequestSupport first")
     } else {
-        crate::validate::request(frame)
+        settee_kv_codec::validate::request(frame)
     };
     if let Err(context) = refused {
         error_reply(

@@ -2,10 +2,10 @@
 //! and a value may or must be present, whether the CAS may be set. kv_engine checks each
 //! opcode this way (`daemon/mcbp_validators.cc`, `verify_header`) and answers EINVAL with a
 //! reason otherwise; so does settee, for every opcode it implements. Sub-document requests
-//! check their own extras and specs (`subdoc.rs`); unknown opcodes pass through here and get
+//! check their own extras and specs (settee-kv's `subdoc.rs`); unknown opcodes pass through here and get
 //! UNKNOWN_COMMAND where they are dispatched.
 
-use settee_kv_codec::{opcode, Frame};
+use crate::{opcode, Frame};
 
 /// Bytes of extras a request carries.
 #[derive(Clone, Copy)]
@@ -84,7 +84,7 @@ fn shape_of(opcode: u8) -> Option<Shape> {
 }
 
 /// Checks a request's shape; the error is the reason kv_engine gives with EINVAL.
-pub(crate) fn request(frame: &Frame<'_>) -> Result<(), &'static str> {
+pub fn request(frame: &Frame<'_>) -> Result<(), &'static str> {
     let Some(shape) = shape_of(frame.opcode) else {
         return Ok(());
     };
@@ -143,7 +143,7 @@ fn specific(frame: &Frame<'_>) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use settee_kv_codec::Magic;
+    use crate::Magic;
 
     fn frame<'a>(opcode: u8, extras: &'a [u8], key: &'a [u8], value: &'a [u8]) -> Frame<'a> {
         Frame {
