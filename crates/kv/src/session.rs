@@ -99,7 +99,7 @@ pub(crate) fn is_data_request(frame: &Frame<'_>) -> bool {
 
 /// The framing extras of a well-formed request, or `None` after answering why the request is
 /// not acceptable: framing extras sent without HELLO's AltRequestSupport, a shape kv_engine
-/// refuses (`validate.rs`), or framing extras that do not parse.
+/// refuses (`settee_kv_codec::validate`), or framing extras that do not parse.
 fn admit(features: &Features, frame: &Frame<'_>, out: &mut Vec<u8>) -> Option<FramingExtras> {
     let refused = if frame.magic.is_alt() && !features.alt_requests {
         Err("Framing extras (magic 0x08) need HELLO AltRequestSupport first")
