@@ -77,3 +77,33 @@ test('the server keeps serving after all of that', async () => {
   assert.equal((await http('GET', `${server.url}/_up`)).status, 200);
   assert.equal((await http('PUT', `${server.url}/bad/after`, { body: { fine: true } })).status, 201);
 });
+
+test('a path that does not decode to UTF-8 is refused, not stored with replacement characters', async () => {
+  // fetch sends the escapes as written: the server sees the bytes FF FE.
+  const put = await http('PUT', `${server.url}/bad/%FF%FE`, { body: { a: 1 } });
+  assert.equal(put.status, 400);
+  assert.deepEqual(put.json, { error: 'illegal_docid', reason: 'Document id must be valid UTF-8' });
+  const design = await http('PUT', `${server.url}/bad/_design/%C3`, { body: {} });
+  assert.equal(design.status, 400);
+  assert.equal(design.json.error, 'illegal_docid');
+  const doc = await http('PUT', `${server.url}/bad/has-attachment`, { body: {} });
+  assert.equal(doc.status, 201);
+  const attachment = await http('PUT', `${server.url}/bad/has-attachment/%FF.txt?rev=${doc.json.rev}`, {
+    body: 'text', headers: { 'content-type': 'text/plain' },
+  });
+  assert.equal(attachment.status, 400);
+  assert.deepEqual(attachment.json, { error: 'bad_request', reason: 'Attachment name is not UTF-8 encoded' });
+  const db = await http('PUT', `${server.url}/%FF`);
+  assert.equal(db.status, 400);
+  assert.equal(db.json.error, 'illegal_database_name');
+  // Nothing was stored under U+FFFD.
+  const all = await http('GET', `${server.url}/bad/_all_docs`);
+  assert.ok(!all.text.includes('\ufffd'), all.text);
+  assert.equal((await http('GET', `${server.url}/bad/${encodeURIComponent('\ufffd\ufffd')}`)).status, 404);
+  const attachments = await http('GET', `${server.url}/bad/has-attachment`);
+  assert.equal(attachments.json._attachments, undefined);
+  // Valid UTF-8 escapes still work.
+  const cafe = await http('PUT', `${server.url}/bad/caf%C3%A9`, { body: {} });
+  assert.equal(cafe.status, 201);
+  assert.equal(cafe.json.id, 'caf\u00e9');
+});

@@ -18,7 +18,9 @@ use crate::doc_api::{
 use crate::error::{ApiError, ApiResult};
 use crate::replicator_docs::prepare_replicator_doc;
 use crate::request::{check_json_limits, Req};
-use crate::response::{channel_body, json, json_bytes, json_string, HttpResponse};
+use crate::response::{
+    channel_body, json, json_bytes, json_string, HttpResponse, STREAM_CHUNK_BYTES_MAX,
+};
 use crate::router::not_allowed;
 use crate::HttpState;
 
@@ -480,7 +482,7 @@ fn stream_rows(
             chunk.push(b'}');
             emitted += 1;
             in_chunk += 1;
-            if in_chunk >= STREAM_ROWS_PER_CHUNK {
+            if in_chunk >= STREAM_ROWS_PER_CHUNK || chunk.len() >= STREAM_CHUNK_BYTES_MAX {
                 in_chunk = 0;
                 if sender
                     .blocking_send(Bytes::from(std::mem::take(&mut chunk)))

@@ -25,7 +25,7 @@ use crate::db_api::open;
 use crate::doc_api::attachment_fetcher;
 use crate::error::{ApiError, ApiResult};
 use crate::request::Req;
-use crate::response::{channel_body, json_string, HttpResponse};
+use crate::response::{channel_body, json_string, HttpResponse, STREAM_CHUNK_BYTES_MAX};
 use crate::router::not_allowed;
 use crate::HttpState;
 use settee_mango::Selector;
@@ -331,8 +331,11 @@ fn next_batch_from(
 ) -> (Vec<Vec<u8>>, bool) {
     let mut rows = Vec::new();
     let mut scanned = 0;
+    // A batch is one body chunk: bounded in bytes too (documents may be large).
+    let mut bytes = 0usize;
     loop {
-        if rows.len() >= rows_max || scanned >= SCANNED_PER_BATCH {
+        if rows.len() >= rows_max || scanned >= SCANNED_PER_BATCH || bytes >= STREAM_CHUNK_BYTES_MAX
+        {
             *position = settee_engine::ChangeCursor::position(cursor).clone();
             return (rows, false);
         }
@@ -341,6 +344,7 @@ fn next_batch_from(
                 scanned += 1;
                 let seq = settee_engine::ChangeCursor::position(cursor).encode();
                 if let Some(row) = change_row(bucket, &entry, &seq, options) {
+                    bytes += row.len();
                     rows.push(row);
                 }
             }

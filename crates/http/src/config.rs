@@ -24,6 +24,15 @@ pub struct HttpConfig {
     pub max_open_feeds: usize,
     /// `uuid` reported by `GET /`.
     pub server_uuid: String,
+    /// Most connections open at once; more get a 503 (mochiweb's `max`, 2048).
+    pub max_connections: usize,
+    /// A connection waiting for a request is closed after this long (mochiweb: 300 s).
+    pub idle_timeout: Option<std::time::Duration>,
+    /// A request's headers must be complete this long after its first byte (mochiweb: 30 s).
+    pub header_timeout: Option<std::time::Duration>,
+    /// A request body that stalls this long between two reads is answered 408 (mochiweb:
+    /// 300 s).
+    pub body_timeout: Option<std::time::Duration>,
 }
 
 impl Default for HttpConfig {
@@ -40,6 +49,10 @@ impl Default for HttpConfig {
             changes_timeout_max_ms: 3_600_000,
             max_open_feeds: 10_000,
             server_uuid: "00000000000000000000000000000000".into(),
+            max_connections: crate::connection::MAX_CONNECTIONS_DEFAULT,
+            idle_timeout: Some(crate::connection::IDLE_TIMEOUT_DEFAULT),
+            header_timeout: Some(crate::connection::HEADER_TIMEOUT_DEFAULT),
+            body_timeout: Some(crate::connection::BODY_TIMEOUT_DEFAULT),
         }
     }
 }

@@ -32,8 +32,14 @@ pub enum ApiError {
     DocumentTooLarge(String),
     #[error("the request entity is too large")]
     RequestTooLarge,
+    /// The request body stalled for longer than the body timeout.
+    #[error("The request body did not arrive in time.")]
+    RequestTimeout,
     #[error("{0}")]
     IllegalDatabaseName(String),
+    /// A document id CouchDB's `couch_doc:validate_docid` refuses.
+    #[error("{0}")]
+    IllegalDocId(String),
     #[error("{0}")]
     DocValidation(String),
     #[error("Only {0} allowed")]
@@ -68,6 +74,7 @@ impl ApiError {
             ApiError::BadRequest(_)
             | ApiError::QueryParse(_)
             | ApiError::IllegalDatabaseName(_)
+            | ApiError::IllegalDocId(_)
             | ApiError::DocValidation(_)
             | ApiError::InvalidDesignDoc(_)
             | ApiError::Compilation(_) => StatusCode::BAD_REQUEST,
@@ -83,6 +90,7 @@ impl ApiError {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
             ApiError::BadContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_)
@@ -109,7 +117,9 @@ impl ApiError {
             ApiError::Forbidden(_) => "forbidden",
             ApiError::DocumentTooLarge(_) => "document_too_large",
             ApiError::RequestTooLarge => "too_large",
+            ApiError::RequestTimeout => "request_timeout",
             ApiError::IllegalDatabaseName(_) => "illegal_database_name",
+            ApiError::IllegalDocId(_) => "illegal_docid",
             ApiError::DocValidation(_) => "doc_validation",
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::BadContentType(_) => "bad_content_type",

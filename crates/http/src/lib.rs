@@ -13,6 +13,7 @@ pub mod auth;
 pub mod bulk_api;
 pub mod changes_api;
 pub mod config;
+pub mod connection;
 pub mod couch_doc;
 pub mod db_api;
 pub mod doc_api;
@@ -118,6 +119,11 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
+    let slots = connection::Slots::new(state.config.max_connections);
+    let timeouts = connection::Timeouts {
+        idle: state.config.idle_timeout,
+        header: state.config.header_timeout,
+    };
     loop {
         let accepted = tokio::select! {
             _ = &mut shutdown => return,
@@ -132,17 +138,32 @@ pub async fn serve(
                 continue;
             }
         };
+        let Some(slot) = slots.take() else {
+            slots.refuse(stream);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let state = state.clone();
         tokio::spawn(async move {
+            let _slot = slot;
+            let clock = connection::Clock::new();
+            let service_clock = clock.clone();
             let service = service_fn(move |request| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(router::handle(state, request, Some(peer.ip())).await) }
+                // No timeout runs until this request's response has been sent.
+                let answering = service_clock.request_started();
+                async move {
+                    let response = router::handle(state, request, Some(peer.ip())).await;
+                    Ok::<_, Infallible>(
+                        response.map(|body| connection::TrackedBody::new(body, answering)),
+                    )
+                }
             });
-            let connection = http1::Builder::new()
+            let io = TokioIo::new(connection::TimedIo::new(stream, clock.clone()));
+            let served = http1::Builder::new()
                 .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service);
-            if let Err(error) = connection.await {
+                .serve_connection(io, service);
+            if let Some(Err(error)) = connection::watch(served, &clock, timeouts).await {
                 tracing::debug!(%error, "connection ended with an error");
             }
         });

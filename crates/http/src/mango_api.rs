@@ -21,7 +21,7 @@ use crate::db_api::open;
 use crate::doc_api::{attachment_fetcher, read_doc};
 use crate::error::{ApiError, ApiResult};
 use crate::request::Req;
-use crate::response::{channel_body, json, HttpResponse};
+use crate::response::{channel_body, json, HttpResponse, STREAM_CHUNK_BYTES_MAX};
 use crate::router::not_allowed;
 use crate::HttpState;
 
@@ -328,7 +328,7 @@ pub async fn find(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
             first = false;
             chunk.extend_from_slice(doc);
             in_chunk += 1;
-            if in_chunk < FIND_DOCS_PER_CHUNK {
+            if in_chunk < FIND_DOCS_PER_CHUNK && chunk.len() < STREAM_CHUNK_BYTES_MAX {
                 return true;
             }
             in_chunk = 0;

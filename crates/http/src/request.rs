@@ -20,6 +20,8 @@ pub struct Req {
     pub user: UserCtx,
     /// The client's address (failed logins are counted by it).
     pub peer: Option<std::net::IpAddr>,
+    /// Longest wait between two reads of the body (`HttpConfig::body_timeout`).
+    pub body_timeout: Option<std::time::Duration>,
 }
 
 impl Req {
@@ -82,15 +84,30 @@ impl Req {
                 return Err(ApiError::RequestTooLarge);
             }
         }
-        match Limited::new(body, limit).collect().await {
-            Ok(collected) => Ok(collected.to_bytes()),
-            Err(error) => {
-                if error.is::<http_body_util::LengthLimitError>() {
-                    Err(ApiError::RequestTooLarge)
-                } else {
-                    Err(ApiError::BadRequest(format!(
-                        "could not read body: {error}"
-                    )))
+        let mut body = Limited::new(body, limit);
+        let mut collected = bytes::BytesMut::new();
+        loop {
+            // A body that stalls (a Content-Length longer than what is sent, a chunked
+            // body that never ends) is given up after the body timeout.
+            let frame = match self.body_timeout.filter(|timeout| !timeout.is_zero()) {
+                Some(timeout) => tokio::time::timeout(timeout, body.frame())
+                    .await
+                    .map_err(|_| ApiError::RequestTimeout)?,
+                None => body.frame().await,
+            };
+            match frame {
+                None => return Ok(collected.freeze()),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        collected.extend_from_slice(&data);
+                    }
+                }
+                Some(Err(error)) => {
+                    return Err(if error.is::<http_body_util::LengthLimitError>() {
+                        ApiError::RequestTooLarge
+                    } else {
+                        ApiError::BadRequest(format!("could not read body: {error}"))
+                    });
                 }
             }
         }
@@ -191,16 +208,66 @@ pub fn check_json_limits(bytes: &[u8], max_depth: usize) -> ApiResult<()> {
     Ok(())
 }
 
-/// Splits a raw path into percent-decoded segments.
-pub fn split_path(path: &str) -> Vec<String> {
-    path.split('/')
-        .filter(|segment| !segment.is_empty())
-        .map(|segment| {
-            percent_encoding::percent_decode_str(segment)
-                .decode_utf8_lossy()
-                .into_owned()
-        })
-        .collect()
+/// Splits a raw path into percent-decoded segments. A segment whose bytes are not UTF-8
+/// (`/db/%FF%FE`) is refused, as CouchDB refuses such ids and names, rather than stored with
+/// replacement characters: the error says which segment.
+pub fn split_path(path: &str) -> Result<Vec<String>, NonUtf8Segment> {
+    let mut segments = Vec::new();
+    let mut invalid = None;
+    for segment in path.split('/').filter(|segment| !segment.is_empty()) {
+        let decoded = percent_encoding::percent_decode_str(segment);
+        match decoded.clone().decode_utf8() {
+            Ok(text) => segments.push(text.into_owned()),
+            Err(_) => {
+                invalid.get_or_insert(segments.len());
+                segments.push(decoded.decode_utf8_lossy().into_owned());
+            }
+        }
+    }
+    match invalid {
+        None => Ok(segments),
+        Some(index) => Err(NonUtf8Segment { index, segments }),
+    }
+}
+
+/// A path with a segment that does not decode to UTF-8.
+#[derive(Debug)]
+pub struct NonUtf8Segment {
+    /// Which segment (0: the database name).
+    pub index: usize,
+    /// Every segment, the invalid ones with replacement characters (for messages only).
+    pub segments: Vec<String>,
+}
+
+impl NonUtf8Segment {
+    /// CouchDB's refusal for what the segment names: a database, a document id (plain,
+    /// `_design/` or `_local/`) or an attachment.
+    pub fn error(&self) -> ApiError {
+        let segment = |index: usize| self.segments.get(index).map(String::as_str);
+        let reserved = matches!(segment(1), Some("_design" | "_local"));
+        match self.index {
+            0 => crate::db_api::validate_db_name(&self.segments[0])
+                .err()
+                .unwrap_or_else(|| ApiError::BadRequest("Invalid database name".into())),
+            1 => ApiError::IllegalDocId("Document id must be valid UTF-8".into()),
+            2 if reserved => ApiError::IllegalDocId("Document id must be valid UTF-8".into()),
+            index
+                if !segment(1).is_some_and(|id| id.starts_with('_'))
+                    || (segment(1) == Some("_design")
+                        && index >= 3
+                        && !is_design_path(segment(3))) =>
+            {
+                ApiError::BadRequest("Attachment name is not UTF-8 encoded".into())
+            }
+            index => ApiError::BadRequest(format!("Path segment {} is not valid UTF-8", index + 1)),
+        }
+    }
+}
+
+/// Whether the segment after `/{db}/_design/{name}/` names a design function, not an
+/// attachment.
+fn is_design_path(segment: Option<&str>) -> bool {
+    segment.is_some_and(|segment| segment.starts_with('_'))
 }
 
 pub fn parse_query(query: Option<&str>) -> Vec<(String, String)> {
@@ -233,7 +300,39 @@ mod tests {
 
     #[test]
     fn paths_decode_segments() {
-        assert_eq!(split_path("/db/_design%2Fx"), vec!["db", "_design/x"]);
-        assert_eq!(split_path("/"), Vec::<String>::new());
+        assert_eq!(
+            split_path("/db/_design%2Fx").expect("utf-8"),
+            vec!["db", "_design/x"]
+        );
+        assert_eq!(split_path("/").expect("utf-8"), Vec::<String>::new());
+        assert_eq!(
+            split_path("/db/caf%C3%A9").expect("utf-8"),
+            vec!["db", "caf\u{e9}"]
+        );
+    }
+
+    #[test]
+    fn non_utf8_segments_are_refused_as_what_they_name() {
+        let refusal = |path: &str| {
+            let error = split_path(path).expect_err(path).error();
+            (error.status().as_u16(), error.code(), error.to_string())
+        };
+        let bad_id = (
+            400,
+            "illegal_docid",
+            "Document id must be valid UTF-8".to_string(),
+        );
+        assert_eq!(refusal("/db/%FF%FE"), bad_id);
+        assert_eq!(refusal("/db/_design/%FF"), bad_id);
+        assert_eq!(refusal("/db/_local/a%C3"), bad_id);
+        let bad_attachment = (
+            400,
+            "bad_request",
+            "Attachment name is not UTF-8 encoded".to_string(),
+        );
+        assert_eq!(refusal("/db/doc/%FF"), bad_attachment);
+        assert_eq!(refusal("/db/_design/app/img/%FF"), bad_attachment);
+        assert_eq!(refusal("/%FF").1, "illegal_database_name");
+        assert_eq!(refusal("/db/_design/app/_view/%FF").1, "bad_request");
     }
 }

@@ -17,6 +17,12 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
         .boxed_unsync()
 }
 
+/// A streamed body's chunk is sent once it holds this many bytes, whatever its row count: a
+/// response of large documents then holds at most a channel's worth of such chunks (and one
+/// document) while the client is slow to read, since hyper stops polling the body while the
+/// socket is full (issue 18 point 3).
+pub const STREAM_CHUNK_BYTES_MAX: usize = 256 << 10;
+
 /// A body fed by a channel: every message is one chunk on the wire.
 pub fn channel_body(receiver: tokio::sync::mpsc::Receiver<Bytes>) -> Body {
     let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {

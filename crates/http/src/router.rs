@@ -22,17 +22,22 @@ pub async fn handle(
     peer: Option<std::net::IpAddr>,
 ) -> HttpResponse {
     let (parts, body) = request.into_parts();
-    let mut response = match state.auth.authenticate(&parts.headers, &state.engine, peer) {
-        Err(error) => response::error(&error),
-        Ok(user) => {
+    let mut response = match (
+        state.auth.authenticate(&parts.headers, &state.engine, peer),
+        split_path(parts.uri.path()),
+    ) {
+        (Err(error), _) => response::error(&error),
+        (Ok(_), Err(invalid)) => response::error(&invalid.error()),
+        (Ok(user), Ok(path)) => {
             let mut req = Req {
                 method: parts.method,
-                path: split_path(parts.uri.path()),
+                path,
                 query: parse_query(parts.uri.query()),
                 headers: parts.headers,
                 body: Some(body),
                 user,
                 peer,
+                body_timeout: state.config.body_timeout,
             };
             match route(&state, &mut req).await {
                 Ok(response) => response,

@@ -11,6 +11,7 @@ pub mod leb128;
 pub mod opcode;
 pub mod status;
 pub mod subdoc;
+pub mod validate;
 
 pub use frame::{
     decode, encode_request, encode_response, encode_server_request, finish_response,

@@ -7,24 +7,30 @@
 //!
 //! With UnorderedExecution one connection uses every core: the data requests of one read are
 //! collected into a batch, and a batch big enough to be worth it is split into parts answered
-//! in parallel — the first on this task, the others on other worker threads — each part's
-//! replies written as soon as it is done. Requests that wait (writes, heavy lookups) are
-//! spawned and answered when they finish.
+//! in parallel (`batch.rs`) — the first on this task, the others on other worker threads —
+//! each part's replies written as soon as it is done. Requests that wait (writes, heavy
+//! lookups) are spawned and answered when they finish.
+//!
+//! The loop takes no new request while the replies it holds are over its output budget
+//! (`budget.rs`), and closes a connection silent for longer than its limits allow
+//! (`deadlines.rs`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
-use futures_util::FutureExt;
 use settee_kv_codec::{decode, Decoded, HEADER_LEN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::task::JoinHandle;
 
+use crate::batch::{dispatch_batch, Limits};
+use crate::budget::{reply_may_carry_document, DOCUMENT_REPLIES_IN_FLIGHT_MAX};
+use crate::deadlines::{Deadlines, Silence};
 use crate::lanes::BusyMeter;
-use crate::session::{self, Handled, Session, SharedView};
+use crate::limits::Slot;
+use crate::queue::{joined, spawn_later, Documents, Queue, TimingsGuard};
+use crate::session::{self, Handled, Session};
 use crate::timings::ConnTimings;
 use crate::KvState;
 
@@ -33,222 +39,6 @@ const MAX_IN_FLIGHT: usize = 4096;
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// Frame headroom over the largest value: extras, key, framing extras.
 const FRAME_OVERHEAD_MAX: usize = 64 * 1024;
-/// Fewest data requests per part when an unordered batch is split across threads: a batch
-/// smaller than two parts is answered by the connection's own task. Each hand-off costs a
-/// wake-up on another core and a reply write of its own. On two cores, splitting batches of
-/// 48+ instead of 32+ made one unordered connection's CPU-heavy lookup mix 1.72x -> 1.79x its
-/// ordered rate, and pipelined GETs and indexed lookups ~10% faster (BENCHMARKS.md, issue 4).
-const PART_REQUESTS_MIN: usize = 24;
-/// Requests of a split batch the connection's own task answers before it waits for the parts.
-const INLINE_REQUESTS: usize = 16;
-
-type ReplyFuture = futures_util::future::BoxFuture<'static, Vec<u8>>;
-
-/// Replies produced off the connection's task, and the requests they left waiting.
-struct Part {
-    replies: Vec<u8>,
-    /// (opcode, time taken) of every request answered here, for the connection's histograms.
-    timed: Vec<(u8, Duration)>,
-    spawned: Vec<JoinHandle<Part>>,
-}
-
-/// Work of an unordered connection in flight: a part of a batch on the heavy pool, or a
-/// request that waits on its own task. `None` if it panicked (its requests get no reply).
-type PartFuture = futures_util::future::BoxFuture<'static, Option<Part>>;
-
-enum Queue {
-    Ordered(FuturesOrdered<ReplyFuture>),
-    Unordered(FuturesUnordered<PartFuture>),
-}
-
-impl Queue {
-    fn len(&self) -> usize {
-        match self {
-            Queue::Ordered(queue) => queue.len(),
-            Queue::Unordered(queue) => queue.len(),
-        }
-    }
-
-    async fn next(&mut self, timings: &mut TimingsGuard) -> Option<Vec<u8>> {
-        match self {
-            Queue::Ordered(queue) => queue.next().await,
-            Queue::Unordered(queue) => {
-                // A part that panicked leaves no replies; the queue goes on.
-                let Some(part) = queue.next().await? else {
-                    return Some(Vec::new());
-                };
-                for (opcode, took) in part.timed {
-                    timings
-                        .local
-                        .record_took(&timings.state.timings, opcode, took);
-                }
-                queue.extend(part.spawned.into_iter().map(joined));
-                Some(part.replies)
-            }
-        }
-    }
-
-    /// Replies already finished, without waiting.
-    fn drain_ready(&mut self, out: &mut Vec<u8>, timings: &mut TimingsGuard) {
-        while self.len() > 0 {
-            match self.next(timings).now_or_never() {
-                Some(Some(reply)) => out.extend_from_slice(&reply),
-                _ => return,
-            }
-        }
-    }
-}
-
-/// Merges a connection's latency histograms into the node's when the connection ends.
-struct TimingsGuard {
-    local: ConnTimings,
-    state: Arc<KvState>,
-}
-
-impl Drop for TimingsGuard {
-    fn drop(&mut self) {
-        self.local.merge(&self.state.timings);
-    }
-}
-
-/// A request's task as queued work.
-fn joined(task: JoinHandle<Part>) -> PartFuture {
-    Box::pin(task.map(Result::ok))
-}
-
-/// A queued request answered on its own task once its future finishes.
-fn spawn_later(
-    node: Arc<KvState>,
-    future: futures_util::future::BoxFuture<'static, Vec<u8>>,
-    opcode: u8,
-    key: Bytes,
-    started: Instant,
-) -> JoinHandle<Part> {
-    tokio::spawn(async move {
-        let replies = future.await;
-        node.timings.record(opcode, &key, started);
-        Part {
-            replies,
-            timed: Vec::new(),
-            spawned: Vec::new(),
-        }
-    })
-}
-
-/// Answers a part of a batch of data requests on whatever thread runs it.
-fn answer_part(shared: &SharedView, frames: &[Bytes], started: Instant, max_body: usize) -> Part {
-    let mut part = Part {
-        replies: Vec::with_capacity(frames.len() * 64),
-        timed: Vec::with_capacity(frames.len()),
-        spawned: Vec::new(),
-    };
-    let node = shared.state();
-    for bytes in frames {
-        let Ok(Decoded::Frame(frame, _)) = decode(bytes, max_body) else {
-            continue;
-        };
-        match session::handle_data(shared.view(), &frame, bytes, &mut part.replies) {
-            Handled::Done | Handled::Close => {
-                let took = started.elapsed();
-                node.timings.log_if_slow(frame.opcode, frame.key, took);
-                part.timed.push((frame.opcode, took));
-            }
-            Handled::Later(future) => part.spawned.push(spawn_later(
-                node.clone(),
-                future,
-                frame.opcode,
-                bytes.slice_ref(frame.key),
-                started,
-            )),
-        }
-    }
-    part
-}
-
-/// Fixed for a connection's life.
-#[derive(Clone, Copy)]
-struct Limits {
-    /// Largest frame body accepted.
-    max_body: usize,
-    /// Threads an unordered batch may be split across.
-    workers: usize,
-}
-
-/// Answers a batch of data requests of an unordered connection: split across up to
-/// `limits.workers` threads when it is big enough, this task taking the first part.
-fn dispatch_batch(
-    batch: &mut Vec<Bytes>,
-    session: &Session,
-    queue: &mut FuturesUnordered<PartFuture>,
-    out: &mut Vec<u8>,
-    timings: &mut TimingsGuard,
-    started: Instant,
-    limits: Limits,
-) {
-    let Limits { max_body, workers } = limits;
-    if batch.is_empty() {
-        return;
-    }
-    let parts = (batch.len() / PART_REQUESTS_MIN).clamp(1, workers.max(1));
-    // Split, the connection's own task answers only the first INLINE_REQUESTS: on the main
-    // lane it runs on a runtime worker, and answering half of a 200-request batch there kept
-    // other connections waiting for ~300 us.
-    let inline = if parts > 1 {
-        INLINE_REQUESTS
-    } else {
-        batch.len()
-    };
-    let per_part = (batch.len() - inline).div_ceil(parts).max(1);
-    if parts > 1 {
-        // The other parts run on the heavy pool (nice 10, behind this connection's permits),
-        // not on the runtime's workers: a connection pipelining hundreds of lookups must not
-        // hold the threads that answer other connections' GETs. On the runtime's workers a
-        // light client's GET p99 went from 64 us to 790 us while one unordered connection
-        // hammered 10-path lookups; the pool yields the cores to them instead.
-        let shared = session.shared_view();
-        let runtime = tokio::runtime::Handle::current();
-        for frames in batch[inline..].chunks(per_part) {
-            let (shared, frames, runtime) = (shared.clone(), frames.to_vec(), runtime.clone());
-            // Awaited by this task itself (no task of its own): the pool thread's answer wakes
-            // the connection directly.
-            queue.push(Box::pin(async move {
-                let node = shared.state().clone();
-                let permits = shared.heavy_permits().clone();
-                let job = move || {
-                    // Requests that wait (writes, heavy lookups) are spawned on the runtime.
-                    let _runtime = runtime.enter();
-                    answer_part(&shared, &frames, started, max_body)
-                };
-                let part = node.heavy.run(&permits, job).await;
-                if part.is_none() {
-                    tracing::error!("a batch of requests panicked; they get no reply");
-                }
-                part
-            }));
-        }
-    }
-    let state = timings.state.clone();
-    for bytes in &batch[..inline] {
-        let Ok(Decoded::Frame(frame, _)) = decode(bytes, max_body) else {
-            continue;
-        };
-        match session::handle_data(session.view(), &frame, bytes, out) {
-            Handled::Done | Handled::Close => {
-                timings
-                    .local
-                    .record(&state.timings, frame.opcode, frame.key, started)
-            }
-            Handled::Later(future) => queue.push(joined(spawn_later(
-                state.clone(),
-                future,
-                frame.opcode,
-                bytes.slice_ref(frame.key),
-                started,
-            ))),
-        }
-    }
-    batch.clear();
-}
 
 /// What a connection carries from one lane to the other.
 struct Carried {
@@ -256,11 +46,15 @@ struct Carried {
     /// Bytes read and not yet decoded (a partial frame, or frames left when reading paused).
     input: BytesMut,
     timings: TimingsGuard,
+    documents: Documents,
+    connected_at: Instant,
+    last_read: Instant,
 }
 
 /// Serves one connection: on the main runtime, and on the bulk lane if it gets busy there
-/// (`lanes.rs`).
-pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
+/// (`lanes.rs`). `slot` is its place among the door's connections, given back when it ends.
+pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>, slot: Slot) {
+    let now = Instant::now();
     let carried = Carried {
         session: Session::new(state.clone(), stream.peer_addr().ok().map(|addr| addr.ip())),
         input: BytesMut::with_capacity(READ_BUFFER_BYTES),
@@ -268,6 +62,9 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
             local: ConnTimings::new(),
             state: state.clone(),
         },
+        documents: Documents::default(),
+        connected_at: now,
+        last_read: now,
     };
     let Some((stream, carried)) = run_on_lane(stream, state.clone(), carried, true).await else {
         return;
@@ -277,6 +74,7 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
     };
     lane.spawn(async move {
         let _seat = seat;
+        let _slot = slot;
         // Registered with the bulk lane thread's reactor from here on.
         match TcpStream::from_std(stream) {
             Ok(stream) => {
@@ -288,6 +86,17 @@ pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>) {
             Err(error) => tracing::warn!(%error, "moving a connection to the bulk lane failed"),
         }
     });
+}
+
+/// Why the loop stopped taking requests before the input ran out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Paused {
+    /// Not paused.
+    No,
+    /// The replies held reached the output budget: write them, then go on.
+    Output,
+    /// As many document replies in flight as allowed, or the queue is full: wait for one.
+    Queue,
 }
 
 /// The connection loop. With `may_move`, returns the socket and the connection's state at a
@@ -304,18 +113,22 @@ async fn run_on_lane(
         max_body,
         workers: std::thread::available_parallelism().map_or(1, |cores| cores.get()),
     };
+    let output_bytes_max = state.config.limits.output_bytes_max;
+    let deadlines = Deadlines::new(&state.config.limits);
+    let check_every = deadlines.check_every();
+    let check = tokio::time::sleep(check_every.unwrap_or(std::time::Duration::MAX / 4));
+    tokio::pin!(check);
     let (mut reader, mut writer) = stream.into_split();
     let Carried {
         mut session,
         mut input,
         mut timings,
+        documents,
+        connected_at,
+        mut last_read,
     } = carried;
     let mut out: Vec<u8> = Vec::with_capacity(READ_BUFFER_BYTES);
-    let mut queue = if session.features.unordered {
-        Queue::Unordered(FuturesUnordered::new())
-    } else {
-        Queue::Ordered(FuturesOrdered::new())
-    };
+    let mut queue = Queue::new(session.features.unordered, documents);
     let mut meter = state
         .bulk
         .as_ref()
@@ -331,13 +144,52 @@ async fn run_on_lane(
     loop {
         let working_since = Instant::now();
         let mut requests_read = 0usize;
-        if !closing && !eof && !moving {
+        let budget = state.output.budget(output_bytes_max);
+        let mut paused = Paused::No;
+        if !closing && !eof {
+            let batch_started = working_since;
+            if !queue.deferred.is_empty() {
+                // Requests a part handed back: answered before any new one is decoded.
+                if queue.documents.in_flight() < DOCUMENT_REPLIES_IN_FLIGHT_MAX {
+                    batch.append(&mut queue.deferred);
+                    dispatch_batch(
+                        &mut batch,
+                        &session,
+                        &mut queue,
+                        &mut out,
+                        &mut timings,
+                        batch_started,
+                        limits,
+                        budget,
+                    );
+                }
+                if out.len() >= budget {
+                    paused = Paused::Output;
+                } else if !queue.deferred.is_empty() {
+                    paused = Paused::Queue;
+                }
+            }
+            if moving && paused == Paused::No {
+                // Moving: requests handed back are answered here, new ones on the bulk lane.
+                paused = Paused::Queue;
+            }
             // Decode and handle every whole frame already buffered; requests are timed from
             // the moment their bytes were read.
-            let batch_started = working_since;
-            loop {
+            while paused == Paused::No {
                 let (frame_len, needed) = match decode(&input, max_body) {
-                    Ok(Decoded::Frame(_, used)) => (Some(used), 0),
+                    Ok(Decoded::Frame(frame, used)) => {
+                        if out.len() + queue.ready_bytes() >= budget {
+                            paused = Paused::Output;
+                            break;
+                        }
+                        if reply_may_carry_document(frame.opcode)
+                            && queue.documents.in_flight() >= DOCUMENT_REPLIES_IN_FLIGHT_MAX
+                        {
+                            paused = Paused::Queue;
+                            break;
+                        }
+                        (Some(used), 0)
+                    }
                     Ok(Decoded::Incomplete(needed)) => (None, needed),
                     Err(error) => {
                         // The stream cannot be resynchronised: answer nothing more, close
@@ -359,10 +211,10 @@ async fn run_on_lane(
                     closing = true;
                     break;
                 };
-                if let Queue::Unordered(pending) = &mut queue {
+                if queue.is_unordered() {
                     if session::is_data_request(&frame) {
                         batch.push(bytes.clone());
-                        if batch.len() + pending.len() >= MAX_IN_FLIGHT {
+                        if batch.len() + queue.len() >= MAX_IN_FLIGHT {
                             break;
                         }
                         continue;
@@ -371,38 +223,36 @@ async fn run_on_lane(
                     dispatch_batch(
                         &mut batch,
                         &session,
-                        pending,
+                        &mut queue,
                         &mut out,
                         &mut timings,
                         batch_started,
                         limits,
+                        budget,
                     );
+                } else if queue.len() == 0 {
+                    pending_keys.clear();
+                } else if !frame.key.is_empty() && pending_keys.contains(frame.key) {
+                    // Without UnorderedExecution a request sees every earlier one's effect:
+                    // a request on a key with a write still in flight waits for it.
+                    while let Some(reply) = queue.next(&mut timings).await {
+                        out.extend_from_slice(&reply);
+                    }
+                    pending_keys.clear();
                 }
                 let was_unordered = session.features.unordered;
                 let started = batch_started;
-                if let Queue::Ordered(pending) = &mut queue {
-                    if pending.is_empty() {
-                        pending_keys.clear();
-                    } else if !frame.key.is_empty() && pending_keys.contains(frame.key) {
-                        // Without UnorderedExecution a request sees every earlier one's effect:
-                        // a request on a key with a write still in flight waits for it.
-                        while let Some(reply) = pending.next().await {
-                            out.extend_from_slice(&reply);
-                        }
-                        pending_keys.clear();
+                let handled = if !queue.is_unordered() && queue.len() > 0 {
+                    // Keep order: even an inline answer waits behind queued ones.
+                    let mut inline = Vec::new();
+                    let handled = session.handle(&frame, &bytes, &mut inline);
+                    if !inline.is_empty() {
+                        let ready_bytes = inline.len();
+                        queue.push_ordered(Box::pin(async move { inline }), ready_bytes, false);
                     }
-                }
-                let handled = match &mut queue {
-                    Queue::Ordered(pending) if !pending.is_empty() => {
-                        // Keep order: even an inline answer waits behind queued ones.
-                        let mut inline = Vec::new();
-                        let handled = session.handle(&frame, &bytes, &mut inline);
-                        if !inline.is_empty() {
-                            pending.push_back(Box::pin(async move { inline }));
-                        }
-                        handled
-                    }
-                    _ => session.handle(&frame, &bytes, &mut out),
+                    handled
+                } else {
+                    session.handle(&frame, &bytes, &mut out)
                 };
                 match handled {
                     Handled::Done => {
@@ -414,68 +264,119 @@ async fn run_on_lane(
                         closing = true;
                         break;
                     }
-                    Handled::Later(future) => match &mut queue {
-                        Queue::Ordered(pending) => {
-                            if !frame.key.is_empty() {
-                                pending_keys.insert(bytes.slice_ref(frame.key));
+                    Handled::Later(future) => {
+                        let document = reply_may_carry_document(frame.opcode);
+                        let (opcode, key) = (frame.opcode, bytes.slice_ref(frame.key));
+                        if queue.is_unordered() {
+                            if document {
+                                queue.documents.taken();
                             }
-                            let (node, opcode, key) =
-                                (state.clone(), frame.opcode, bytes.slice_ref(frame.key));
-                            pending.push_back(Box::pin(async move {
+                            let task =
+                                spawn_later(state.clone(), future, opcode, key, started, document);
+                            queue.push_unordered(joined(task));
+                        } else {
+                            if !frame.key.is_empty() {
+                                pending_keys.insert(key.clone());
+                            }
+                            let node = state.clone();
+                            let reply = Box::pin(async move {
                                 let reply = future.await;
                                 node.timings.record(opcode, &key, started);
                                 reply
-                            }));
+                            });
+                            queue.push_ordered(reply, 0, document);
                         }
-                        Queue::Unordered(pending) => pending.push(joined(spawn_later(
-                            state.clone(),
-                            future,
-                            frame.opcode,
-                            bytes.slice_ref(frame.key),
-                            started,
-                        ))),
-                    },
+                    }
                 }
                 if session.features.unordered != was_unordered {
                     // HELLO switched the execution mode; earlier queued requests finish first.
                     while let Some(reply) = queue.next(&mut timings).await {
                         out.extend_from_slice(&reply);
                     }
-                    queue = if session.features.unordered {
-                        Queue::Unordered(FuturesUnordered::new())
-                    } else {
-                        Queue::Ordered(FuturesOrdered::new())
-                    };
+                    // Requests handed back by parts are answered in the old mode.
+                    let mut handed_back = std::mem::take(&mut queue.deferred);
+                    while !handed_back.is_empty() {
+                        dispatch_batch(
+                            &mut handed_back,
+                            &session,
+                            &mut queue,
+                            &mut out,
+                            &mut timings,
+                            batch_started,
+                            limits,
+                            usize::MAX,
+                        );
+                        while let Some(reply) = queue.next(&mut timings).await {
+                            out.extend_from_slice(&reply);
+                        }
+                        handed_back = std::mem::take(&mut queue.deferred);
+                    }
+                    queue = Queue::new(session.features.unordered, queue.documents.clone());
                 }
                 if queue.len() >= MAX_IN_FLIGHT {
                     break;
                 }
             }
-            if let Queue::Unordered(pending) = &mut queue {
+            if queue.is_unordered() {
                 dispatch_batch(
                     &mut batch,
                     &session,
-                    pending,
+                    &mut queue,
                     &mut out,
                     &mut timings,
                     batch_started,
                     limits,
+                    budget,
                 );
+                if paused == Paused::No && !queue.deferred.is_empty() {
+                    paused = Paused::Output;
+                }
             }
         }
         queue.drain_ready(&mut out, &mut timings);
         if !out.is_empty() {
+            // Counted against the door's total while the socket takes them.
+            let _held = state.output.hold(out.len());
             if writer.write_all(&out).await.is_err() {
                 return None;
             }
             out.clear();
+            // Keep a buffer's worth, not the largest burst of replies ever written.
+            if out.capacity() > 4 * READ_BUFFER_BYTES {
+                out = Vec::with_capacity(READ_BUFFER_BYTES);
+            }
         }
         if closing || eof {
             // Finish what was accepted (writes in flight are completed either way), then go.
-            while let Some(reply) = queue.next(&mut timings).await {
-                out.extend_from_slice(&reply);
+            loop {
+                while let Some(reply) = queue.next(&mut timings).await {
+                    out.extend_from_slice(&reply);
+                    if out.len() >= budget {
+                        let _held = state.output.hold(out.len());
+                        if writer.write_all(&out).await.is_err() {
+                            return None;
+                        }
+                        out.clear();
+                    }
+                }
+                if queue.deferred.is_empty() {
+                    break;
+                }
+                batch.append(&mut queue.deferred);
+                let started = Instant::now();
+                dispatch_batch(
+                    &mut batch,
+                    &session,
+                    &mut queue,
+                    &mut out,
+                    &mut timings,
+                    started,
+                    limits,
+                    budget,
+                );
             }
             if !out.is_empty() {
+                let _held = state.output.hold(out.len());
                 let _ = writer.write_all(&out).await;
             }
             let _ = writer.shutdown().await;
@@ -484,25 +385,65 @@ async fn run_on_lane(
         if let Some(meter) = &mut meter {
             moving = moving || meter.worked_since(working_since, requests_read);
         }
-        if moving && queue.len() == 0 {
+        if moving && queue.len() == 0 && queue.deferred.is_empty() {
             // Quiet: every reply owed has been written; the rest continues on the bulk lane.
             let stream = reader.reunite(writer).ok()?.into_std().ok()?;
             let carried = Carried {
                 session,
                 input,
                 timings,
+                documents: queue.documents.clone(),
+                connected_at,
+                last_read,
             };
             return Some((stream, carried));
         }
-        // While moving, only replies are awaited: nothing more is read here.
-        let can_read = queue.len() < MAX_IN_FLIGHT && !moving;
+        if paused == Paused::Output && queue.ready_bytes() < budget {
+            // The replies were written: go on with the requests already read.
+            continue;
+        }
+        if !queue.deferred.is_empty()
+            && queue.len() == 0
+            && queue.documents.in_flight() < DOCUMENT_REPLIES_IN_FLIGHT_MAX
+        {
+            // Requests handed back and nothing to wait for: answer them now.
+            continue;
+        }
+        // While moving, only replies are awaited: nothing more is read here; nor while paused
+        // for a reply to come back.
+        let can_read =
+            queue.len() < MAX_IN_FLIGHT && !moving && (paused == Paused::No || queue.len() == 0);
         tokio::select! {
             read = reader.read_buf(&mut input), if can_read => match read {
                 Ok(0) | Err(_) => eof = true,
-                Ok(_) => {}
+                Ok(_) => last_read = Instant::now(),
             },
             Some(reply) = queue.next(&mut timings), if queue.len() > 0 => {
                 out.extend_from_slice(&reply)
+            }
+            () = &mut check, if check_every.is_some() => {
+                let now = Instant::now();
+                let silence = Silence {
+                    connected_at,
+                    last_read,
+                    authenticated: session.is_authenticated(),
+                    partial_frame: can_read
+                        && matches!(decode(&input, max_body), Ok(Decoded::Incomplete(_)))
+                        && !input.is_empty(),
+                    idle: can_read && input.is_empty() && queue.len() == 0,
+                };
+                if let Some(expired) = deadlines.expired(&silence, now) {
+                    tracing::debug!(reason = expired.reason(), "closing a silent kv connection");
+                    return None;
+                }
+                if let Some(period) = check_every {
+                    check.as_mut().reset((now + period).into());
+                }
+            }
+            else => {
+                // Nothing to read or wait for (cannot happen while the counts are right):
+                // look again shortly rather than spin.
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             }
         }
         if input.capacity() - input.len() < HEADER_LEN {

@@ -13,12 +13,17 @@
 //! Must not know: HTTP API shapes of CouchDB, RocksDB, storage keys.
 
 mod access;
+mod batch;
+mod budget;
 mod cluster;
 mod connection;
+mod deadlines;
 mod heavy;
 mod lanes;
+pub mod limits;
 pub mod mgmt;
 mod ops;
+mod queue;
 mod session;
 mod subdoc;
 mod timings;
@@ -31,6 +36,7 @@ use settee_engine::Engine;
 use tokio::net::TcpListener;
 
 pub use lanes::BulkLaneConfig;
+pub use limits::KvLimits;
 
 /// Couchbase's default item size limit.
 pub const MAX_VALUE_BYTES_DEFAULT: usize = 20 * 1024 * 1024;
@@ -52,6 +58,8 @@ pub struct KvConfig {
     pub slow_op_after: std::time::Duration,
     /// When a busy connection moves to the bulk lane (`lanes.rs`); `None`: never.
     pub bulk_lane: Option<BulkLaneConfig>,
+    /// Connection count, timeouts and output budgets (`limits.rs`).
+    pub limits: KvLimits,
 }
 
 /// Couchbase logs operations slower than half a second.
@@ -64,6 +72,10 @@ pub struct KvState {
     timings: timings::NodeTimings,
     heavy: heavy::HeavyPool,
     bulk: Option<lanes::BulkLane>,
+    /// Unsent reply bytes of every connection (`budget.rs`).
+    output: budget::NodeOutput,
+    /// Open connections, against `limits.max_connections`.
+    slots: limits::Slots,
 }
 
 impl KvState {
@@ -76,6 +88,8 @@ impl KvState {
             timings: timings::NodeTimings::new(config.slow_op_after),
             heavy: heavy::HeavyPool::for_this_machine()?,
             bulk: config.bulk_lane.map(lanes::BulkLane::new).transpose()?,
+            output: budget::NodeOutput::new(config.limits.node_output_bytes_max),
+            slots: limits::Slots::new(config.limits.max_connections),
             engine,
             users,
             config,
@@ -112,8 +126,13 @@ pub async fn serve(
             _ = &mut shutdown => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    // Over the limit the connection is closed at once, as kv_engine does.
+                    let Some(slot) = state.slots.take() else {
+                        drop(stream);
+                        continue;
+                    };
                     let _ = stream.set_nodelay(true);
-                    tokio::spawn(connection::run(stream, state.clone()));
+                    tokio::spawn(connection::run(stream, state.clone(), slot));
                 }
                 Err(error) => {
                     tracing::warn!(%error, "kv accept failed");

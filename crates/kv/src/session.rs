@@ -27,6 +27,8 @@ pub(crate) struct Features {
     pub snappy: bool,
     pub select_bucket: bool,
     pub xattr: bool,
+    /// AltRequestSupport: requests may use magic 0x08 and carry framing extras.
+    pub alt_requests: bool,
 }
 
 /// What the connection loop does with a request.
@@ -105,8 +107,26 @@ pub(crate) fn is_data_request(frame: &Frame<'_>) -> bool {
         && ops::is_data_op(opcode::unquiet(frame.opcode).0)
 }
 
-/// The framing extras of a request, or `None` after answering why they are not acceptable.
-fn framing_of(features: &Features, frame: &Frame<'_>, out: &mut Vec<u8>) -> Option<FramingExtras> {
+/// The framing extras of a well-formed request, or `None` after answering why the request is
+/// not acceptable: framing extras sent without HELLO's AltRequestSupport, a shape kv_engine
+/// refuses (`settee_kv_codec::validate`), or framing extras that do not parse.
+fn admit(features: &Features, frame: &Frame<'_>, out: &mut Vec<u8>) -> Option<FramingExtras> {
+    let refused = if frame.magic.is_alt() && !features.alt_requests {
+        Err("Framing extras (magic 0x08) need HELLO AltRequestSupport first")
+    } else {
+        settee_kv_codec::validate::request(frame)
+    };
+    if let Err(context) = refused {
+        error_reply(
+            out,
+            features,
+            frame.opcode,
+            frame.opaque,
+            status::EINVAL,
+            context,
+        );
+        return None;
+    }
     match FramingExtras::parse(frame.framing_extras) {
         Ok(framing) => Some(framing),
         Err(settee_kv_codec::FramingExtrasError::BadDurabilityLevel(_)) => {
@@ -141,7 +161,7 @@ pub(crate) fn handle_data(
     bytes: &Bytes,
     out: &mut Vec<u8>,
 ) -> Handled {
-    match framing_of(&view.features, frame, out) {
+    match admit(&view.features, frame, out) {
         Some(framing) => data_op(view, frame, bytes, framing, out),
         None => Handled::Done,
     }
@@ -223,7 +243,7 @@ impl Session {
             // Replies to server pushes (none are sent yet) and stray responses are dropped.
             return Handled::Done;
         }
-        let Some(framing) = framing_of(&features, frame, out) else {
+        let Some(framing) = admit(&features, frame, out) else {
             return Handled::Done;
         };
         match frame.opcode {
@@ -286,6 +306,11 @@ impl Session {
             opcode::SASL_AUTH => self.sasl_auth(frame, out),
             opcode::SASL_STEP => self.sasl_step(frame, out),
             opcode::SELECT_BUCKET => self.select_bucket(frame, out),
+            opcode::GET_CLUSTER_CONFIG if self.account.is_none() => {
+                // kv_engine lets an unauthenticated connection run only HELLO, SASL and
+                // GET_ERROR_MAP; the cluster map names every node and port.
+                err(out, status::EACCESS, "Authenticate first");
+            }
             opcode::GET_CLUSTER_CONFIG => {
                 let config = match &self.bucket {
                     Some(bucket) => cluster::bucket_config(bucket, &self.state.config),
@@ -336,10 +361,11 @@ impl Session {
         for pair in frame.value.chunks_exact(2) {
             let code = u16::from_be_bytes([pair[0], pair[1]]);
             let take = match code {
-                feature::TCP_NODELAY
-                | feature::ALT_REQUEST_SUPPORT
-                | feature::SYNC_REPLICATION
-                | feature::VATTR => true,
+                feature::TCP_NODELAY | feature::SYNC_REPLICATION | feature::VATTR => true,
+                feature::ALT_REQUEST_SUPPORT => {
+                    features.alt_requests = true;
+                    true
+                }
                 feature::XATTR => {
                     features.xattr = true;
                     true
@@ -671,6 +697,11 @@ impl Session {
             features: self.features,
             heavy_permits: &self.heavy_permits,
         }
+    }
+
+    /// Whether SASL succeeded on this connection.
+    pub fn is_authenticated(&self) -> bool {
+        self.account.is_some()
     }
 
     /// A snapshot of what data requests need, for answering them on other threads.

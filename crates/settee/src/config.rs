@@ -32,6 +32,46 @@ pub struct ServeArgs {
     /// 1 or more: never) [default: 0.5].
     #[arg(long, env = "SETTEE_KV_BULK_BUSY_SHARE")]
     pub kv_bulk_busy_share: Option<f64>,
+    /// Most HTTP connections open at once; more are answered 503 and closed, clamped to what
+    /// the open-files limit allows [default: 2048, CouchDB's mochiweb `max`].
+    #[arg(long, env = "SETTEE_HTTP_MAX_CONNECTIONS")]
+    pub http_max_connections: Option<usize>,
+    /// An HTTP connection waiting for a request is closed after this long, ms; 0: never
+    /// [default: 300000, mochiweb's request-line timeout].
+    #[arg(long, env = "SETTEE_HTTP_IDLE_TIMEOUT_MS")]
+    pub http_idle_timeout_ms: Option<u64>,
+    /// A request's headers must be complete this long after its first byte, ms; 0: no limit
+    /// [default: 30000, mochiweb's HEADERS_RECV_TIMEOUT].
+    #[arg(long, env = "SETTEE_HTTP_HEADER_TIMEOUT_MS")]
+    pub http_header_timeout_ms: Option<u64>,
+    /// A request body stalling this long between two reads is answered 408, ms; 0: no limit
+    /// [default: 300000, mochiweb's body read timeout].
+    #[arg(long, env = "SETTEE_HTTP_BODY_TIMEOUT_MS")]
+    pub http_body_timeout_ms: Option<u64>,
+    /// Most KV connections open at once; more are closed on accept, clamped to what the
+    /// open-files limit allows [default: 60000, Couchbase `max_connections`].
+    #[arg(long, env = "SETTEE_KV_MAX_CONNECTIONS")]
+    pub kv_max_connections: Option<usize>,
+    /// A KV connection that has not authenticated by then is closed, ms; 0: never
+    /// [default: 300000, as kv_engine].
+    #[arg(long, env = "SETTEE_KV_AUTH_TIMEOUT_MS")]
+    pub kv_auth_timeout_ms: Option<u64>,
+    /// A KV connection that leaves a frame unfinished, no byte arriving for this long, is
+    /// closed, ms; 0: never [default: 30000].
+    #[arg(long, env = "SETTEE_KV_PARTIAL_FRAME_TIMEOUT_MS")]
+    pub kv_partial_frame_timeout_ms: Option<u64>,
+    /// A KV connection with nothing in flight and nothing arriving for this long is closed,
+    /// ms; 0: never [default: 0, as kv_engine].
+    #[arg(long, env = "SETTEE_KV_IDLE_TIMEOUT_MS")]
+    pub kv_idle_timeout_ms: Option<u64>,
+    /// Unsent reply bytes a KV connection may hold before it stops reading requests until
+    /// its socket drains [default: 1048576, kv_engine `max_send_queue_size`].
+    #[arg(long, env = "SETTEE_KV_MAX_SEND_QUEUE_SIZE")]
+    pub kv_max_send_queue_size: Option<usize>,
+    /// Unsent reply bytes of all KV connections together; above it each connection may hold
+    /// only 64 KiB [default: 268435456].
+    #[arg(long, env = "SETTEE_KV_MAX_SEND_QUEUE_TOTAL")]
+    pub kv_max_send_queue_total: Option<usize>,
     /// Server admin as USER:PASSWORD (repeatable). Without one, a password is generated once
     /// and kept in the data directory.
     #[arg(long, env = "SETTEE_ADMIN", value_delimiter = ',')]
@@ -91,6 +131,16 @@ struct FileConfig {
     mgmt_addr: Option<SocketAddr>,
     kv_allow_plain: Option<bool>,
     kv_bulk_busy_share: Option<f64>,
+    http_max_connections: Option<usize>,
+    http_idle_timeout_ms: Option<u64>,
+    http_header_timeout_ms: Option<u64>,
+    http_body_timeout_ms: Option<u64>,
+    kv_max_connections: Option<usize>,
+    kv_auth_timeout_ms: Option<u64>,
+    kv_partial_frame_timeout_ms: Option<u64>,
+    kv_idle_timeout_ms: Option<u64>,
+    kv_max_send_queue_size: Option<usize>,
+    kv_max_send_queue_total: Option<usize>,
     admin: Option<Vec<String>>,
     max_document_size: Option<usize>,
     max_request_size: Option<usize>,
@@ -116,6 +166,8 @@ pub struct Settings {
     pub mgmt_addr: SocketAddr,
     pub kv_allow_plain: bool,
     pub kv_bulk_busy_share: f64,
+    /// Connection counts, timeouts and send queues of both doors (`0` ms: no timeout).
+    pub connections: ConnectionSettings,
     pub admins: Vec<(String, String)>,
     pub max_document_size: usize,
     pub max_request_size: usize,
@@ -127,6 +179,30 @@ pub struct Settings {
     pub js_timeout_ms: u64,
     pub js_memory: usize,
     pub auth_lockout: settee_auth::LockoutConfig,
+}
+
+/// The doors' connection limits as configured (before `fd_limit` clamps the maxima).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionSettings {
+    pub http_max_connections: usize,
+    pub http_idle_timeout_ms: u64,
+    pub http_header_timeout_ms: u64,
+    pub http_body_timeout_ms: u64,
+    pub kv_max_connections: usize,
+    pub kv_auth_timeout_ms: u64,
+    pub kv_partial_frame_timeout_ms: u64,
+    pub kv_idle_timeout_ms: u64,
+    pub kv_max_send_queue_size: usize,
+    pub kv_max_send_queue_total: usize,
+}
+
+/// A timeout in ms as a setting: `None` (no timeout) for 0.
+pub fn timeout(ms: u64) -> Option<std::time::Duration> {
+    (ms > 0).then(|| std::time::Duration::from_millis(ms))
+}
+
+fn ms(timeout: Option<std::time::Duration>) -> u64 {
+    timeout.map_or(0, |timeout| timeout.as_millis() as u64)
 }
 
 pub fn default_data_dir() -> PathBuf {
@@ -169,7 +245,51 @@ impl ServeArgs {
                     .with_context(|| format!("--admin must be USER:PASSWORD, got {spec:?}"))
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
+        let kv_defaults = settee_kv::KvLimits::default();
+        let connections = ConnectionSettings {
+            http_max_connections: self
+                .http_max_connections
+                .or(file.http_max_connections)
+                .unwrap_or(defaults.max_connections),
+            http_idle_timeout_ms: self
+                .http_idle_timeout_ms
+                .or(file.http_idle_timeout_ms)
+                .unwrap_or(ms(defaults.idle_timeout)),
+            http_header_timeout_ms: self
+                .http_header_timeout_ms
+                .or(file.http_header_timeout_ms)
+                .unwrap_or(ms(defaults.header_timeout)),
+            http_body_timeout_ms: self
+                .http_body_timeout_ms
+                .or(file.http_body_timeout_ms)
+                .unwrap_or(ms(defaults.body_timeout)),
+            kv_max_connections: self
+                .kv_max_connections
+                .or(file.kv_max_connections)
+                .unwrap_or(kv_defaults.max_connections),
+            kv_auth_timeout_ms: self
+                .kv_auth_timeout_ms
+                .or(file.kv_auth_timeout_ms)
+                .unwrap_or(ms(kv_defaults.auth_timeout)),
+            kv_partial_frame_timeout_ms: self
+                .kv_partial_frame_timeout_ms
+                .or(file.kv_partial_frame_timeout_ms)
+                .unwrap_or(ms(kv_defaults.partial_frame_timeout)),
+            kv_idle_timeout_ms: self
+                .kv_idle_timeout_ms
+                .or(file.kv_idle_timeout_ms)
+                .unwrap_or(ms(kv_defaults.idle_timeout)),
+            kv_max_send_queue_size: self
+                .kv_max_send_queue_size
+                .or(file.kv_max_send_queue_size)
+                .unwrap_or(kv_defaults.output_bytes_max),
+            kv_max_send_queue_total: self
+                .kv_max_send_queue_total
+                .or(file.kv_max_send_queue_total)
+                .unwrap_or(kv_defaults.node_output_bytes_max),
+        };
         Ok(Settings {
+            connections,
             data_dir: self
                 .data_dir
                 .clone()

@@ -1,6 +1,7 @@
 //! The `settee` binary: `settee serve` runs a node, `settee bench ...` runs the load generators.
 
 mod config;
+mod fd_limit;
 mod secrets;
 mod serve;
 
@@ -17,6 +18,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start: the size of the serve settings does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a node.

@@ -10,14 +10,36 @@ use settee_auth::ServerAdmin;
 use settee_engine::{Engine, EngineOptions};
 use settee_http::{HttpConfig, HttpState};
 
-use crate::config::{ServeArgs, Settings};
+use crate::config::{timeout, ServeArgs, Settings};
+use crate::fd_limit;
 use crate::secrets;
 
 /// Databases CouchDB 3 expects on a single node.
 const SYSTEM_DBS: [&str; 2] = ["_users", "_replicator"];
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let settings = args.settings()?;
+    let mut settings = args.settings()?;
+    let open_files = fd_limit::raise();
+    let (http_max_connections, kv_max_connections) = fd_limit::clamp(
+        open_files,
+        settings.connections.http_max_connections,
+        settings.connections.kv_max_connections,
+    );
+    if (http_max_connections, kv_max_connections)
+        != (
+            settings.connections.http_max_connections,
+            settings.connections.kv_max_connections,
+        )
+    {
+        tracing::info!(
+            open_files,
+            http_max_connections,
+            kv_max_connections,
+            "connection maxima lowered to fit the open-files limit"
+        );
+    }
+    settings.connections.http_max_connections = http_max_connections;
+    settings.connections.kv_max_connections = kv_max_connections;
     secrets::prepare_data_dir(&settings.data_dir)?;
     let mut admins: Vec<ServerAdmin> = settings
         .admins
@@ -88,6 +110,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                     busy_share: settings.kv_bulk_busy_share.max(0.0),
                     ..Default::default()
                 }),
+                limits: settee_kv::KvLimits {
+                    max_connections: settings.connections.kv_max_connections,
+                    auth_timeout: timeout(settings.connections.kv_auth_timeout_ms),
+                    partial_frame_timeout: timeout(
+                        settings.connections.kv_partial_frame_timeout_ms,
+                    ),
+                    idle_timeout: timeout(settings.connections.kv_idle_timeout_ms),
+                    output_bytes_max: settings.connections.kv_max_send_queue_size,
+                    node_output_bytes_max: settings.connections.kv_max_send_queue_total,
+                },
             },
         )
         .context("starting the KV door's worker pool")?,
@@ -96,6 +128,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         "settee {} listening on http://{local} (data in {})",
         env!("CARGO_PKG_VERSION"),
         settings.data_dir.display()
+    );
+    println!(
+        "settee connections: at most {http_max_connections} http and {kv_max_connections} kv (open files limit {open_files})"
     );
     println!(
         "settee couchbase kv on {} and management on http://{}",
@@ -177,6 +212,10 @@ fn http_config(settings: &Settings, data_dir: &Path) -> anyhow::Result<HttpConfi
         max_docs_per_bulk: settings.max_docs_per_bulk,
         max_json_depth: settings.max_json_depth,
         server_uuid: settee_engine::hex(&uuid),
+        max_connections: settings.connections.http_max_connections,
+        idle_timeout: timeout(settings.connections.http_idle_timeout_ms),
+        header_timeout: timeout(settings.connections.http_header_timeout_ms),
+        body_timeout: timeout(settings.connections.http_body_timeout_ms),
         ..HttpConfig::default()
     })
 }

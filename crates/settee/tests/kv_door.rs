@@ -5,185 +5,12 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::time::{Duration, Instant};
 
-use settee_auth::scram::{Mechanism, ScramClient};
-use settee_kv_codec::{datatype, decode, encode_request, feature, opcode, status, Decoded};
+use settee_kv_codec::{datatype, feature, opcode, status};
+use support::kv::{counter_extras, store_extras, Kv, Reply};
 use support::{Client, Server};
-
-struct Reply {
-    status: u16,
-    cas: u64,
-    extras: Vec<u8>,
-    value: Vec<u8>,
-    opaque: u32,
-    datatype: u8,
-}
-
-struct Kv {
-    stream: TcpStream,
-    buffer: Vec<u8>,
-    opaque: u32,
-    vbuckets: u16,
-    /// Datatype of the requests sent (e.g. snappy-compressed values).
-    datatype: u8,
-}
-
-impl Kv {
-    fn connect(addr: &str) -> Kv {
-        let stream = TcpStream::connect(addr).expect("connect kv");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        Kv {
-            stream,
-            buffer: Vec::new(),
-            opaque: 0,
-            vbuckets: 64,
-            datatype: 0,
-        }
-    }
-
-    fn send(&mut self, op: u8, key: &[u8], extras: &[u8], value: &[u8], cas: u64) -> u32 {
-        let mut frame = Vec::new();
-        let opaque = self.encode(&mut frame, op, key, extras, value, cas);
-        self.stream.write_all(&frame).unwrap();
-        opaque
-    }
-
-    /// Appends a request to `out` (to be sent later, with others); returns its opaque.
-    fn encode(
-        &mut self,
-        out: &mut Vec<u8>,
-        op: u8,
-        key: &[u8],
-        extras: &[u8],
-        value: &[u8],
-        cas: u64,
-    ) -> u32 {
-        self.opaque += 1;
-        let vbucket = settee_engine::vbucket::vbucket_of(key, self.vbuckets);
-        encode_request(
-            out,
-            op,
-            vbucket,
-            self.opaque,
-            cas,
-            self.datatype,
-            &[],
-            extras,
-            key,
-            value,
-        );
-        self.opaque
-    }
-
-    fn read(&mut self) -> Option<Reply> {
-        loop {
-            if let Ok(Decoded::Frame(frame, used)) = decode(&self.buffer, 1 << 26) {
-                let reply = Reply {
-                    status: frame.status(),
-                    cas: frame.cas,
-                    extras: frame.extras.to_vec(),
-                    value: frame.value.to_vec(),
-                    opaque: frame.opaque,
-                    datatype: frame.datatype,
-                };
-                self.buffer.drain(..used);
-                return Some(reply);
-            }
-            let mut chunk = [0u8; 65536];
-            match self.stream.read(&mut chunk) {
-                Ok(0) | Err(_) => return None,
-                Ok(read) => self.buffer.extend_from_slice(&chunk[..read]),
-            }
-        }
-    }
-
-    /// True when the server closed the connection (EOF), false on a reply or a read timeout.
-    fn closed_by_server(&mut self) -> bool {
-        self.stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
-        let mut chunk = [0u8; 1024];
-        matches!(self.stream.read(&mut chunk), Ok(0))
-            || matches!(self.stream.read(&mut chunk), Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset)
-    }
-
-    fn call(&mut self, op: u8, key: &[u8], extras: &[u8], value: &[u8], cas: u64) -> Reply {
-        let opaque = self.send(op, key, extras, value, cas);
-        let reply = self.read().expect("reply");
-        assert_eq!(reply.opaque, opaque);
-        reply
-    }
-
-    fn hello(&mut self, features: &[u16]) -> Vec<u16> {
-        let value: Vec<u8> = features
-            .iter()
-            .flat_map(|code| code.to_be_bytes())
-            .collect();
-        let reply = self.call(opcode::HELLO, b"kv_door test", &[], &value, 0);
-        assert_eq!(reply.status, 0);
-        reply
-            .value
-            .chunks(2)
-            .map(|pair| u16::from_be_bytes([pair[0], pair[1]]))
-            .collect()
-    }
-
-    fn auth(&mut self, user: &str, password: &str) -> u16 {
-        let mut client = ScramClient::new(
-            Mechanism::Sha512,
-            user,
-            password,
-            "fyko+d2lbbFgONRv9qkxdawL",
-        );
-        let first = self.call(
-            opcode::SASL_AUTH,
-            b"SCRAM-SHA512",
-            &[],
-            client.client_first().as_bytes(),
-            0,
-        );
-        if first.status != status::AUTH_CONTINUE {
-            return first.status;
-        }
-        let server_first = String::from_utf8(first.value).unwrap();
-        let last = client.client_final(&server_first).unwrap();
-        let reply = self.call(opcode::SASL_STEP, b"SCRAM-SHA512", &[], last.as_bytes(), 0);
-        if reply.status == 0 {
-            assert!(client.verify_server(std::str::from_utf8(&reply.value).unwrap()));
-        }
-        reply.status
-    }
-
-    fn open(addr: &str, user: &str, password: &str, bucket: &str) -> Kv {
-        let mut kv = Kv::connect(addr);
-        kv.hello(&[feature::XERROR, feature::SELECT_BUCKET, feature::JSON]);
-        assert_eq!(kv.auth(user, password), 0);
-        assert_eq!(
-            kv.call(opcode::SELECT_BUCKET, bucket.as_bytes(), &[], &[], 0)
-                .status,
-            0
-        );
-        kv
-    }
-}
-
-fn store_extras(flags: u32, expiry: u32) -> Vec<u8> {
-    let mut extras = flags.to_be_bytes().to_vec();
-    extras.extend_from_slice(&expiry.to_be_bytes());
-    extras
-}
-
-fn counter_extras(delta: u64, initial: u64, expiry: u32) -> Vec<u8> {
-    let mut extras = delta.to_be_bytes().to_vec();
-    extras.extend_from_slice(&initial.to_be_bytes());
-    extras.extend_from_slice(&expiry.to_be_bytes());
-    extras
-}
 
 fn setup(server: &Server) {
     let mut http = Client::connect(&server.addr).unwrap();
@@ -847,5 +674,102 @@ fn a_pipelining_connection_moves_to_the_bulk_lane_and_keeps_its_order() {
         reply.value,
         format!("round {} value 5", rounds - 1).into_bytes()
     );
+    server.stop();
+}
+
+/// Requests kv_engine refuses are refused: a shape its validators reject (a GET with extras,
+/// a SET without them...) is EINVAL and runs nothing; the cluster map is not given out before
+/// authentication; framing extras (magic 0x08) need HELLO's AltRequestSupport. The
+/// connection goes on working after each refusal.
+#[test]
+fn requests_kv_engine_refuses_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    setup(&server);
+
+    // The cluster map names every node and port: only for authenticated connections.
+    let mut anonymous = Kv::connect(&server.kv_addr);
+    anonymous.hello(&[feature::XERROR, feature::JSON]);
+    let config = anonymous.call(opcode::GET_CLUSTER_CONFIG, b"", &[], &[], 0);
+    assert_eq!(config.status, status::EACCESS);
+    assert!(!String::from_utf8_lossy(&config.value).contains("nodesExt"));
+    assert_eq!(anonymous.auth("alice", "alicepw"), 0);
+    let config = anonymous.call(opcode::GET_CLUSTER_CONFIG, b"", &[], &[], 0);
+    assert_eq!(config.status, 0);
+    assert!(String::from_utf8_lossy(&config.value).contains("nodesExt"));
+
+    let mut kv = Kv::open(&server.kv_addr, "alice", "alicepw", "default");
+    let set = kv.call(opcode::SET, b"doc", &store_extras(0, 0), br#"{"a":1}"#, 0);
+    assert_eq!(set.status, 0);
+    // (opcode, key, extras, value, cas)
+    type Request<'a> = (u8, &'a [u8], Vec<u8>, &'a [u8], u64);
+    let refused: [Request; 9] = [
+        // A GET with 8 bytes of extras (memcached and kv_engine: EINVAL).
+        (opcode::GET, b"doc", vec![0; 8], b"", 0),
+        (opcode::GETQ, b"doc", vec![0; 8], b"", 0),
+        (opcode::GET, b"doc", vec![], b"value", 0),
+        (opcode::GET, b"doc", vec![], b"", set.cas),
+        (opcode::SET, b"doc", vec![0; 4], b"{}", 0),
+        (opcode::DELETE, b"doc", vec![0; 4], b"", 0),
+        (opcode::ADD, b"new", store_extras(0, 0), b"{}", 5),
+        (opcode::INCREMENT, b"n", counter_extras(1, 0, 0), b"1", 0),
+        (opcode::NOOP, b"key", vec![], b"", 0),
+    ];
+    for (op, key, extras, value, cas) in refused {
+        let reply = kv.call(op, key, &extras, value, cas);
+        assert_eq!(reply.status, status::EINVAL, "opcode {op:#04x}");
+    }
+    let unlock = kv.call(opcode::UNLOCK_KEY, b"doc", &[], &[], 0);
+    assert_eq!(unlock.status, status::EINVAL);
+    // Nothing ran: the document is as it was, no counter or new key exists.
+    let get = kv.call(opcode::GET, b"doc", &[], &[], 0);
+    assert_eq!((get.status, get.value.as_slice()), (0, &br#"{"a":1}"#[..]));
+    assert_eq!(get.cas, set.cas);
+    for key in [&b"new"[..], b"n"] {
+        assert_eq!(
+            kv.call(opcode::GET, key, &[], &[], 0).status,
+            status::KEY_ENOENT
+        );
+    }
+
+    // Framing extras without AltRequestSupport: refused, nothing stored.
+    let alt_set = |kv: &mut Kv, key: &[u8]| {
+        let mut frame = Vec::new();
+        let opaque = kv.opaque + 1;
+        kv.opaque = opaque;
+        let vbucket = settee_engine::vbucket::vbucket_of(key, kv.vbuckets);
+        // Frame info 5 (PreserveTTL), no data.
+        settee_kv_codec::encode_request(
+            &mut frame,
+            opcode::SET,
+            vbucket,
+            opaque,
+            0,
+            0,
+            &[0x50],
+            &store_extras(0, 0),
+            key,
+            b"{}",
+        );
+        assert_eq!(frame[0], 0x08, "alternative request magic");
+        kv.stream.write_all(&frame).unwrap();
+        let reply = kv.read().expect("reply");
+        assert_eq!(reply.opaque, opaque);
+        reply.status
+    };
+    assert_eq!(alt_set(&mut kv, b"alt"), status::EINVAL);
+    assert_eq!(
+        kv.call(opcode::GET, b"alt", &[], &[], 0).status,
+        status::KEY_ENOENT
+    );
+    let accepted = kv.hello(&[
+        feature::XERROR,
+        feature::SELECT_BUCKET,
+        feature::JSON,
+        feature::ALT_REQUEST_SUPPORT,
+    ]);
+    assert!(accepted.contains(&feature::ALT_REQUEST_SUPPORT));
+    assert_eq!(alt_set(&mut kv, b"alt"), 0);
+    assert_eq!(kv.call(opcode::GET, b"alt", &[], &[], 0).status, 0);
     server.stop();
 }

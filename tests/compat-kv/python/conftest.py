@@ -5,6 +5,7 @@ through the CouchDB HTTP API (buckets `default`, `private`, `small?q=8`, user al
 `default` only) and stop it afterwards (the whole process group, then the data directory).
 """
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -114,8 +115,9 @@ def prepare(settee):
                         "members": {"names": ["alice"], "roles": []}}), 200)
 
 
-@pytest.fixture(scope="session")
-def settee():
+@contextlib.contextmanager
+def running_settee(*extra_args):
+    """A prepared settee with `extra_args` on its command line, stopped on exit."""
     binary = os.environ.get("SETTEE_BIN") or os.path.expanduser("~/.cache/settee/target/release/settee")
     data_dir = tempfile.mkdtemp(prefix="settee-compat-kv-py-")
     server = Settee(free_port(), free_port(), free_port())
@@ -124,7 +126,7 @@ def settee():
          "--http-addr", f"127.0.0.1:{server.http_port}",
          "--kv-addr", f"127.0.0.1:{server.kv_port}",
          "--mgmt-addr", f"127.0.0.1:{server.mgmt_port}",
-         "--admin", "admin:secret", "--pbkdf2-iterations", "1000"],
+         "--admin", "admin:secret", "--pbkdf2-iterations", "1000", *extra_args],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_until_up(server, process)
@@ -133,6 +135,12 @@ def settee():
     finally:
         stop(process)
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def settee():
+    with running_settee() as server:
+        yield server
 
 
 def stop(process):

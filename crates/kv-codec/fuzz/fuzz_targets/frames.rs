@@ -1,7 +1,7 @@
 //! Any byte stream a peer can send: decode frames one after another as the server's read loop
 //! does, parse each frame's framing extras and LEB128 collection prefix, and check that what
 //! decodes re-encodes to the same bytes; split sub-document extras and specs out of every
-//! frame as well.
+//! frame as well, and check every request's shape as the server does before running it.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -17,6 +17,7 @@ fuzz_target!(|data: &[u8]| {
         };
         assert!(used >= 24 && used <= rest.len());
         let _ = FramingExtras::parse(frame.framing_extras);
+        let _ = settee_kv_codec::validate::request(&frame);
         let _ = leb128::decode_u32(frame.key);
         // Sub-document bodies: every split stays inside the frame.
         if let Ok(extras) = SingleExtras::parse(frame.extras) {

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod kv;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -10,6 +12,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub const ADMIN: &str = "admin:secret";
+
+/// The binary under test: this build's, or `SETTEE_TEST_BIN` (to check that a regression test
+/// fails against an older build).
+pub fn binary() -> PathBuf {
+    std::env::var_os("SETTEE_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_settee")))
+}
 
 pub struct Server {
     pub child: Child,
@@ -32,7 +42,19 @@ impl Server {
 
     /// On a given HTTP address (a restarted node that must keep its address).
     pub fn start_on(data_dir: &Path, http_addr: &str, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_settee"))
+        Server::start_configured(data_dir, http_addr, extra, |_| {})
+    }
+
+    /// With the command adjusted before it is spawned (resource limits, environment).
+    pub fn start_configured(
+        data_dir: &Path,
+        http_addr: &str,
+        extra: &[&str],
+        configure: impl FnOnce(&mut Command),
+    ) -> Server {
+        let mut command = Command::new(binary());
+        configure(&mut command);
+        let mut child = command
             .args([
                 "serve",
                 "--http-addr",
@@ -102,6 +124,17 @@ impl Server {
             std::thread::sleep(Duration::from_millis(20));
         }
         self.kill9();
+    }
+
+    /// A line of `/proc/PID/status` in kB (`VmRSS`, `VmHWM`).
+    pub fn memory_kb(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("/proc status");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{field} in /proc status"))
     }
 }
 
@@ -236,7 +269,7 @@ fn read_response(reader: &mut BufReader<TcpStream>) -> std::io::Result<Response>
 }
 
 /// Base64 for the Authorization header, without a dependency.
-mod base64_engine {
+pub mod base64_engine {
     const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     pub fn encode(input: &[u8]) -> String {
         let mut out = String::new();

@@ -1,0 +1,199 @@
+//! A client that asks for large replies and does not read them cannot make the server hold
+//! them all. On the KV door, 300 pipelined GETs (and sub-document lookups) of a 2 MB
+//! document are 600 MB of replies: the server stops taking the connection's requests while
+//! its unsent replies are over its budget, so its memory stays bounded (/proc VmRSS), another
+//! client keeps working meanwhile, and the slow reader, once it reads, gets every reply, in
+//! order without UnorderedExecution. On the HTTP door, `_all_docs?include_docs=true` over
+//! 100 MB of documents streams in bounded chunks to a client that does not read.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use settee_kv_codec::subdoc::{op, put_lookup_spec};
+use settee_kv_codec::{encode_request, feature, opcode};
+use support::kv::{store_extras, Kv};
+use support::{Client, Server};
+
+const DOC_BYTES: usize = 2 << 20;
+const PIPELINED: usize = 300;
+/// 600 MB of replies are asked for; a server holding them shows it. Its own buffers, a few
+/// replies in flight and the kernel's socket buffers stay far below this.
+const RSS_GROWTH_MAX_KB: u64 = 150 << 10;
+/// How long the server is watched while the client does not read.
+const WATCH_FOR: Duration = Duration::from_secs(2);
+
+/// The largest VmRSS growth seen over [`WATCH_FOR`], in kB.
+fn rss_growth_while_not_reading(server: &Server, baseline_kb: u64) -> u64 {
+    let started = Instant::now();
+    let mut peak = 0;
+    while started.elapsed() < WATCH_FOR {
+        peak = peak.max(server.memory_kb("VmRSS").saturating_sub(baseline_kb));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    peak
+}
+
+/// Sends `count` copies of a request at once, without reading; their opaques in order.
+fn pipeline(kv: &mut Kv, count: usize, op: u8, key: &[u8], value: &[u8]) -> Vec<u32> {
+    let mut frames = Vec::new();
+    let mut opaques = Vec::new();
+    for _ in 0..count {
+        kv.opaque += 1;
+        let vbucket = settee_engine::vbucket::vbucket_of(key, kv.vbuckets);
+        encode_request(
+            &mut frames,
+            op,
+            vbucket,
+            kv.opaque,
+            0,
+            0,
+            &[],
+            &[],
+            key,
+            value,
+        );
+        opaques.push(kv.opaque);
+    }
+    kv.stream.write_all(&frames).unwrap();
+    opaques
+}
+
+/// A client on another connection is answered while the slow one is stuck.
+fn other_client_works(server: &Server, round: usize) {
+    let mut other = Kv::open(&server.kv_addr, "admin", "secret", "default");
+    let key = format!("other-{round}");
+    let set = other.call(opcode::SET, key.as_bytes(), &store_extras(0, 0), b"1", 0);
+    assert_eq!(set.status, 0);
+    let get = other.call(opcode::GET, b"small", &[], &[], 0);
+    assert_eq!((get.status, get.value.as_slice()), (0, &b"\"s\""[..]));
+}
+
+#[test]
+fn kv_slow_readers_hold_bounded_memory_and_get_every_reply() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let mut http = Client::connect(&server.addr).unwrap();
+    assert_eq!(http.request("PUT", "/default", None).unwrap().status, 201);
+    let mut setup = Kv::open(&server.kv_addr, "admin", "secret", "default");
+    let big = format!("{{\"blob\":\"{}\"}}", "x".repeat(DOC_BYTES - 11));
+    assert_eq!(big.len(), DOC_BYTES);
+    let set = setup.call(opcode::SET, b"big", &store_extras(0, 0), big.as_bytes(), 0);
+    assert_eq!(set.status, 0);
+    let set = setup.call(opcode::SET, b"small", &store_extras(0, 0), b"\"s\"", 0);
+    assert_eq!(set.status, 0);
+    // Warm the read path once, so the baseline includes it.
+    assert_eq!(
+        setup.call(opcode::GET, b"big", &[], &[], 0).value.len(),
+        DOC_BYTES
+    );
+
+    let mut lookup = Vec::new();
+    put_lookup_spec(&mut lookup, op::GET, 0, b"blob");
+    let cases: [(&str, bool, u8, &[u8]); 3] = [
+        ("ordered GET", false, opcode::GET, &[]),
+        ("unordered GET", true, opcode::GET, &[]),
+        (
+            "ordered sub-document lookup",
+            false,
+            opcode::SUBDOC_MULTI_LOOKUP,
+            &lookup,
+        ),
+    ];
+    for (round, (case, unordered, request, value)) in cases.into_iter().enumerate() {
+        let mut slow = Kv::connect(&server.kv_addr);
+        let mut features = vec![feature::XERROR, feature::SELECT_BUCKET, feature::JSON];
+        if unordered {
+            features.push(feature::UNORDERED_EXECUTION);
+        }
+        slow.hello(&features);
+        assert_eq!(slow.auth("admin", "secret"), 0);
+        assert_eq!(
+            slow.call(opcode::SELECT_BUCKET, b"default", &[], &[], 0)
+                .status,
+            0
+        );
+        let baseline = server.memory_kb("VmRSS");
+        let mut opaques = pipeline(&mut slow, PIPELINED, request, b"big", value);
+        other_client_works(&server, round);
+        let growth = rss_growth_while_not_reading(&server, baseline);
+        eprintln!("{case}: the server grew by {growth} kB while the client did not read");
+        assert!(
+            growth < RSS_GROWTH_MAX_KB,
+            "{case}: the server grew by {growth} kB for a client that does not read"
+        );
+        other_client_works(&server, round + 10);
+        // Now it reads: every reply, whole, in order unless unordered.
+        let mut got = Vec::new();
+        for _ in 0..PIPELINED {
+            let reply = slow
+                .read()
+                .unwrap_or_else(|| panic!("{case}: reply {} of {PIPELINED}", got.len() + 1));
+            assert_eq!(reply.status, 0, "{case}");
+            assert!(reply.value.len() >= DOC_BYTES - 11, "{case}: a whole value");
+            got.push(reply.opaque);
+        }
+        if unordered {
+            got.sort_unstable();
+            opaques.sort_unstable();
+        }
+        assert_eq!(got, opaques, "{case}: every reply once");
+    }
+    server.stop();
+}
+
+#[test]
+fn http_slow_readers_of_streamed_documents_hold_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_with(dir.path(), &["--max-document-size", "2000000"]);
+    let mut http = Client::connect(&server.addr).unwrap();
+    assert_eq!(http.request("PUT", "/db", None).unwrap().status, 201);
+    let blob = "y".repeat(1 << 20);
+    for batch in 0..5 {
+        let docs: Vec<String> = (0..20)
+            .map(|index| format!("{{\"_id\":\"doc-{batch}-{index:02}\",\"blob\":\"{blob}\"}}"))
+            .collect();
+        let body = format!("{{\"docs\":[{}]}}", docs.join(","));
+        let response = http
+            .request("POST", "/db/_bulk_docs", Some(body.as_bytes()))
+            .unwrap();
+        assert_eq!(response.status, 201);
+    }
+    // Read everything once, so the baseline includes what reading it costs anyway (caches).
+    let all = http
+        .request("GET", "/db/_all_docs?include_docs=true", None)
+        .unwrap();
+    assert_eq!(all.status, 200);
+    drop(all);
+
+    let baseline = server.memory_kb("VmRSS");
+    let mut slow = TcpStream::connect(&server.addr).unwrap();
+    let head = format!(
+        "GET /db/_all_docs?include_docs=true HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {}\r\n\r\n",
+        support::base64_engine::encode(support::ADMIN.as_bytes())
+    );
+    slow.write_all(head.as_bytes()).unwrap();
+    let growth = rss_growth_while_not_reading(&server, baseline);
+    eprintln!("_all_docs: the server grew by {growth} kB while the client did not read");
+    assert!(
+        growth < 40 << 10,
+        "the server grew by {growth} kB for a client that does not read 100 MB"
+    );
+    // Another client is answered meanwhile; then the slow one reads the whole response.
+    let mut other = Client::connect(&server.addr).unwrap();
+    assert_eq!(other.request("GET", "/db", None).unwrap().status, 200);
+    slow.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut body = Vec::new();
+    let mut chunk = vec![0u8; 1 << 16];
+    while !body.ends_with(b"0\r\n\r\n") {
+        let read = slow.read(&mut chunk).expect("read");
+        assert!(read > 0, "closed early");
+        body.extend_from_slice(&chunk[..read]);
+    }
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(text.matches("\"blob\":").count(), 100);
+    server.stop();
+}
