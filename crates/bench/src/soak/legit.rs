@@ -145,13 +145,14 @@ pub(crate) struct WindowOutcome {
     pub(crate) acked: Vec<String>,
 }
 
-/// Runs the legitimate clients for `length`.
+/// Runs the legitimate clients for `length`; `window` numbers the window, so that the keys
+/// its writes create are new.
 pub(crate) async fn run_window(
     endpoints: &std::sync::Arc<Endpoints>,
     http_connections: usize,
     kv_connections: usize,
     preloaded: usize,
-    round: usize,
+    window: usize,
     length: Duration,
 ) -> WindowOutcome {
     let deadline = Instant::now() + length;
@@ -162,7 +163,7 @@ pub(crate) async fn run_window(
             http_worker(
                 &endpoints,
                 preloaded,
-                format!("h{round}-{worker}"),
+                format!("h{window}-{worker}"),
                 deadline,
             )
             .await
@@ -175,7 +176,7 @@ pub(crate) async fn run_window(
             kv_worker(
                 &endpoints,
                 preloaded,
-                format!("k{round}-{worker}"),
+                format!("k{window}-{worker}"),
                 deadline,
             )
             .await
@@ -199,6 +200,15 @@ pub(crate) async fn run_window(
         }
     }
     outcome
+}
+
+/// Legitimate clients should see no errors; each connection prints its first few, so a run
+/// that has some says why.
+fn report_error(tally: &Tally, connection: &str, what: &str) {
+    const PRINTED_PER_CONNECTION: u64 = 3;
+    if tally.errors < PRINTED_PER_CONNECTION {
+        eprintln!("soak: legitimate connection {connection}: {what}");
+    }
 }
 
 async fn http_worker(
@@ -248,8 +258,17 @@ async fn http_worker(
                 tally.ops += 1;
                 acked.extend(written);
             }
-            Ok(Ok(_)) => tally.errors += 1,
-            Ok(Err(_)) | Err(_) => {
+            Ok(Ok(status)) => {
+                report_error(&tally, &prefix, &format!("HTTP status {status}"));
+                tally.errors += 1;
+            }
+            Ok(Err(error)) => {
+                report_error(&tally, &prefix, &format!("HTTP {error:#}"));
+                tally.errors += 1;
+                connection = None;
+            }
+            Err(_) => {
+                report_error(&tally, &prefix, "HTTP request timed out");
                 tally.errors += 1;
                 connection = None;
             }
@@ -320,8 +339,21 @@ async fn kv_worker(
                 tally.ops += 1;
                 acked.extend(written);
             }
-            Ok(Ok(_)) => tally.errors += 1,
-            Ok(Err(_)) | Err(_) => {
+            Ok(Ok(reply)) => {
+                report_error(
+                    &tally,
+                    &prefix,
+                    &format!("KV status 0x{:04x}", reply.status),
+                );
+                tally.errors += 1;
+            }
+            Ok(Err(error)) => {
+                report_error(&tally, &prefix, &format!("KV {error:#}"));
+                tally.errors += 1;
+                client = None;
+            }
+            Err(_) => {
+                report_error(&tally, &prefix, "KV request timed out");
                 tally.errors += 1;
                 client = None;
             }

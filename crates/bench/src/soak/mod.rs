@@ -230,7 +230,7 @@ async fn soak(args: &SoakArgs, endpoints: Arc<Endpoints>) -> anyhow::Result<Soak
                 args.http_connections,
                 args.kv_connections,
                 PRELOADED_DOCS,
-                round,
+                2 * round + index,
                 length,
             )
             .await;
