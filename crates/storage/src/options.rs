@@ -1,3 +1,6 @@
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
 /// Tunables for [`crate::Store::open`]. Every limit is named here rather than buried in code.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
@@ -21,6 +24,9 @@ pub struct StoreOptions {
     pub row_cache_bytes: usize,
     /// Fault injection for tests: every commit after this many fails (and poisons the store).
     pub fail_commits_after: Option<u64>,
+    /// Fault injection for tests: while the flag is set, every write fails as on a full disk
+    /// (nothing is written), and succeeds again once it is cleared.
+    pub no_space: Option<Arc<AtomicBool>>,
 }
 
 impl Default for StoreOptions {
@@ -35,6 +41,7 @@ impl Default for StoreOptions {
             blob_min_bytes: 64,
             row_cache_bytes: 256 << 20,
             fail_commits_after: None,
+            no_space: None,
         }
     }
 }

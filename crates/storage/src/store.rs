@@ -1,8 +1,7 @@
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use rocksdb::{
     BlockBasedOptions, BottommostLevelCompaction, Cache, ColumnFamily, ColumnFamilyDescriptor,
     CompactOptions, DBCompressionType, Direction, IteratorMode, Options, ReadOptions, DB,
@@ -10,8 +9,9 @@ use rocksdb::{
 use tokio::sync::oneshot;
 
 use crate::batch::Batch;
-use crate::committer::{self, Committer, PoisonFlag, Request};
+use crate::committer::{self, Committer, Request};
 use crate::error::StoreError;
+use crate::health::{Health, StoreHealth};
 use crate::options::StoreOptions;
 use crate::row_cache::RowCache;
 
@@ -64,10 +64,10 @@ pub struct CommitStats {
 
 pub(crate) struct Inner {
     pub db: DB,
-    poisoned: PoisonFlag,
-    /// Written once, by the committer, when the first write fails.
-    poison_reason: Mutex<Option<String>>,
+    pub health: Health,
     pub fail_commits_after: Option<u64>,
+    /// See [`StoreOptions::no_space`].
+    no_space: Option<Arc<AtomicBool>>,
     /// Values of the `doc` column family in memory; `None` when turned off.
     pub row_cache: Option<RowCache>,
 }
@@ -80,20 +80,11 @@ impl Inner {
             .expect("column family verified at open")
     }
 
-    pub fn poison(&self, reason: String) {
-        let mut slot = self.poison_reason.lock();
-        if slot.is_none() {
-            *slot = Some(reason);
-        }
-        self.poisoned.store(true, Ordering::Release);
-    }
-
-    pub fn poison_reason(&self) -> Option<String> {
-        if self.poisoned.load(Ordering::Acquire) {
-            Some(self.poison_reason.lock().clone().unwrap_or_default())
-        } else {
-            None
-        }
+    /// Whether a test pretends the disk is full.
+    pub fn no_space_injected(&self) -> bool {
+        self.no_space
+            .as_ref()
+            .is_some_and(|flag| flag.load(Ordering::Acquire))
     }
 }
 
@@ -131,9 +122,9 @@ impl Store {
         }
         let inner = Arc::new(Inner {
             db,
-            poisoned: PoisonFlag::new(false),
-            poison_reason: Mutex::new(None),
+            health: Health::new(),
             fail_commits_after: options.fail_commits_after,
+            no_space: options.no_space.clone(),
             row_cache: RowCache::new(options.row_cache_bytes),
         });
         let committer =
@@ -254,7 +245,17 @@ impl Store {
         &self,
         batch: Batch,
     ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send + 'static {
-        let receiver = self.enqueue(batch);
+        self.commit_in_epoch(batch, self.epoch())
+    }
+
+    /// [`Store::commit`] for a batch staged on in-memory state as of `epoch` ([`Store::epoch`]):
+    /// refused unwritten if a write failed since (`health.rs`).
+    pub fn commit_in_epoch(
+        &self,
+        batch: Batch,
+        epoch: u64,
+    ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send + 'static {
+        let receiver = self.enqueue(batch, epoch);
         async move {
             match receiver {
                 Ok(receiver) => receiver.await.unwrap_or(Err(StoreError::Closed)),
@@ -265,23 +266,35 @@ impl Store {
 
     /// [`Store::commit`] for threads that are not async tasks.
     pub fn commit_blocking(&self, batch: Batch) -> Result<(), StoreError> {
-        self.enqueue(batch)?
+        self.enqueue(batch, self.epoch())?
             .blocking_recv()
             .unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Whether writes can succeed now (`GET /_up` reports it).
+    pub fn health(&self) -> StoreHealth {
+        self.inner.health.get()
+    }
+
+    /// How many writes have failed so far. In-memory state derived from staged writes is to be
+    /// reloaded from disk when it moves (`health.rs`).
+    pub fn epoch(&self) -> u64 {
+        self.inner.health.epoch()
     }
 
     fn enqueue(
         &self,
         batch: Batch,
+        epoch: u64,
     ) -> Result<oneshot::Receiver<Result<(), StoreError>>, StoreError> {
-        if let Some(reason) = self.inner.poison_reason() {
-            return Err(StoreError::Poisoned(reason));
+        if let Some(poisoned) = self.inner.health.poisoned() {
+            return Err(poisoned);
         }
         let (done, receiver) = oneshot::channel();
         let sender = self.committer.sender.lock().clone();
         match sender {
             Some(sender) => sender
-                .send(Request { batch, done })
+                .send(Request { batch, epoch, done })
                 .map_err(|_| StoreError::Closed)?,
             None => return Err(StoreError::Closed),
         }
@@ -295,8 +308,8 @@ impl Store {
     /// entries). After a crash the batch is either wholly there or wholly absent. Refuses `doc` writes, whose row cache only the committer
     /// keeps exact.
     pub fn write_unsynced(&self, batch: Batch) -> Result<(), StoreError> {
-        if let Some(reason) = self.inner.poison_reason() {
-            return Err(StoreError::Poisoned(reason));
+        if let Some(poisoned) = self.inner.health.poisoned() {
+            return Err(poisoned);
         }
         let mut write_batch = rocksdb::WriteBatch::default();
         for op in &batch.ops {
@@ -307,10 +320,15 @@ impl Store {
             }
             committer::apply(&self.inner, &mut write_batch, op);
         }
+        if self.inner.no_space_injected() {
+            return Err(self.inner.health.write_failed(StoreError::NoSpace));
+        }
         let mut options = rocksdb::WriteOptions::default();
         options.set_sync(false);
-        self.inner.db.write_opt(write_batch, &options)?;
-        Ok(())
+        match self.inner.db.write_opt(write_batch, &options) {
+            Ok(()) => Ok(()),
+            Err(error) => Err(self.inner.health.write_failed(StoreError::from(error))),
+        }
     }
 
     pub fn commit_stats(&self) -> CommitStats {
