@@ -44,4 +44,5 @@ pub use read::{DocScan, ScanRange};
 pub use record::{AttachmentMeta, DocRecord, Leaf};
 pub use seqvec::SeqVector;
 pub use settee_revtree::RevId;
+pub use settee_storage::StoreHealth;
 pub use update::{hex, md5_of, revision_hash, AttachmentInput, DocUpdate, UpdateOutcome};
