@@ -44,6 +44,9 @@ pub enum ApiError {
     NotImplemented(String),
     #[error("{0}")]
     ServiceUnavailable(String),
+    /// The disk holding the data is full (CouchDB 3.4+'s disk monitor answers the same).
+    #[error("{0}")]
+    InsufficientStorage(String),
     #[error("{0}")]
     InvalidDesignDoc(String),
     #[error("{0}")]
@@ -85,6 +88,7 @@ impl ApiError {
             ApiError::BadContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Internal(_)
             | ApiError::OsProcess(_)
             | ApiError::BuiltinReduce(_)
@@ -115,6 +119,7 @@ impl ApiError {
             ApiError::BadContentType(_) => "bad_content_type",
             ApiError::NotImplemented(_) => "not_implemented",
             ApiError::ServiceUnavailable(_) => "service_unavailable",
+            ApiError::InsufficientStorage(_) => "insufficient_storage",
             ApiError::Internal(_) => "unknown_error",
             ApiError::Mango(error) => error.error(),
             ApiError::InvalidDesignDoc(_) => "invalid_design_doc",
@@ -145,6 +150,11 @@ impl ApiError {
         ApiError::BadRequest("invalid UTF-8 JSON".into())
     }
 
+    /// CouchDB's reason when its disk monitor blocks writes.
+    pub fn insufficient_storage() -> ApiError {
+        ApiError::InsufficientStorage("database_dir is too full".into())
+    }
+
     pub fn not_admin() -> ApiError {
         ApiError::Unauthorized("You are not a server admin.".into())
     }
@@ -154,6 +164,8 @@ impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> ApiError {
         match error {
             EngineError::Invalid(reason) => ApiError::BadRequest(reason),
+            error if error.is_insufficient_storage() => ApiError::insufficient_storage(),
+            // Storage errors show no file path (settee-storage logs the full message).
             error => {
                 tracing::error!(%error, "engine error");
                 ApiError::Internal(error.to_string())

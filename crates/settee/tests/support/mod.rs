@@ -11,6 +11,14 @@ use std::time::{Duration, Instant};
 
 pub const ADMIN: &str = "admin:secret";
 
+/// The binary under test: this build's, or `SETTEE_TEST_BIN` (to run a regression test against
+/// an older build and see it fail).
+pub fn binary() -> PathBuf {
+    std::env::var_os("SETTEE_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_settee")))
+}
+
 pub struct Server {
     pub child: Child,
     pub addr: String,
@@ -32,7 +40,7 @@ impl Server {
 
     /// On a given HTTP address (a restarted node that must keep its address).
     pub fn start_on(data_dir: &Path, http_addr: &str, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_settee"))
+        let mut child = Command::new(binary())
             .args([
                 "serve",
                 "--http-addr",
