@@ -39,7 +39,7 @@ pub use kv::{
     is_json, KvMeta, KvMutation, KvOutcome, KvRef, KvValue, LockOutcome, StoreMode, UnlockOutcome,
 };
 pub use local::LocalOutcome;
-pub use maintenance::CompactionReport;
+pub use maintenance::{CompactionReport, DiskSizes};
 pub use read::{DocScan, ScanRange};
 pub use record::{AttachmentMeta, DocRecord, Leaf};
 pub use seqvec::SeqVector;

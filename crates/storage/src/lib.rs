@@ -31,4 +31,4 @@ pub use batch::Batch;
 pub use error::StoreError;
 pub use health::StoreHealth;
 pub use options::StoreOptions;
-pub use store::{Cf, CommitStats, Entry, Store};
+pub use store::{Cf, CommitStats, Entry, RangeBytes, Store};

@@ -55,6 +55,25 @@ impl Cf {
 /// A key and its value as read from a scan.
 pub type Entry = (Box<[u8]>, Box<[u8]>);
 
+/// Entries of a range [`Store::range_bytes`] counts in memtables at most: it answers
+/// `GET /db`, which must stay cheap while a bulk load fills a memtable.
+const UNFLUSHED_ENTRIES_MAX: usize = 10_000;
+
+/// What a key range of one column family takes on disk (a database's `sizes`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RangeBytes {
+    /// In SST files, compressed, live entries and overwritten or deleted ones alike (RocksDB's
+    /// approximation).
+    pub files: u64,
+    /// The live part of `files`: `files` scaled by the column family's share of live data
+    /// (`rocksdb.estimate-live-data-size` over its SST bytes); never more than `files`.
+    pub files_live: u64,
+    /// Keys and values not flushed yet (in memtables, and on disk in the write-ahead log),
+    /// uncompressed, each key's newest version. Beyond [`UNFLUSHED_ENTRIES_MAX`] entries, the
+    /// size of those counted scaled to the column family's memtable entries (every range's).
+    pub unflushed: u64,
+}
+
 /// How many batches were committed in how many fsynced groups.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CommitStats {
@@ -101,12 +120,17 @@ impl Store {
             source,
         })?;
         let cache = Cache::new_lru_cache(options.block_cache_bytes);
-        let mut db_options = Options::default();
+        // rust-rocksdb has no setter for `allow_fallocate`; RocksDB's option string has.
+        let mut db_options = Options::default()
+            .get_options_from_string(format!("allow_fallocate={}", options.preallocate_files))?;
         db_options.create_if_missing(true);
         db_options.create_missing_column_families(true);
         db_options.set_max_background_jobs(options.background_jobs);
         db_options.set_bytes_per_sync(1 << 20);
-        db_options.set_keep_log_file_num(4);
+        db_options.set_max_total_wal_size(options.wal_bytes_max);
+        db_options.set_manifest_preallocation_size(options.manifest_preallocation_bytes);
+        db_options.set_max_log_file_size(options.info_log_bytes_max);
+        db_options.set_keep_log_file_num(options.info_logs_kept);
         let descriptors = Cf::ALL
             .iter()
             .map(|cf| ColumnFamilyDescriptor::new(cf.name(), cf_options(*cf, options, &cache)))
@@ -382,6 +406,59 @@ impl Store {
             .first()
             .copied()
             .unwrap_or(0)
+    }
+
+    /// What `[lower, upper)` of `cf` takes on disk: see [`RangeBytes`].
+    pub fn range_bytes(
+        &self,
+        cf: Cf,
+        lower: &[u8],
+        upper: &[u8],
+    ) -> Result<RangeBytes, StoreError> {
+        let files = self.size_on_disk(cf, lower, upper);
+        let total = self
+            .property(cf, "rocksdb.total-sst-files-size")
+            .unwrap_or(0);
+        let live = self
+            .property(cf, "rocksdb.estimate-live-data-size")
+            .unwrap_or(total)
+            .min(total);
+        let files_live = match total {
+            0 => files,
+            _ => (u128::from(files) * u128::from(live) / u128::from(total)) as u64,
+        };
+        let mut read_options = ReadOptions::default();
+        read_options.set_read_tier(rocksdb::ReadTier::Memtable);
+        read_options.set_iterate_upper_bound(upper.to_vec());
+        let mut iterator = self
+            .inner
+            .db
+            .raw_iterator_cf_opt(self.inner.handle(cf), read_options);
+        iterator.seek(lower);
+        let (mut unflushed, mut entries) = (0u64, 0usize);
+        while let (Some(key), Some(value)) = (iterator.key(), iterator.value()) {
+            unflushed += (key.len() + value.len()) as u64;
+            entries += 1;
+            if entries >= UNFLUSHED_ENTRIES_MAX {
+                let in_memtables = [
+                    "rocksdb.num-entries-active-mem-table",
+                    "rocksdb.num-entries-imm-mem-tables",
+                ]
+                .iter()
+                .map(|name| self.property(cf, name).unwrap_or(0))
+                .sum::<u64>();
+                let scaled = u128::from(unflushed) * u128::from(in_memtables) / entries as u128;
+                unflushed = unflushed.max(scaled as u64);
+                break;
+            }
+            iterator.next();
+        }
+        iterator.status()?;
+        Ok(RangeBytes {
+            files,
+            files_live: files_live.min(files),
+            unflushed,
+        })
     }
 
     /// A RocksDB integer property of one column family (e.g. `rocksdb.total-sst-files-size`).
