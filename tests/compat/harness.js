@@ -44,7 +44,8 @@ function withAuth(url, user = ADMIN_USER, password = ADMIN_PASSWORD) {
   return parsed.toString().replace(/\/$/, '');
 }
 
-async function start() {
+// `env`: settings for this server only (SETTEE_* variables, e.g. a shortened time limit).
+async function start({ env = {} } = {}) {
   if (process.env.SETTEE_URL) {
     const url = process.env.SETTEE_URL.replace(/\/$/, '');
     return { url, adminUrl: withAuth(url), stop: async () => {} };
@@ -58,7 +59,7 @@ async function start() {
     'serve', '--data-dir', dataDir, '--http-addr', `127.0.0.1:${port}`,
     '--kv-addr', '127.0.0.1:0', '--mgmt-addr', '127.0.0.1:0',
     '--admin', ADMIN, '--max-document-size', '1000000', '--pbkdf2-iterations', '1000',
-  ], { stdio: ['ignore', 'ignore', 'inherit'] });
+  ], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ...env } });
   const exited = new Promise((resolve) => child.on('exit', resolve));
   await waitUp(url, 30000);
   return {

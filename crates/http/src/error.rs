@@ -54,6 +54,10 @@ pub enum ApiError {
     /// JavaScript could not run to completion (time or memory limit, reduce error).
     #[error("{0}")]
     OsProcess(String),
+    /// A JavaScript function threw (a `_changes` filter): CouchDB answers 500 with the
+    /// error's name (`TypeError`, `ReferenceError`, ...) as `error`.
+    #[error("{reason}")]
+    JsThrew { name: &'static str, reason: String },
     #[error("{0}")]
     BuiltinReduce(String),
     #[error("{0}")]
@@ -91,6 +95,7 @@ impl ApiError {
             ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Internal(_)
             | ApiError::OsProcess(_)
+            | ApiError::JsThrew { .. }
             | ApiError::BuiltinReduce(_)
             | ApiError::ReduceOverflow(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Mango(error) => {
@@ -125,6 +130,7 @@ impl ApiError {
             ApiError::InvalidDesignDoc(_) => "invalid_design_doc",
             ApiError::Compilation(_) => "compilation_error",
             ApiError::OsProcess(_) => "os_process_error",
+            ApiError::JsThrew { name, .. } => name,
             ApiError::BuiltinReduce(_) => "builtin_reduce_error",
             ApiError::ReduceOverflow(_) => "reduce_overflow_error",
         }

@@ -65,6 +65,11 @@ pub struct ServeArgs {
     /// Heap limit of each JavaScript runtime (one per core), bytes [default: 268435456].
     #[arg(long, env = "SETTEE_JS_MEMORY")]
     pub js_memory: Option<usize>,
+    /// Time the JavaScript filter calls of one `_changes` request may take together (a normal
+    /// feed; each batch of a longpoll or continuous feed), ms; past it the request fails with
+    /// os_process_error [default: 5000].
+    #[arg(long, env = "SETTEE_CHANGES_FILTER_TIMEOUT_MS")]
+    pub changes_filter_timeout_ms: Option<u64>,
 }
 
 #[derive(serde::Deserialize, Default, Debug)]
@@ -86,6 +91,7 @@ struct FileConfig {
     doc_cache_size: Option<usize>,
     js_timeout_ms: Option<u64>,
     js_memory: Option<usize>,
+    changes_filter_timeout_ms: Option<u64>,
 }
 
 /// Settings after merging flags, environment, file and defaults.
@@ -107,6 +113,7 @@ pub struct Settings {
     pub doc_cache_size: usize,
     pub js_timeout_ms: u64,
     pub js_memory: usize,
+    pub changes_filter_timeout_ms: u64,
 }
 
 pub fn default_data_dir() -> PathBuf {
@@ -197,6 +204,10 @@ impl ServeArgs {
                 .js_memory
                 .or(file.js_memory)
                 .unwrap_or(settee_views::ViewsConfig::default().js.memory_bytes_max),
+            changes_filter_timeout_ms: self
+                .changes_filter_timeout_ms
+                .or(file.changes_filter_timeout_ms)
+                .unwrap_or(settee_http::config::CHANGES_FILTER_TIMEOUT_MS_DEFAULT),
             doc_cache_size: self.doc_cache_size.or(file.doc_cache_size).unwrap_or(
                 settee_engine::EngineOptions::default()
                     .store
