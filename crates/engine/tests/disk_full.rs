@@ -139,12 +139,15 @@ async fn racing_writers_keep_memory_and_disk_equal() {
     let engine = Engine::open(dir.path(), options(&no_space)).expect("open");
     engine.create_bucket("db", VBUCKETS).await.expect("create");
     let bucket = engine.bucket("db").expect("bucket");
+    // Full from the start (so some writes fail however fast they run), then full and free in
+    // turns while the writers run.
+    no_space.store(true, Ordering::Release);
     let toggler = {
         let no_space = no_space.clone();
         tokio::spawn(async move {
             for round in 0..40 {
-                no_space.store(round % 2 == 1, Ordering::Release);
                 tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+                no_space.store(round % 2 == 1, Ordering::Release);
             }
             no_space.store(false, Ordering::Release);
         })
