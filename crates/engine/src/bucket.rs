@@ -83,6 +83,14 @@ impl VbState {
     }
 }
 
+/// A vbucket's state in memory, and the store epoch it was last known to match the disk in
+/// (`settee_storage::health`): after a failed write it may count writes that never happened.
+#[derive(Debug)]
+struct VbSlot {
+    state: VbState,
+    epoch: u64,
+}
+
 /// What a planned write does to one document.
 #[derive(Debug)]
 pub(crate) struct PlannedWrite {
@@ -136,7 +144,7 @@ pub struct Bucket {
     pub(crate) hlc: Arc<Hlc>,
     /// One mutex per vbucket; held only while assigning seqnos and enqueueing a batch, never
     /// across an await, so a parking_lot mutex is right.
-    vb_states: Vec<Mutex<VbState>>,
+    vb_states: Vec<Mutex<VbSlot>>,
     /// Per vbucket, the highest seqno whose write is durable and readable. `VbState::high_seqno`
     /// runs ahead of it while a group waits for its fsync; change feeds must only ever report
     /// positions up to this one, or a client resuming there would skip the pending change.
@@ -185,6 +193,8 @@ impl Bucket {
         access: BucketAccess,
     ) -> Result<Bucket, EngineError> {
         let mut vb_states = Vec::with_capacity(config.vbuckets as usize);
+        // Read before the disk: a write failing meanwhile makes the first writer reload.
+        let epoch = store.epoch();
         for vbucket in 0..config.vbuckets {
             let mut state = match store.get(Cf::Meta, &keys::meta::vb_stats(id, vbucket))? {
                 Some(raw) => VbState::decode(&raw)
@@ -201,7 +211,7 @@ impl Bucket {
                     hlc.observe(entry.cas);
                 }
             }
-            vb_states.push(Mutex::new(state));
+            vb_states.push(Mutex::new(VbSlot { state, epoch }));
         }
         let security = match store.get(Cf::Meta, &keys::meta::bucket_security(id))? {
             Some(raw) => serde_json::from_slice(&raw)
@@ -227,7 +237,7 @@ impl Bucket {
             hlc,
             visible_high: vb_states
                 .iter()
-                .map(|state| std::sync::atomic::AtomicU64::new(state.lock().high_seqno))
+                .map(|slot| std::sync::atomic::AtomicU64::new(slot.lock().state.high_seqno))
                 .collect(),
             vb_states,
             key_locks: KeyLocks::new(),
@@ -297,38 +307,43 @@ impl Bucket {
     }
 
     pub fn vb_state(&self, vbucket: u16) -> VbState {
-        self.vb_states
-            .get(vbucket as usize)
-            .map(|state| *state.lock())
-            .unwrap_or_default()
+        self.current_state(vbucket).unwrap_or_default()
     }
 
     /// Bytes of all document records as stored (before compression).
     pub fn record_bytes(&self) -> u64 {
-        self.vb_states
-            .iter()
-            .map(|state| state.lock().record_bytes)
+        (0..self.vbuckets)
+            .filter_map(|vbucket| self.current_state(vbucket))
+            .map(|state| state.record_bytes)
             .sum()
     }
 
     /// (live documents, deleted documents).
     pub fn doc_counts(&self) -> (u64, u64) {
-        self.vb_states
-            .iter()
+        (0..self.vbuckets)
+            .filter_map(|vbucket| self.current_state(vbucket))
             .fold((0, 0), |(live, deleted), state| {
-                let state = state.lock();
                 (live + state.live, deleted + state.deleted)
             })
     }
 
     /// (live documents, deleted documents) of one vbucket.
     pub(crate) fn vbucket_doc_counts(&self, vbucket: u16) -> (u64, u64) {
-        self.vb_states
-            .get(vbucket as usize)
-            .map_or((0, 0), |state| {
-                let state = state.lock();
-                (state.live, state.deleted)
-            })
+        self.current_state(vbucket)
+            .map_or((0, 0), |state| (state.live, state.deleted))
+    }
+
+    /// A vbucket's state, reloaded from disk first if a write failed since it was last checked
+    /// (see [`Bucket::reload_vb_state`]).
+    fn current_state(&self, vbucket: u16) -> Option<VbState> {
+        let mut slot = self.vb_states.get(vbucket as usize)?.lock();
+        let epoch = self.store.epoch();
+        if slot.epoch != epoch {
+            if let Err(error) = self.reload_vb_state(vbucket, &mut slot, epoch) {
+                tracing::warn!(%error, vbucket, "cannot reload vbucket stats after a failed write");
+            }
+        }
+        Some(slot.state)
     }
 
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
@@ -462,26 +477,32 @@ impl Bucket {
             let mut vbuckets: Vec<u16> = writes.iter().map(|write| write.vbucket).collect();
             vbuckets.sort_unstable();
             vbuckets.dedup();
-            let mut guards: Vec<(u16, parking_lot::MutexGuard<'_, VbState>)> = vbuckets
+            let mut guards: Vec<(u16, parking_lot::MutexGuard<'_, VbSlot>)> = vbuckets
                 .iter()
                 .map(|vbucket| (*vbucket, self.vb_states[*vbucket as usize].lock()))
                 .collect();
+            let epoch = self.store.epoch();
+            for (vbucket, slot) in guards.iter_mut() {
+                if slot.epoch != epoch {
+                    self.reload_vb_state(*vbucket, slot, epoch)?;
+                }
+            }
             for write in writes.iter_mut() {
-                let Some((_, state)) = guards.iter_mut().find(|(vb, _)| *vb == write.vbucket)
-                else {
+                let Some((_, slot)) = guards.iter_mut().find(|(vb, _)| *vb == write.vbucket) else {
                     return Err(EngineError::Invalid("vbucket out of range".into()));
                 };
-                committed.push(self.stage_write(&mut batch, state, write));
+                committed.push(self.stage_write(&mut batch, &mut slot.state, write));
             }
-            for (vbucket, state) in &guards {
+            for (vbucket, slot) in &guards {
                 batch.put(
                     Cf::Meta,
                     keys::meta::vb_stats(self.id, *vbucket),
-                    state.encode().to_vec(),
+                    slot.state.encode().to_vec(),
                 );
             }
-            // Enqueued while the vbucket states are locked: queue order is seqno order.
-            self.store.commit(batch)
+            // Enqueued while the vbucket states are locked: queue order is seqno order. Staged
+            // on the states as of `epoch`: the store refuses it if a write failed since.
+            self.store.commit_in_epoch(batch, epoch)
         };
         pending.await?;
         for (write, done) in writes.iter().zip(&committed) {
@@ -495,6 +516,33 @@ impl Bucket {
         }
         self.changed.send_modify(|version| *version += 1);
         Ok(committed)
+    }
+
+    /// After a failed write (the store's epoch moved), reloads a vbucket's counts from disk:
+    /// the ones in memory may count writes that never happened. The high seqno keeps its value
+    /// in memory when that is higher, so a seqno handed to a failed write is never handed out
+    /// again (a gap in seqnos is harmless; a seqno naming two different writes is not).
+    fn reload_vb_state(
+        &self,
+        vbucket: u16,
+        slot: &mut VbSlot,
+        epoch: u64,
+    ) -> Result<(), EngineError> {
+        let on_disk = match self
+            .store
+            .get(Cf::Meta, &keys::meta::vb_stats(self.id, vbucket))?
+        {
+            Some(raw) => {
+                VbState::decode(&raw).ok_or_else(|| EngineError::Corrupt("vbucket stats".into()))?
+            }
+            None => VbState::default(),
+        };
+        slot.state = VbState {
+            high_seqno: slot.state.high_seqno.max(on_disk.high_seqno),
+            ..on_disk
+        };
+        slot.epoch = epoch;
+        Ok(())
     }
 
     fn stage_write(

@@ -157,6 +157,11 @@ impl Engine {
             .collect()
     }
 
+    /// Whether writes can succeed now (the disk may be full, or the store failed for good).
+    pub fn storage_health(&self) -> settee_storage::StoreHealth {
+        self.store.health()
+    }
+
     pub fn store(&self) -> &Arc<Store> {
         &self.store
     }

@@ -13,3 +13,11 @@ pub enum EngineError {
     #[error("invalid argument: {0}")]
     Invalid(String),
 }
+
+impl EngineError {
+    /// The disk is full: the write failed cleanly and may be retried once space is freed
+    /// (CouchDB's 507 `insufficient_storage`, Couchbase's temporary failure).
+    pub fn is_insufficient_storage(&self) -> bool {
+        matches!(self, EngineError::Store(StoreError::NoSpace))
+    }
+}

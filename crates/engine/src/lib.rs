@@ -41,9 +41,10 @@ pub use kv::{
     is_json, KvMeta, KvMutation, KvOutcome, KvRef, KvValue, LockOutcome, StoreMode, UnlockOutcome,
 };
 pub use local::LocalOutcome;
-pub use maintenance::CompactionReport;
+pub use maintenance::{CompactionReport, DiskSizes};
 pub use read::{DocScan, ScanRange};
 pub use record::{AttachmentMeta, DocRecord, Leaf};
 pub use seqvec::SeqVector;
 pub use settee_revtree::RevId;
+pub use settee_storage::StoreHealth;
 pub use update::{hex, md5_of, revision_hash, AttachmentInput, DocUpdate, UpdateOutcome};

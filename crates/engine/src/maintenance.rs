@@ -22,6 +22,15 @@ const ABBREVIATE_BATCH: usize = 256;
 /// further passes, each continuing from the highest seqno planned).
 const ABBREVIATE_WINDOW: usize = 1 << 18;
 
+/// A bucket's bytes on disk, as CouchDB's `sizes` report them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DiskSizes {
+    /// Everything the bucket's data takes on disk, garbage included.
+    pub file: u64,
+    /// The live part of `file` (what a compaction would leave).
+    pub active: u64,
+}
+
 /// What one compaction did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CompactionReport {
@@ -34,7 +43,8 @@ pub struct CompactionReport {
 impl Bucket {
     /// Compacts the bucket: removes attachment bodies no leaf references, abbreviates change
     /// entries, then asks RocksDB to rewrite the bucket's ranges so overwritten and deleted
-    /// entries leave the disk.
+    /// entries leave the disk, and flushes every memtable so no write-ahead log is kept
+    /// for data already in SST files.
     pub async fn compact(&self) -> Result<CompactionReport, EngineError> {
         use std::sync::atomic::Ordering;
         if self.compacting.swap(true, Ordering::AcqRel) {
@@ -44,6 +54,26 @@ impl Bucket {
         let result = self.compact_now().await;
         self.compacting.store(false, Ordering::Release);
         result
+    }
+
+    /// [`Bucket::compact`] for a caller that answers before the work is done (`POST
+    /// /db/_compact` answers 202): `compact_running` is true from this call on, not from the
+    /// first poll of the returned future, so a client polling `GET /db` right after the 202
+    /// never sees a compaction as finished before it began.
+    pub fn start_compaction(
+        self: std::sync::Arc<Self>,
+    ) -> impl std::future::Future<Output = Result<CompactionReport, EngineError>> + Send + 'static
+    {
+        use std::sync::atomic::Ordering;
+        let started = !self.compacting.swap(true, Ordering::AcqRel);
+        async move {
+            if !started {
+                return Ok(CompactionReport::default());
+            }
+            let result = self.compact_now().await;
+            self.compacting.store(false, Ordering::Release);
+            result
+        }
     }
 
     async fn compact_now(&self) -> Result<CompactionReport, EngineError> {
@@ -86,9 +116,12 @@ impl Bucket {
             for cf in [Cf::Doc, Cf::Seq, Cf::Att, Cf::Exp, Cf::Local] {
                 store.compact(cf, &lower, &upper);
             }
+            // Compacting a range flushes only its own family's memtable; `meta` (written with
+            // every batch) and `view` would otherwise keep the write-ahead log alive.
+            store.flush()
         })
         .await
-        .map_err(|error| EngineError::Invalid(format!("compaction task: {error}")))?;
+        .map_err(|error| EngineError::Invalid(format!("compaction task: {error}")))??;
         Ok(CompactionReport {
             attachment_bodies_removed: stale.len() as u64,
             change_entries_abbreviated,
@@ -277,6 +310,20 @@ impl Bucket {
         expiry: u32,
     ) -> Result<crate::kv::KvOutcome, EngineError> {
         self.kv_mutate(key, KvMutation::Touch { expiry }).await
+    }
+
+    /// CouchDB's `sizes.file` and `sizes.active`: the bytes this bucket takes on disk (its
+    /// ranges' SST files, plus its writes not flushed yet, which are in the write-ahead log)
+    /// and the live part of them. Approximate; `active <= file` always.
+    pub fn disk_sizes(&self) -> Result<DiskSizes, EngineError> {
+        let (lower, upper) = keys::bucket_range(self.id);
+        let mut sizes = DiskSizes::default();
+        for cf in [Cf::Doc, Cf::Seq, Cf::Att, Cf::Exp, Cf::Local] {
+            let bytes = self.store.range_bytes(cf, &lower, &upper)?;
+            sizes.file += bytes.files + bytes.unflushed;
+            sizes.active += bytes.files_live + bytes.unflushed;
+        }
+        Ok(sizes)
     }
 
     /// Bytes this bucket occupies on disk (flushed data only; approximate).

@@ -6,6 +6,10 @@
 //!
 //! Rows are produced in batches by a task that owns the bucket handle and writes into the
 //! response body's channel; a client that goes away closes the channel and ends the task.
+//! The status line waits for the feed's first bytes (CouchDB's delayed responses): a failure
+//! before them, such as a JavaScript filter that throws or runs out of time on the first
+//! batch, is answered with its own status; a failure after them ends the body with an
+//! `{"error", "reason"}` line, as CouchDB does.
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -17,13 +21,14 @@ use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Response, StatusCode};
 use serde_json::Value;
 use settee_engine::{Bucket, ChangeEntry, SeqVector};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::auth::Operation;
 use crate::couch_doc::{render_doc, RenderOptions};
 use crate::db_api::open;
 use crate::doc_api::attachment_fetcher;
 use crate::error::{ApiError, ApiResult};
+use crate::js_filter::FilterBudget;
 use crate::request::Req;
 use crate::response::{channel_body, json_string, HttpResponse, STREAM_CHUNK_BYTES_MAX};
 use crate::router::not_allowed;
@@ -67,6 +72,8 @@ struct FeedOptions {
     heartbeat_ms: Option<u64>,
     timeout_ms: u64,
     filter: Filter,
+    /// What the JavaScript filter calls of one request (or batch) may take together.
+    filter_budget: Duration,
     render: RenderOptions,
 }
 
@@ -104,6 +111,7 @@ pub async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Ht
         }
     }
     let (sender, receiver) = mpsc::channel::<Bytes>(16);
+    let (head, started) = oneshot::channel();
     let shutdown = state.shutdown.clone();
     let feed = options.feed;
     let counter = if feed == Feed::Normal {
@@ -111,10 +119,15 @@ pub async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Ht
     } else {
         Some(FeedGuard(state.open_feeds.clone()))
     };
+    let output = Output::new(feed, sender, head);
     tokio::spawn(async move {
         let _counter = counter;
-        run_feed(bucket, since, options, sender, shutdown).await;
+        run_feed(bucket, since, options, output, shutdown).await;
     });
+    // A task that ended without a word (it cannot) leaves whatever it sent.
+    if let Ok(Err(error)) = started.await {
+        return Err(error);
+    }
     let mut response = Response::new(channel_body(receiver));
     let content_type = match feed {
         Feed::EventSource => "text/event-stream",
@@ -129,6 +142,70 @@ pub async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Ht
     );
     *response.status_mut() = StatusCode::OK;
     Ok(response)
+}
+
+/// The feed task's side of the response: the body channel, and the status line held back
+/// until the first bytes (see the module documentation).
+struct Output {
+    sender: mpsc::Sender<Bytes>,
+    /// Fired with the first bytes (`Ok`: answer 200) or with a failure before them.
+    head: Option<oneshot::Sender<ApiResult<()>>>,
+    /// `{"results":[` of a normal or longpoll feed, sent with the first bytes.
+    prefix: Vec<u8>,
+}
+
+impl Output {
+    fn new(
+        feed: Feed,
+        sender: mpsc::Sender<Bytes>,
+        head: oneshot::Sender<ApiResult<()>>,
+    ) -> Output {
+        let prefix = match feed {
+            Feed::Normal | Feed::Longpoll => b"{\"results\":[\n".to_vec(),
+            Feed::Continuous | Feed::EventSource => Vec::new(),
+        };
+        Output {
+            sender,
+            head: Some(head),
+            prefix,
+        }
+    }
+
+    /// Sends `bytes` (after the held-back prefix); false once the client has gone.
+    async fn send(&mut self, bytes: Vec<u8>) -> bool {
+        if let Some(head) = self.head.take() {
+            let _ = head.send(Ok(()));
+        }
+        let bytes = if self.prefix.is_empty() {
+            bytes
+        } else {
+            let mut all = std::mem::take(&mut self.prefix);
+            all.extend_from_slice(&bytes);
+            all
+        };
+        bytes.is_empty() || self.sender.send(Bytes::from(bytes)).await.is_ok()
+    }
+
+    /// Lets the status line go before the feed waits for writes (CouchDB sends its headers
+    /// then too), so a client sees the feed open.
+    async fn release(&mut self) -> bool {
+        self.send(Vec::new()).await
+    }
+
+    /// Ends the feed with `error`: as the response's status if nothing was sent yet, else as
+    /// a last line of the body.
+    async fn fail(&mut self, error: ApiError) {
+        match self.head.take() {
+            Some(head) => {
+                let _ = head.send(Err(error));
+            }
+            None => {
+                let mut line = error.body().to_string().into_bytes();
+                line.push(b'\n');
+                let _ = self.sender.send(Bytes::from(line)).await;
+            }
+        }
+    }
 }
 
 /// Decrements the open-feeds counter when the feed task ends, however it ends.
@@ -221,21 +298,24 @@ fn feed_options(
         heartbeat_ms,
         timeout_ms,
         filter,
+        filter_budget: Duration::from_millis(state.config.changes_filter_timeout_ms),
         render,
     })
 }
 
-/// Renders one change row, or `None` when the filter rejects it.
+/// Renders one change row, or `None` when the filter rejects it; `Err` when a JavaScript
+/// filter failed (it threw, or `budget` ran out).
 fn change_row(
     bucket: &Bucket,
     entry: &ChangeEntry,
     seq: &str,
     options: &FeedOptions,
-) -> Option<Vec<u8>> {
+    budget: &mut FilterBudget,
+) -> ApiResult<Option<Vec<u8>>> {
     let id = String::from_utf8_lossy(&entry.key).into_owned();
     match &options.filter {
-        Filter::DocIds(ids) if !ids.contains(&id) => return None,
-        Filter::Design if !id.starts_with("_design/") => return None,
+        Filter::DocIds(ids) if !ids.contains(&id) => return Ok(None),
+        Filter::Design if !id.starts_with("_design/") => return Ok(None),
         _ => {}
     }
     let needs_record = options.include_docs
@@ -264,8 +344,8 @@ fn change_row(
             .as_ref()
             .map(|bytes| String::from_utf8_lossy(bytes).into_owned())
             .unwrap_or_else(|| "null".to_string());
-        if !filter.passes(doc) {
-            return None;
+        if !filter.passes(doc, budget)? {
+            return Ok(None);
         }
     }
     if let Filter::Selector(selector) = &options.filter {
@@ -274,7 +354,7 @@ fn change_row(
             .and_then(|bytes| serde_json::from_slice(bytes).ok())
             .unwrap_or(Value::Null);
         if !selector.matches(&doc) {
-            return None;
+            return Ok(None);
         }
     }
     let mut out = format!(
@@ -305,7 +385,7 @@ fn change_row(
         }
     }
     out.push(b'}');
-    Some(out)
+    Ok(Some(out))
 }
 
 /// A batch of rows from `position` on; advances `position`. Returns (rows, exhausted).
@@ -314,9 +394,10 @@ fn next_batch(
     position: &mut SeqVector,
     options: &FeedOptions,
     rows_max: usize,
-) -> (Vec<Vec<u8>>, bool) {
+    budget: &mut FilterBudget,
+) -> ApiResult<(Vec<Vec<u8>>, bool)> {
     let mut cursor = bucket.changes(position.clone());
-    next_batch_from(bucket, &mut cursor, position, options, rows_max)
+    next_batch_from(bucket, &mut cursor, position, options, rows_max, budget)
 }
 
 /// [`next_batch`] from a cursor kept across batches: a new cursor reads a chunk from every
@@ -328,7 +409,8 @@ fn next_batch_from(
     position: &mut SeqVector,
     options: &FeedOptions,
     rows_max: usize,
-) -> (Vec<Vec<u8>>, bool) {
+    budget: &mut FilterBudget,
+) -> ApiResult<(Vec<Vec<u8>>, bool)> {
     let mut rows = Vec::new();
     let mut scanned = 0;
     // A batch is one body chunk: bounded in bytes too (documents may be large).
@@ -337,13 +419,13 @@ fn next_batch_from(
         if rows.len() >= rows_max || scanned >= SCANNED_PER_BATCH || bytes >= STREAM_CHUNK_BYTES_MAX
         {
             *position = settee_engine::ChangeCursor::position(cursor).clone();
-            return (rows, false);
+            return Ok((rows, false));
         }
         match cursor.next() {
             Some(Ok(entry)) => {
                 scanned += 1;
                 let seq = settee_engine::ChangeCursor::position(cursor).encode();
-                if let Some(row) = change_row(bucket, &entry, &seq, options) {
+                if let Some(row) = change_row(bucket, &entry, &seq, options, budget)? {
                     bytes += row.len();
                     rows.push(row);
                 }
@@ -351,11 +433,11 @@ fn next_batch_from(
             Some(Err(error)) => {
                 tracing::warn!(%error, "change stream read failed");
                 *position = settee_engine::ChangeCursor::position(cursor).clone();
-                return (rows, true);
+                return Ok((rows, true));
             }
             None => {
                 *position = cursor.end_position();
-                return (rows, true);
+                return Ok((rows, true));
             }
         }
     }
@@ -399,22 +481,18 @@ async fn run_feed(
     bucket: Arc<Bucket>,
     since: SeqVector,
     options: FeedOptions,
-    sender: mpsc::Sender<Bytes>,
+    mut out: Output,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let feed = options.feed;
     let mut position = since;
     let mut emitted = 0usize;
     let limit = options.limit.unwrap_or(usize::MAX);
-    let send = |bytes: Vec<u8>| {
-        let sender = sender.clone();
-        async move { sender.send(Bytes::from(bytes)).await.is_ok() }
-    };
-    if matches!(feed, Feed::Normal | Feed::Longpoll) && !send(b"{\"results\":[\n".to_vec()).await {
-        return;
-    }
+    // A normal feed's filter work shares one budget; a longpoll or continuous feed renews it
+    // for each batch.
+    let mut budget = FilterBudget::new(options.filter_budget);
     if options.descending && feed == Feed::Normal {
-        descending_feed(&bucket, position, &options, sender).await;
+        descending_feed(&bucket, position, &options, &mut budget, out).await;
         return;
     }
     let deadline = (options.heartbeat_ms.is_none() || feed == Feed::Longpoll)
@@ -427,13 +505,24 @@ async fn run_feed(
         // One cursor while rows flow; a new one after each wait, to see the new writes.
         let mut cursor = bucket.changes(position.clone());
         while emitted < limit {
-            let (rows, done) = next_batch_from(
+            if feed != Feed::Normal {
+                budget.renew();
+            }
+            let batch = next_batch_from(
                 &bucket,
                 &mut cursor,
                 &mut position,
                 &options,
                 (limit - emitted).min(ROWS_PER_BATCH),
+                &mut budget,
             );
+            let (rows, done) = match batch {
+                Ok(batch) => batch,
+                Err(error) => {
+                    out.fail(error).await;
+                    return;
+                }
+            };
             // One body chunk per batch: a chunk per row cost a write per row (4,000 rows of
             // a replicator's page took 0.2 s).
             let mut chunk = Vec::new();
@@ -441,7 +530,7 @@ async fn run_feed(
                 chunk.extend_from_slice(&frame(feed, &row, emitted == 0));
                 emitted += 1;
             }
-            if !chunk.is_empty() && !send(chunk).await {
+            if !chunk.is_empty() && !out.send(chunk).await {
                 return;
             }
             if done {
@@ -458,6 +547,9 @@ async fn run_feed(
         if finished {
             break;
         }
+        if !out.release().await {
+            return;
+        }
         // Wait for a write, a heartbeat, the timeout or shutdown.
         let heartbeat = options.heartbeat_ms.map(Duration::from_millis);
         let woke = tokio::select! {
@@ -465,7 +557,7 @@ async fn run_feed(
             _ = sleep_opt(heartbeat) => Wake::Heartbeat,
             _ = sleep_until_opt(deadline) => Wake::Stop,
             _ = shutdown.changed() => Wake::Stop,
-            _ = sender.closed() => return,
+            _ = out.sender.closed() => return,
         };
         match woke {
             Wake::Changed => continue,
@@ -474,7 +566,7 @@ async fn run_feed(
                     Feed::EventSource => b"event: heartbeat\ndata: \n\n".to_vec(),
                     _ => b"\n".to_vec(),
                 };
-                if !send(beat).await {
+                if !out.send(beat).await {
                     return;
                 }
             }
@@ -491,8 +583,8 @@ async fn run_feed(
         }
         Feed::EventSource => Vec::new(),
     };
-    if !tail.is_empty() {
-        let _ = send(tail).await;
+    if !out.send(tail).await {
+        tracing::debug!("changes client went away before the end of the feed");
     }
 }
 
@@ -545,12 +637,20 @@ async fn descending_feed(
     bucket: &Bucket,
     since: SeqVector,
     options: &FeedOptions,
-    sender: mpsc::Sender<Bytes>,
+    budget: &mut FilterBudget,
+    mut out: Output,
 ) {
     let mut rows: Vec<Vec<u8>> = Vec::new();
     let mut position = since;
     loop {
-        let (batch, done) = next_batch(bucket, &mut position, options, ROWS_PER_BATCH);
+        let (batch, done) = match next_batch(bucket, &mut position, options, ROWS_PER_BATCH, budget)
+        {
+            Ok(batch) => batch,
+            Err(error) => {
+                out.fail(error).await;
+                return;
+            }
+        };
         rows.extend(batch);
         if done {
             break;
@@ -558,7 +658,7 @@ async fn descending_feed(
     }
     let limit = options.limit.unwrap_or(usize::MAX);
     let mut last_seq = String::from("0");
-    let mut out = Vec::new();
+    let mut body = Vec::new();
     for (index, row) in rows.iter().rev().take(limit).enumerate() {
         if let Some(seq) = serde_json::from_slice::<Value>(row).ok().and_then(|value| {
             value
@@ -568,10 +668,10 @@ async fn descending_feed(
         }) {
             last_seq = seq;
         }
-        out.extend_from_slice(&frame(Feed::Normal, row, index == 0));
+        body.extend_from_slice(&frame(Feed::Normal, row, index == 0));
     }
-    out.extend_from_slice(
+    body.extend_from_slice(
         format!("\n],\n\"last_seq\":\"{last_seq}\",\"pending\":0}}\n").as_bytes(),
     );
-    let _ = sender.send(Bytes::from(out)).await;
+    let _ = out.send(body).await;
 }

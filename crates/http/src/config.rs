@@ -1,3 +1,6 @@
+/// Default [`HttpConfig::changes_filter_timeout_ms`]: CouchDB's `os_process_timeout`.
+pub const CHANGES_FILTER_TIMEOUT_MS_DEFAULT: u64 = 5_000;
+
 /// Limits and settings of the CouchDB door. Each is a named value with CouchDB's default where
 /// CouchDB has one.
 #[derive(Clone, Debug)]
@@ -22,6 +25,10 @@ pub struct HttpConfig {
     pub changes_timeout_max_ms: u64,
     /// Most feeds open at once (continuous + longpoll), to bound memory.
     pub max_open_feeds: usize,
+    /// Time the JavaScript filter calls of one `_changes` request may take together (a normal
+    /// feed; each batch of a longpoll or continuous feed), on top of the limit per call
+    /// (CouchDB's `os_process_timeout`, 5 s, which CouchDB applies per document).
+    pub changes_filter_timeout_ms: u64,
     /// `uuid` reported by `GET /`.
     pub server_uuid: String,
     /// Most connections open at once; more get a 503 (mochiweb's `max`, 2048).
@@ -48,6 +55,7 @@ impl Default for HttpConfig {
             session_timeout_secs: 600,
             changes_timeout_max_ms: 3_600_000,
             max_open_feeds: 10_000,
+            changes_filter_timeout_ms: CHANGES_FILTER_TIMEOUT_MS_DEFAULT,
             server_uuid: "00000000000000000000000000000000".into(),
             max_connections: crate::connection::MAX_CONNECTIONS_DEFAULT,
             idle_timeout: Some(crate::connection::IDLE_TIMEOUT_DEFAULT),

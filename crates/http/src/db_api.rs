@@ -58,15 +58,18 @@ pub fn open(
 
 pub fn db_info(bucket: &Bucket) -> serde_json::Value {
     let (live, deleted) = bucket.doc_counts();
-    // file: compressed bytes in SST files (data still in the write-ahead log and memtables is
-    // not counted until flushed); active/external: the records as stored, uncompressed.
-    let file = bucket.size_on_disk();
-    let active = bucket.record_bytes();
+    // As CouchDB: file = bytes on disk (garbage included), active = the live part of them
+    // (active <= file), external = the documents' records uncompressed.
+    let sizes = bucket.disk_sizes().unwrap_or_else(|error| {
+        tracing::warn!(%error, db = bucket.name(), "cannot size the database");
+        Default::default()
+    });
+    let external = bucket.record_bytes();
     json!({
         "db_name": bucket.name(),
         "purge_seq": bucket.purge_seq().to_string(),
         "update_seq": bucket.high_seqnos().encode(),
-        "sizes": {"file": file, "external": active, "active": active},
+        "sizes": {"file": sizes.file, "external": external, "active": sizes.active},
         "props": {},
         "doc_del_count": deleted,
         "doc_count": live,
@@ -202,10 +205,13 @@ pub async fn compact(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Ht
     }
     let bucket = open(state, req, db, Operation::AdminDb)?;
     req.require_json_content_type()?;
-    // CouchDB answers 202 at once and compacts in the background.
+    // CouchDB answers 202 at once and compacts in the background (compact_running is true
+    // from here on).
+    let name = bucket.name().to_string();
+    let compaction = bucket.start_compaction();
     tokio::spawn(async move {
-        if let Err(error) = bucket.compact().await {
-            tracing::warn!(%error, db = bucket.name(), "compaction failed");
+        if let Err(error) = compaction.await {
+            tracing::warn!(%error, db = name, "compaction failed");
         }
     });
     Ok(ok_true(StatusCode::ACCEPTED))

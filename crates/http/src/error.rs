@@ -50,6 +50,9 @@ pub enum ApiError {
     NotImplemented(String),
     #[error("{0}")]
     ServiceUnavailable(String),
+    /// The disk holding the data is full (CouchDB 3.4+'s disk monitor answers the same).
+    #[error("{0}")]
+    InsufficientStorage(String),
     #[error("{0}")]
     InvalidDesignDoc(String),
     #[error("{0}")]
@@ -57,6 +60,10 @@ pub enum ApiError {
     /// JavaScript could not run to completion (time or memory limit, reduce error).
     #[error("{0}")]
     OsProcess(String),
+    /// A JavaScript function threw (a `_changes` filter): CouchDB answers 500 with the
+    /// error's name (`TypeError`, `ReferenceError`, ...) as `error`.
+    #[error("{reason}")]
+    JsThrew { name: &'static str, reason: String },
     #[error("{0}")]
     BuiltinReduce(String),
     #[error("{0}")]
@@ -93,8 +100,10 @@ impl ApiError {
             ApiError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Internal(_)
             | ApiError::OsProcess(_)
+            | ApiError::JsThrew { .. }
             | ApiError::BuiltinReduce(_)
             | ApiError::ReduceOverflow(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Mango(error) => {
@@ -125,11 +134,13 @@ impl ApiError {
             ApiError::BadContentType(_) => "bad_content_type",
             ApiError::NotImplemented(_) => "not_implemented",
             ApiError::ServiceUnavailable(_) => "service_unavailable",
+            ApiError::InsufficientStorage(_) => "insufficient_storage",
             ApiError::Internal(_) => "unknown_error",
             ApiError::Mango(error) => error.error(),
             ApiError::InvalidDesignDoc(_) => "invalid_design_doc",
             ApiError::Compilation(_) => "compilation_error",
             ApiError::OsProcess(_) => "os_process_error",
+            ApiError::JsThrew { name, .. } => name,
             ApiError::BuiltinReduce(_) => "builtin_reduce_error",
             ApiError::ReduceOverflow(_) => "reduce_overflow_error",
         }
@@ -155,6 +166,11 @@ impl ApiError {
         ApiError::BadRequest("invalid UTF-8 JSON".into())
     }
 
+    /// CouchDB's reason when its disk monitor blocks writes.
+    pub fn insufficient_storage() -> ApiError {
+        ApiError::InsufficientStorage("database_dir is too full".into())
+    }
+
     pub fn not_admin() -> ApiError {
         ApiError::Unauthorized("You are not a server admin.".into())
     }
@@ -164,6 +180,8 @@ impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> ApiError {
         match error {
             EngineError::Invalid(reason) => ApiError::BadRequest(reason),
+            error if error.is_insufficient_storage() => ApiError::insufficient_storage(),
+            // Storage errors show no file path (settee-storage logs the full message).
             error => {
                 tracing::error!(%error, "engine error");
                 ApiError::Internal(error.to_string())

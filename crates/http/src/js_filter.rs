@@ -3,9 +3,16 @@
 //! function emits at least one row for. Both run on the node's JavaScript pool (`settee-js`,
 //! the only crate that links QuickJS); a design document's program is compiled once per
 //! revision and cached.
+//!
+//! A request's filter calls share one time budget ([`FilterBudget`]: a normal feed's whole
+//! scan, or each batch of a longpoll/continuous feed), and each call is stopped when the
+//! budget runs out (the pool's interrupt handler frees the core). A filter that throws or
+//! runs out of time fails the request as CouchDB's query server does: 500 with the error's
+//! name, or `os_process_error`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
@@ -34,6 +41,37 @@ pub struct JsFilter {
     pool: Arc<JsPool>,
     program: Arc<Program>,
     kind: Kind,
+    /// `ddoc/name` or `_view ddoc/name`, for the log.
+    label: String,
+}
+
+/// What is left of the time one `_changes` request (or one batch of a longpoll/continuous
+/// feed) may spend in JavaScript filter calls, waiting for the pool included.
+#[derive(Clone, Copy, Debug)]
+pub struct FilterBudget {
+    total: Duration,
+    remaining: Duration,
+}
+
+impl FilterBudget {
+    pub fn new(total: Duration) -> FilterBudget {
+        FilterBudget {
+            total,
+            remaining: total,
+        }
+    }
+
+    /// A fresh budget for the next batch of a longpoll or continuous feed.
+    pub fn renew(&mut self) {
+        self.remaining = self.total;
+    }
+
+    fn exhausted(&self) -> ApiError {
+        ApiError::OsProcess(format!(
+            "OS process timed out: the filter ran past this request's {} ms",
+            self.total.as_millis()
+        ))
+    }
 }
 
 #[derive(Clone)]
@@ -131,6 +169,7 @@ impl JsFilters {
                 name: name.to_string(),
                 req: request_object(bucket, req, body).to_string(),
             },
+            label: filter.to_string(),
         })
     }
 
@@ -157,33 +196,92 @@ impl JsFilters {
             pool: self.pool.clone(),
             program,
             kind: Kind::View,
+            label: format!("_view {view}"),
         })
     }
 }
 
 impl JsFilter {
-    /// Whether `doc_json` (the document as the feed would show it) passes. A filter that
-    /// throws rejects the document, as CouchDB's query server does.
-    pub fn passes(&self, doc_json: String) -> bool {
-        match &self.kind {
+    /// Whether `doc_json` (the document as the feed would show it) passes, spending from
+    /// `budget`. A filter (or a `_view` filter's map function) that throws, or the budget
+    /// running out, fails the request as CouchDB does; both are logged.
+    pub fn passes(&self, doc_json: String, budget: &mut FilterBudget) -> ApiResult<bool> {
+        if budget.remaining.is_zero() {
+            return Err(self.failed(budget.exhausted()));
+        }
+        let started = Instant::now();
+        let limit = budget.remaining;
+        let answer = match &self.kind {
             Kind::Function { name, req } => self
                 .pool
-                .filter(self.program.clone(), name.clone(), doc_json, req.clone())
-                .wait_outside_runtime()
-                .unwrap_or(false),
+                .filter(
+                    self.program.clone(),
+                    name.clone(),
+                    doc_json,
+                    req.clone(),
+                    limit,
+                )
+                .wait_outside_runtime(),
             Kind::View => self
                 .pool
-                .map(self.program.clone(), format!("[{doc_json}]"))
+                .map_within(self.program.clone(), format!("[{doc_json}]"), limit)
                 .wait_outside_runtime()
-                .map(|output| {
-                    output
+                .and_then(|output| match output.errors.into_iter().next() {
+                    Some((_, _, message)) => Err(settee_js::JsError::Script(message)),
+                    None => Ok(output
                         .rows
                         .first()
                         .and_then(|views| views.first())
-                        .is_some_and(|rows| !rows.is_empty())
-                })
-                .unwrap_or(false),
-        }
+                        .is_some_and(|rows| !rows.is_empty())),
+                }),
+        };
+        budget.remaining = budget.remaining.saturating_sub(started.elapsed());
+        answer.map_err(|error| {
+            self.failed(match error {
+                settee_js::JsError::Timeout(_) => budget.exhausted(),
+                settee_js::JsError::Script(message) => script_error(&message),
+                other => ApiError::OsProcess(other.to_string()),
+            })
+        })
+    }
+
+    fn failed(&self, error: ApiError) -> ApiError {
+        tracing::warn!(filter = %self.label, %error, "changes filter failed");
+        error
+    }
+}
+
+/// JavaScript's own error types, which CouchDB reports as the `error` of a failed filter.
+const JS_ERROR_NAMES: [&str; 9] = [
+    "Error",
+    "EvalError",
+    "RangeError",
+    "ReferenceError",
+    "SyntaxError",
+    "TypeError",
+    "URIError",
+    "InternalError",
+    "AggregateError",
+];
+
+/// A thrown error as the sandbox describes it (`Name: message`) in CouchDB's shape: the name
+/// as `error` (`unnamed_error` when it is not one of JavaScript's), the message as `reason`.
+fn script_error(message: &str) -> ApiError {
+    match message.split_once(": ") {
+        Some((name, reason)) => match JS_ERROR_NAMES.iter().find(|known| **known == name) {
+            Some(name) => ApiError::JsThrew {
+                name,
+                reason: reason.to_string(),
+            },
+            None => ApiError::JsThrew {
+                name: "unnamed_error",
+                reason: message.to_string(),
+            },
+        },
+        None => ApiError::JsThrew {
+            name: "unnamed_error",
+            reason: message.to_string(),
+        },
     }
 }
 

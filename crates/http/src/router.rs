@@ -57,7 +57,7 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
     let segments: Vec<&str> = path.iter().map(String::as_str).collect();
     match segments.as_slice() {
         [] => server_api::welcome(state, req),
-        ["_up"] => server_api::up(req),
+        ["_up"] => server_api::up(state, req),
         ["_all_dbs"] => server_api::all_dbs(state, req),
         ["_dbs_info"] => server_api::dbs_info(state, req).await,
         ["_uuids"] => server_api::uuids(state, req),

@@ -11,6 +11,7 @@ use crate::request::Req;
 use crate::response::{self, json, with_header, HttpResponse};
 use crate::router::{is_get, not_allowed};
 use crate::HttpState;
+use settee_engine::StoreHealth;
 
 /// The CouchDB version settee answers as; clients (PouchDB, nano, replicators) read it.
 pub const COUCHDB_VERSION: &str = "3.5.0";
@@ -34,11 +35,18 @@ pub fn welcome(state: &HttpState, req: &Req) -> ApiResult<HttpResponse> {
     ))
 }
 
-pub fn up(req: &Req) -> ApiResult<HttpResponse> {
+/// CouchDB answers 404 with the reason in `status` when the node should not get traffic
+/// (`maintenance_mode`, `nolb`); settee does the same while its storage cannot write.
+pub fn up(state: &HttpState, req: &Req) -> ApiResult<HttpResponse> {
     if !is_get(req) {
         return Err(not_allowed("GET,HEAD"));
     }
-    Ok(json(StatusCode::OK, &json!({"status": "ok", "seeds": {}})))
+    let status = match state.engine.storage_health() {
+        StoreHealth::Ok => return Ok(json(StatusCode::OK, &json!({"status": "ok", "seeds": {}}))),
+        StoreHealth::NoSpace => "insufficient_storage",
+        StoreHealth::Failed => "storage_failure",
+    };
+    Ok(json(StatusCode::NOT_FOUND, &json!({"status": status})))
 }
 
 fn list_options(req: &Req, names: Vec<String>) -> ApiResult<Vec<String>> {

@@ -158,7 +158,7 @@ pub async fn lookup(
                 results.push(result);
             },
         )
-        .map_err(|error| ApiError::Internal(error.to_string()))?;
+        .map_err(ApiError::from)?;
     let Some(meta) = found else {
         return Err(ApiError::missing());
     };
@@ -283,7 +283,7 @@ pub async fn mutate(
             },
         )
         .await
-        .map_err(|error| ApiError::Internal(error.to_string()))?;
+        .map_err(ApiError::from)?;
     match outcome {
         MutateInOutcome::Done {
             cas, rev, values, ..

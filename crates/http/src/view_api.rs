@@ -36,6 +36,9 @@ impl From<ViewError> for ApiError {
             ViewError::Reduce(reason) => ApiError::OsProcess(reason),
             ViewError::BuiltinReduce(reason, _) => ApiError::BuiltinReduce(reason),
             ViewError::ReduceOverflow(reason) => ApiError::ReduceOverflow(reason),
+            ViewError::InsufficientStorage => {
+                ApiError::InsufficientStorage("not enough room to update index".into())
+            }
             other => {
                 tracing::error!(error = %other, "view error");
                 ApiError::Internal(other.to_string())

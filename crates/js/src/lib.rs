@@ -11,7 +11,8 @@
 //!
 //! Sandbox (`runtime.rs`, `prelude.js`): the globals CouchDB's query server offers (`emit`,
 //! `log`, `sum`, `toJSON`, `isArray`, CommonJS `require`), documents frozen before map
-//! functions see them, a wall-clock limit per call (an interrupt handler) and a memory limit
+//! functions see them, a wall-clock limit per call (an interrupt handler; a caller may give a
+//! shorter one, what is left of its own budget) and a memory limit
 //! per runtime. A map function that throws emits nothing for that document and the error is
 //! reported with the output (CouchDB skips the document and logs); running past the time or
 //! memory limit fails the whole call with [`JsError::Timeout`] / [`JsError::OutOfMemory`] and

@@ -4,6 +4,7 @@
 
 use std::sync::mpsc;
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -133,9 +134,19 @@ impl JsPool {
 
     /// Maps `docs_json` (a JSON array of documents) through every view of `program`.
     pub fn map(&self, program: Arc<Program>, docs_json: String) -> Pending<MapOutput> {
+        self.map_within(program, docs_json, Duration::MAX)
+    }
+
+    /// [`JsPool::map`] stopped after `limit` if that comes before the pool's time limit.
+    pub fn map_within(
+        &self,
+        program: Arc<Program>,
+        docs_json: String,
+        limit: Duration,
+    ) -> Pending<MapOutput> {
         self.submit(move |worker| {
             worker.run_program(&program, |sandbox| {
-                let text = sandbox.call("map", (program.id as f64, docs_json))?;
+                let text = sandbox.call_within("map", (program.id as f64, docs_json), limit)?;
                 serde_json::from_str(&text)
                     .map_err(|error| JsError::Internal(format!("map output: {error}")))
             })
@@ -169,17 +180,24 @@ impl JsPool {
         })
     }
 
-    /// Runs the filter function `name` over one document and a request object.
+    /// Runs the filter function `name` over one document and a request object, stopped after
+    /// `limit` if that comes before the pool's time limit. A filter that throws answers
+    /// [`JsError::Script`] with the error's `name: message`.
     pub fn filter(
         &self,
         program: Arc<Program>,
         name: String,
         doc_json: String,
         req_json: String,
+        limit: Duration,
     ) -> Pending<bool> {
         self.submit(move |worker| {
             worker.run_program(&program, |sandbox| {
-                let text = sandbox.call("filter", (program.id as f64, name, doc_json, req_json))?;
+                let text = sandbox.call_within(
+                    "filter",
+                    (program.id as f64, name, doc_json, req_json),
+                    limit,
+                )?;
                 Ok(script_answer(&text)?.as_bool().unwrap_or(false))
             })
         })

@@ -82,7 +82,22 @@ impl Sandbox {
     where
         A: for<'js> IntoArgs<'js>,
     {
-        let timeout_ns = self.timeout.as_nanos() as u64;
+        self.call_within(entry, args, self.timeout)
+    }
+
+    /// [`Sandbox::call`] stopped after `limit` when that is shorter than the time limit (what
+    /// is left of a caller's own budget, e.g. one `_changes` request's).
+    pub fn call_within<A>(
+        &mut self,
+        entry: &str,
+        args: A,
+        limit: Duration,
+    ) -> Result<String, JsError>
+    where
+        A: for<'js> IntoArgs<'js>,
+    {
+        let timeout = self.timeout.min(limit);
+        let timeout_ns = timeout.as_nanos() as u64;
         let start = self.epoch.elapsed().as_nanos() as u64;
         self.deadline
             .store(start.saturating_add(timeout_ns), Ordering::Relaxed);
@@ -107,7 +122,7 @@ impl Sandbox {
                         error.to_string()
                     };
                     Err(if timed_out {
-                        JsError::Timeout(self.timeout.as_millis() as u64)
+                        JsError::Timeout(timeout.as_millis() as u64)
                     } else if message.contains("out of memory") {
                         JsError::OutOfMemory
                     } else {

@@ -174,3 +174,58 @@ fn javascript_reduce_and_rereduce() {
         Err(JsError::Script("nope: bad".into()))
     );
 }
+
+fn filters(name: &str, source: &str) -> Arc<Program> {
+    let mut spec = ProgramSpec::default();
+    spec.filters.insert(name.into(), source.into());
+    Arc::new(Program::new(&spec))
+}
+
+#[test]
+fn a_filter_answers_throws_and_stops_at_the_callers_limit() {
+    let pool = pool(20_000);
+    let limit = std::time::Duration::from_secs(20);
+    let keeps = filters(
+        "f",
+        "function (doc, req) { return doc.type === req.query.type; }",
+    );
+    let answer = |doc: &str| {
+        pool.filter(
+            keeps.clone(),
+            "f".into(),
+            doc.into(),
+            r#"{"query":{"type":"a"}}"#.into(),
+            limit,
+        )
+        .wait()
+    };
+    assert_eq!(answer(r#"{"type":"a"}"#), Ok(true));
+    assert_eq!(answer(r#"{"type":"b"}"#), Ok(false));
+
+    let throws = filters(
+        "f",
+        "function (doc) { throw new TypeError('no ' + doc.n); }",
+    );
+    let thrown = pool
+        .filter(throws, "f".into(), r#"{"n":1}"#.into(), "{}".into(), limit)
+        .wait();
+    assert_eq!(thrown, Err(JsError::Script("TypeError: no 1".into())));
+
+    // The caller's limit (what is left of a request's budget) wins over the pool's 20 s.
+    let loops = filters("f", "function (doc) { while (true) {} }");
+    let stopped = pool
+        .filter(
+            loops,
+            "f".into(),
+            "{}".into(),
+            "{}".into(),
+            std::time::Duration::from_millis(200),
+        )
+        .wait();
+    assert_eq!(stopped, Err(JsError::Timeout(200)));
+    assert_eq!(
+        answer(r#"{"type":"a"}"#),
+        Ok(true),
+        "the pool keeps serving"
+    );
+}

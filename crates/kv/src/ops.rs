@@ -84,6 +84,18 @@ impl OpCtx {
         error_reply(out, &self.features, self.opcode, self.opaque, code, context);
     }
 
+    /// The reply for an engine error: a full disk is a temporary failure (the SDKs retry it,
+    /// as kv_engine's ETMPFAIL while it cannot take writes), anything else an internal error.
+    /// Either text names no file (settee-storage keeps paths for its log).
+    pub(crate) fn engine_error(&self, out: &mut Vec<u8>, error: &settee_engine::EngineError) {
+        let code = if error.is_insufficient_storage() {
+            status::ETMPFAIL
+        } else {
+            status::EINTERNAL
+        };
+        self.error(out, code, &error.to_string());
+    }
+
     pub(crate) fn locked_status(&self) -> u16 {
         if self.features.xerror {
             status::LOCKED
@@ -194,7 +206,7 @@ pub(crate) fn run(
                 Ok(Some(())) => {}
                 Ok(None) if ctx.quiet => {}
                 Ok(None) => ctx.error(out, status::KEY_ENOENT, "Not found"),
-                Err(error) => ctx.error(out, status::EINTERNAL, &error.to_string()),
+                Err(error) => ctx.engine_error(out, &error),
             }
             Handled::Done
         }
@@ -226,7 +238,7 @@ pub(crate) fn run(
                     );
                 }
                 Ok(None) => ctx.error(out, status::KEY_ENOENT, "Not found"),
-                Err(error) => ctx.error(out, status::EINTERNAL, &error.to_string()),
+                Err(error) => ctx.engine_error(out, &error),
             }
             Handled::Done
         }
@@ -464,7 +476,7 @@ fn mutation(
         match job {
             Job::Mutate(mutation) => match ctx.bucket.kv_mutate(key, mutation).await {
                 Ok(outcome) => ctx.outcome_reply(&mut out, key, outcome),
-                Err(error) => ctx.error(&mut out, status::EINTERNAL, &error.to_string()),
+                Err(error) => ctx.engine_error(&mut out, &error),
             },
             Job::GetAndTouch(expiry) => {
                 match ctx
@@ -475,10 +487,10 @@ fn mutation(
                     Ok(KvOutcome::Stored { .. }) => match ctx.bucket.kv_get(key) {
                         Ok(Some(value)) => ctx.value_reply(&mut out, key, value.as_ref()),
                         Ok(None) => ctx.error(&mut out, status::KEY_ENOENT, "Not found"),
-                        Err(error) => ctx.error(&mut out, status::EINTERNAL, &error.to_string()),
+                        Err(error) => ctx.engine_error(&mut out, &error),
                     },
                     Ok(outcome) => ctx.outcome_reply(&mut out, key, outcome),
-                    Err(error) => ctx.error(&mut out, status::EINTERNAL, &error.to_string()),
+                    Err(error) => ctx.engine_error(&mut out, &error),
                 }
             }
             Job::Lock(secs) => match ctx.bucket.kv_get_and_lock(key, secs).await {
@@ -487,7 +499,7 @@ fn mutation(
                 Ok(LockOutcome::AlreadyLocked) => {
                     ctx.error(&mut out, ctx.locked_status(), "Document is locked")
                 }
-                Err(error) => ctx.error(&mut out, status::EINTERNAL, &error.to_string()),
+                Err(error) => ctx.engine_error(&mut out, &error),
             },
             Job::Unlock(cas) => match ctx.bucket.kv_unlock(key, cas).await {
                 Ok(UnlockOutcome::Unlocked) => {
@@ -500,7 +512,7 @@ fn mutation(
                 Ok(UnlockOutcome::CasMismatch) => {
                     ctx.error(&mut out, ctx.locked_status(), "Wrong lock CAS")
                 }
-                Err(error) => ctx.error(&mut out, status::EINTERNAL, &error.to_string()),
+                Err(error) => ctx.engine_error(&mut out, &error),
             },
         }
         out

@@ -157,7 +157,7 @@ fn answer_lookup(
         }
         Err(error) => {
             out.truncate(start);
-            ctx.error(out, status::EINTERNAL, &error.to_string());
+            ctx.engine_error(out, &error);
         }
     }
     true
@@ -227,7 +227,7 @@ fn answer_single_lookup(
         }
         Ok(Lookup::Heavy) => return false,
         Ok(Lookup::NotFound) => ctx.error(out, status::KEY_ENOENT, "Not found"),
-        Err(error) => ctx.error(out, status::EINTERNAL, &error.to_string()),
+        Err(error) => ctx.engine_error(out, &error),
     }
     true
 }
@@ -424,7 +424,7 @@ fn mutate(
                 "Document is not JSON",
             ),
             Ok(MutateInOutcome::TooBig) => ctx.error(&mut out, status::E2BIG, "Document too big"),
-            Err(error) => ctx.error(&mut out, status::EINTERNAL, &error.to_string()),
+            Err(error) => ctx.engine_error(&mut out, &error),
         }
         out
     }))

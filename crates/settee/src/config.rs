@@ -120,6 +120,11 @@ pub struct ServeArgs {
     /// Most (address, user) pairs remembered [default: 10000, CouchDB's `max_objects`].
     #[arg(long, env = "SETTEE_AUTH_LOCKOUT_MAX_OBJECTS")]
     pub auth_lockout_max_objects: Option<usize>,
+    /// Time the JavaScript filter calls of one `_changes` request may take together (a normal
+    /// feed; each batch of a longpoll or continuous feed), ms; past it the request fails with
+    /// os_process_error [default: 5000].
+    #[arg(long, env = "SETTEE_CHANGES_FILTER_TIMEOUT_MS")]
+    pub changes_filter_timeout_ms: Option<u64>,
 }
 
 #[derive(serde::Deserialize, Default, Debug)]
@@ -155,6 +160,7 @@ struct FileConfig {
     auth_lockout_threshold: Option<u32>,
     auth_lockout_max_lifetime: Option<u64>,
     auth_lockout_max_objects: Option<usize>,
+    changes_filter_timeout_ms: Option<u64>,
 }
 
 /// Settings after merging flags, environment, file and defaults.
@@ -179,6 +185,7 @@ pub struct Settings {
     pub js_timeout_ms: u64,
     pub js_memory: usize,
     pub auth_lockout: settee_auth::LockoutConfig,
+    pub changes_filter_timeout_ms: u64,
 }
 
 /// The doors' connection limits as configured (before `fd_limit` clamps the maxima).
@@ -361,6 +368,10 @@ impl ServeArgs {
                     .or(file.auth_lockout_max_objects)
                     .unwrap_or(lockout_defaults.max_objects),
             },
+            changes_filter_timeout_ms: self
+                .changes_filter_timeout_ms
+                .or(file.changes_filter_timeout_ms)
+                .unwrap_or(settee_http::config::CHANGES_FILTER_TIMEOUT_MS_DEFAULT),
             doc_cache_size: self.doc_cache_size.or(file.doc_cache_size).unwrap_or(
                 settee_engine::EngineOptions::default()
                     .store

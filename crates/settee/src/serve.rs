@@ -211,6 +211,7 @@ fn http_config(settings: &Settings, data_dir: &Path) -> anyhow::Result<HttpConfi
         max_request_size_bytes: settings.max_request_size,
         max_docs_per_bulk: settings.max_docs_per_bulk,
         max_json_depth: settings.max_json_depth,
+        changes_filter_timeout_ms: settings.changes_filter_timeout_ms,
         server_uuid: settee_engine::hex(&uuid),
         max_connections: settings.connections.http_max_connections,
         idle_timeout: timeout(settings.connections.http_idle_timeout_ms),

@@ -9,10 +9,13 @@
 //! The row cache is updated in the same order, after the write and before the answers
 //! ([`update_row_cache`]).
 //!
+//! A group whose write fails is answered as failed to every writer in it, and batches staged
+//! before that failure are refused unwritten (`health.rs`); a full disk ends by itself.
+//!
 //! Batches are applied in the order they were queued, and a group becomes visible to readers
 //! atomically; callers that need an order (the engine's per-vbucket seqnos) enqueue in that order.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 
@@ -22,11 +25,15 @@ use tokio::sync::oneshot;
 
 use crate::batch::{Batch, Op};
 use crate::error::StoreError;
+use crate::health::{StoreHealth, PROBE_INTERVAL};
 use crate::row_cache::RowCache;
 use crate::store::{Cf, Inner};
 
 pub(crate) struct Request {
     pub batch: Batch,
+    /// The store's epoch when the batch was staged (`health.rs`): a batch from before the
+    /// latest failed write is refused, never written.
+    pub epoch: u64,
     pub done: oneshot::Sender<Result<(), StoreError>>,
 }
 
@@ -65,7 +72,7 @@ fn run(
     counters: Arc<Counters>,
 ) {
     let mut group: Vec<Request> = Vec::new();
-    while let Ok(first) = receiver.recv() {
+    while let Some(first) = next_request(&inner, &receiver) {
         let mut bytes = first.batch.size_bytes();
         group.push(first);
         while bytes < group_bytes_max {
@@ -77,24 +84,67 @@ fn run(
                 Err(_) => break,
             }
         }
-        let result = write_group(&inner, &group, &counters);
+        // Batches staged before the latest failure are answered without being written.
+        let epoch = inner.health.epoch();
+        let (mut current, stale): (Vec<Request>, Vec<Request>) =
+            group.drain(..).partition(|request| request.epoch == epoch);
+        let result = if current.is_empty() {
+            Ok(())
+        } else {
+            write_group(&inner, &current, &counters)
+        };
         if let Some(cache) = &inner.row_cache {
-            update_row_cache(cache, &mut group, result.is_ok());
+            update_row_cache(cache, &mut current, result.is_ok());
         }
-        for request in group.drain(..) {
+        for request in current {
             let answer = match &result {
                 Ok(()) => Ok(()),
-                Err(reason) => Err(StoreError::Poisoned(reason.clone())),
+                Err(error) => Err(error.duplicate()),
             };
             // A waiter that went away (client disconnected) no longer needs the answer.
             let _ = request.done.send(answer);
         }
+        for request in stale {
+            let _ = request.done.send(Err(inner.health.refusal()));
+        }
     }
 }
 
-fn write_group(inner: &Inner, group: &[Request], counters: &Counters) -> Result<(), String> {
-    if let Some(reason) = inner.poison_reason() {
-        return Err(reason);
+/// The next request; while the disk is full and no request comes, probes every
+/// [`PROBE_INTERVAL`] whether writes succeed again. `None` once the store is closing.
+fn next_request(inner: &Inner, receiver: &mpsc::Receiver<Request>) -> Option<Request> {
+    loop {
+        match receiver.recv_timeout(PROBE_INTERVAL) {
+            Ok(request) => return Some(request),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if inner.health.get() == StoreHealth::NoSpace {
+                    probe(inner);
+                }
+            }
+        }
+    }
+}
+
+/// An empty synced write: RocksDB answers it with its background error while it has one.
+fn probe(inner: &Inner) {
+    if inner.no_space_injected() {
+        return;
+    }
+    let mut options = rocksdb::WriteOptions::default();
+    options.set_sync(true);
+    if inner
+        .db
+        .write_opt(rocksdb::WriteBatch::default(), &options)
+        .is_ok()
+    {
+        inner.health.write_succeeded();
+    }
+}
+
+fn write_group(inner: &Inner, group: &[Request], counters: &Counters) -> Result<(), StoreError> {
+    if let Some(poisoned) = inner.health.poisoned() {
+        return Err(poisoned);
     }
     let mut write_batch = rocksdb::WriteBatch::default();
     for op in sorted_ops(group) {
@@ -106,21 +156,26 @@ fn write_group(inner: &Inner, group: &[Request], counters: &Counters) -> Result<
         .fetch_add(group.len() as u64, Ordering::Relaxed);
     if let Some(limit) = inner.fail_commits_after {
         if commit_index >= limit {
-            let reason = format!("injected failure at commit {commit_index}");
-            inner.poison(reason.clone());
-            return Err(reason);
+            inner
+                .health
+                .poison(format!("injected failure at commit {commit_index}"));
+            return Err(inner.health.refusal());
         }
+    }
+    if inner.no_space_injected() {
+        return Err(inner.health.commit_failed(StoreError::NoSpace));
     }
     let mut options = rocksdb::WriteOptions::default();
     options.set_sync(true);
     match inner.db.write_opt(write_batch, &options) {
-        Ok(()) => Ok(()),
-        Err(error) => {
-            // The WAL may or may not hold this group; the only safe answer is to stop writing.
-            let reason = error.to_string();
-            inner.poison(reason.clone());
-            Err(reason)
+        Ok(()) => {
+            inner.health.write_succeeded();
+            Ok(())
         }
+        // A full disk: RocksDB applied nothing (the memtable insert follows a good log write)
+        // and resumes by itself once space is freed. Anything else: the log may or may not
+        // hold this group, and the only safe answer is to stop writing (health.rs).
+        Err(error) => Err(inner.health.commit_failed(StoreError::from(error))),
     }
 }
 
@@ -189,6 +244,3 @@ pub(crate) fn apply(inner: &Inner, write_batch: &mut rocksdb::WriteBatch, op: &O
         Op::DeleteRange { cf, from, to } => write_batch.delete_range_cf(handle(cf), from, to),
     }
 }
-
-/// Whether the store has been poisoned, shared with readers of [`Inner`].
-pub(crate) type PoisonFlag = AtomicBool;

@@ -8,8 +8,10 @@
 //! Writes are collected into a [`Batch`] and handed to [`Store::commit`], which resolves only
 //! after the batch is in the write-ahead log and the log is fsynced. One committer thread merges
 //! every batch waiting at that moment into a single RocksDB write, so concurrent writers share one
-//! fsync (group commit). A failed write poisons the store: every later commit fails rather than
-//! pretending a lost write could be retried.
+//! fsync (group commit). A write that finds the disk full fails cleanly, and writes succeed again
+//! by themselves once space is freed; any other failed write poisons the store: every later
+//! commit fails rather than pretending a lost write could be retried ([`health`]). Errors never
+//! show a file path ([`StoreError`]).
 //!
 //! Values of the `doc` column family are also kept in a bounded in-memory [`row_cache`] that
 //! the committer keeps exact: a read never sees an older value than RocksDB holds.
@@ -20,11 +22,13 @@
 mod batch;
 pub mod committer;
 mod error;
+pub mod health;
 mod options;
 pub mod row_cache;
 mod store;
 
 pub use batch::Batch;
 pub use error::StoreError;
+pub use health::StoreHealth;
 pub use options::StoreOptions;
-pub use store::{Cf, CommitStats, Entry, Store};
+pub use store::{Cf, CommitStats, Entry, RangeBytes, Store};

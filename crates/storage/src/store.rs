@@ -1,8 +1,7 @@
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use rocksdb::{
     BlockBasedOptions, BottommostLevelCompaction, Cache, ColumnFamily, ColumnFamilyDescriptor,
     CompactOptions, DBCompressionType, Direction, IteratorMode, Options, ReadOptions, DB,
@@ -10,8 +9,9 @@ use rocksdb::{
 use tokio::sync::oneshot;
 
 use crate::batch::Batch;
-use crate::committer::{self, Committer, PoisonFlag, Request};
+use crate::committer::{self, Committer, Request};
 use crate::error::StoreError;
+use crate::health::{Health, StoreHealth};
 use crate::options::StoreOptions;
 use crate::row_cache::RowCache;
 
@@ -55,6 +55,25 @@ impl Cf {
 /// A key and its value as read from a scan.
 pub type Entry = (Box<[u8]>, Box<[u8]>);
 
+/// Entries of a range [`Store::range_bytes`] counts in memtables at most: it answers
+/// `GET /db`, which must stay cheap while a bulk load fills a memtable.
+const UNFLUSHED_ENTRIES_MAX: usize = 10_000;
+
+/// What a key range of one column family takes on disk (a database's `sizes`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RangeBytes {
+    /// In SST files, compressed, live entries and overwritten or deleted ones alike (RocksDB's
+    /// approximation).
+    pub files: u64,
+    /// The live part of `files`: `files` scaled by the column family's share of live data
+    /// (`rocksdb.estimate-live-data-size` over its SST bytes); never more than `files`.
+    pub files_live: u64,
+    /// Keys and values not flushed yet (in memtables, and on disk in the write-ahead log),
+    /// uncompressed, each key's newest version. Beyond [`UNFLUSHED_ENTRIES_MAX`] entries, the
+    /// size of those counted scaled to the column family's memtable entries (every range's).
+    pub unflushed: u64,
+}
+
 /// How many batches were committed in how many fsynced groups.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CommitStats {
@@ -64,10 +83,10 @@ pub struct CommitStats {
 
 pub(crate) struct Inner {
     pub db: DB,
-    poisoned: PoisonFlag,
-    /// Written once, by the committer, when the first write fails.
-    poison_reason: Mutex<Option<String>>,
+    pub health: Health,
     pub fail_commits_after: Option<u64>,
+    /// See [`StoreOptions::no_space`].
+    no_space: Option<Arc<AtomicBool>>,
     /// Values of the `doc` column family in memory; `None` when turned off.
     pub row_cache: Option<RowCache>,
 }
@@ -80,20 +99,11 @@ impl Inner {
             .expect("column family verified at open")
     }
 
-    pub fn poison(&self, reason: String) {
-        let mut slot = self.poison_reason.lock();
-        if slot.is_none() {
-            *slot = Some(reason);
-        }
-        self.poisoned.store(true, Ordering::Release);
-    }
-
-    pub fn poison_reason(&self) -> Option<String> {
-        if self.poisoned.load(Ordering::Acquire) {
-            Some(self.poison_reason.lock().clone().unwrap_or_default())
-        } else {
-            None
-        }
+    /// Whether a test pretends the disk is full.
+    pub fn no_space_injected(&self) -> bool {
+        self.no_space
+            .as_ref()
+            .is_some_and(|flag| flag.load(Ordering::Acquire))
     }
 }
 
@@ -110,12 +120,17 @@ impl Store {
             source,
         })?;
         let cache = Cache::new_lru_cache(options.block_cache_bytes);
-        let mut db_options = Options::default();
+        // rust-rocksdb has no setter for `allow_fallocate`; RocksDB's option string has.
+        let mut db_options = Options::default()
+            .get_options_from_string(format!("allow_fallocate={}", options.preallocate_files))?;
         db_options.create_if_missing(true);
         db_options.create_missing_column_families(true);
         db_options.set_max_background_jobs(options.background_jobs);
         db_options.set_bytes_per_sync(1 << 20);
-        db_options.set_keep_log_file_num(4);
+        db_options.set_max_total_wal_size(options.wal_bytes_max);
+        db_options.set_manifest_preallocation_size(options.manifest_preallocation_bytes);
+        db_options.set_max_log_file_size(options.info_log_bytes_max);
+        db_options.set_keep_log_file_num(options.info_logs_kept);
         let descriptors = Cf::ALL
             .iter()
             .map(|cf| ColumnFamilyDescriptor::new(cf.name(), cf_options(*cf, options, &cache)))
@@ -131,9 +146,9 @@ impl Store {
         }
         let inner = Arc::new(Inner {
             db,
-            poisoned: PoisonFlag::new(false),
-            poison_reason: Mutex::new(None),
+            health: Health::new(),
             fail_commits_after: options.fail_commits_after,
+            no_space: options.no_space.clone(),
             row_cache: RowCache::new(options.row_cache_bytes),
         });
         let committer =
@@ -254,7 +269,17 @@ impl Store {
         &self,
         batch: Batch,
     ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send + 'static {
-        let receiver = self.enqueue(batch);
+        self.commit_in_epoch(batch, self.epoch())
+    }
+
+    /// [`Store::commit`] for a batch staged on in-memory state as of `epoch` ([`Store::epoch`]):
+    /// refused unwritten if a write failed since (`health.rs`).
+    pub fn commit_in_epoch(
+        &self,
+        batch: Batch,
+        epoch: u64,
+    ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send + 'static {
+        let receiver = self.enqueue(batch, epoch);
         async move {
             match receiver {
                 Ok(receiver) => receiver.await.unwrap_or(Err(StoreError::Closed)),
@@ -265,23 +290,35 @@ impl Store {
 
     /// [`Store::commit`] for threads that are not async tasks.
     pub fn commit_blocking(&self, batch: Batch) -> Result<(), StoreError> {
-        self.enqueue(batch)?
+        self.enqueue(batch, self.epoch())?
             .blocking_recv()
             .unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Whether writes can succeed now (`GET /_up` reports it).
+    pub fn health(&self) -> StoreHealth {
+        self.inner.health.get()
+    }
+
+    /// How many writes have failed so far. In-memory state derived from staged writes is to be
+    /// reloaded from disk when it moves (`health.rs`).
+    pub fn epoch(&self) -> u64 {
+        self.inner.health.epoch()
     }
 
     fn enqueue(
         &self,
         batch: Batch,
+        epoch: u64,
     ) -> Result<oneshot::Receiver<Result<(), StoreError>>, StoreError> {
-        if let Some(reason) = self.inner.poison_reason() {
-            return Err(StoreError::Poisoned(reason));
+        if let Some(poisoned) = self.inner.health.poisoned() {
+            return Err(poisoned);
         }
         let (done, receiver) = oneshot::channel();
         let sender = self.committer.sender.lock().clone();
         match sender {
             Some(sender) => sender
-                .send(Request { batch, done })
+                .send(Request { batch, epoch, done })
                 .map_err(|_| StoreError::Closed)?,
             None => return Err(StoreError::Closed),
         }
@@ -295,8 +332,8 @@ impl Store {
     /// entries). After a crash the batch is either wholly there or wholly absent. Refuses `doc` writes, whose row cache only the committer
     /// keeps exact.
     pub fn write_unsynced(&self, batch: Batch) -> Result<(), StoreError> {
-        if let Some(reason) = self.inner.poison_reason() {
-            return Err(StoreError::Poisoned(reason));
+        if let Some(poisoned) = self.inner.health.poisoned() {
+            return Err(poisoned);
         }
         let mut write_batch = rocksdb::WriteBatch::default();
         for op in &batch.ops {
@@ -307,10 +344,15 @@ impl Store {
             }
             committer::apply(&self.inner, &mut write_batch, op);
         }
+        if self.inner.no_space_injected() {
+            return Err(self.inner.health.write_failed(StoreError::NoSpace));
+        }
         let mut options = rocksdb::WriteOptions::default();
         options.set_sync(false);
-        self.inner.db.write_opt(write_batch, &options)?;
-        Ok(())
+        match self.inner.db.write_opt(write_batch, &options) {
+            Ok(()) => Ok(()),
+            Err(error) => Err(self.inner.health.write_failed(StoreError::from(error))),
+        }
     }
 
     pub fn commit_stats(&self) -> CommitStats {
@@ -364,6 +406,59 @@ impl Store {
             .first()
             .copied()
             .unwrap_or(0)
+    }
+
+    /// What `[lower, upper)` of `cf` takes on disk: see [`RangeBytes`].
+    pub fn range_bytes(
+        &self,
+        cf: Cf,
+        lower: &[u8],
+        upper: &[u8],
+    ) -> Result<RangeBytes, StoreError> {
+        let files = self.size_on_disk(cf, lower, upper);
+        let total = self
+            .property(cf, "rocksdb.total-sst-files-size")
+            .unwrap_or(0);
+        let live = self
+            .property(cf, "rocksdb.estimate-live-data-size")
+            .unwrap_or(total)
+            .min(total);
+        let files_live = match total {
+            0 => files,
+            _ => (u128::from(files) * u128::from(live) / u128::from(total)) as u64,
+        };
+        let mut read_options = ReadOptions::default();
+        read_options.set_read_tier(rocksdb::ReadTier::Memtable);
+        read_options.set_iterate_upper_bound(upper.to_vec());
+        let mut iterator = self
+            .inner
+            .db
+            .raw_iterator_cf_opt(self.inner.handle(cf), read_options);
+        iterator.seek(lower);
+        let (mut unflushed, mut entries) = (0u64, 0usize);
+        while let (Some(key), Some(value)) = (iterator.key(), iterator.value()) {
+            unflushed += (key.len() + value.len()) as u64;
+            entries += 1;
+            if entries >= UNFLUSHED_ENTRIES_MAX {
+                let in_memtables = [
+                    "rocksdb.num-entries-active-mem-table",
+                    "rocksdb.num-entries-imm-mem-tables",
+                ]
+                .iter()
+                .map(|name| self.property(cf, name).unwrap_or(0))
+                .sum::<u64>();
+                let scaled = u128::from(unflushed) * u128::from(in_memtables) / entries as u128;
+                unflushed = unflushed.max(scaled as u64);
+                break;
+            }
+            iterator.next();
+        }
+        iterator.status()?;
+        Ok(RangeBytes {
+            files,
+            files_live: files_live.min(files),
+            unflushed,
+        })
     }
 
     /// A RocksDB integer property of one column family (e.g. `rocksdb.total-sst-files-size`).

@@ -1,5 +1,8 @@
 //! Group commit and poisoning, observed through the public API.
-use settee_storage::{Batch, Cf, Store, StoreError, StoreOptions};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use settee_storage::{Batch, Cf, Store, StoreError, StoreHealth, StoreOptions};
 
 fn put(key: &str, value: &str) -> Batch {
     let mut batch = Batch::new();
@@ -79,6 +82,71 @@ fn a_failed_commit_poisons_the_store() {
     assert!(matches!(fourth, Err(StoreError::Poisoned(_))), "{fourth:?}");
     assert_eq!(store.get(Cf::Doc, b"c").expect("get"), None);
     assert_eq!(store.get(Cf::Doc, b"a").expect("get"), Some(b"1".to_vec()));
+}
+
+/// A full disk fails the writes of that moment without poisoning: the store reports it, a
+/// batch staged before the failure is refused unwritten (it may build on the failed one), the
+/// row cache forgets nothing it should keep, and writes succeed again once space is back.
+#[test]
+fn a_full_disk_fails_writes_until_space_is_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let no_space = Arc::new(AtomicBool::new(false));
+    let options = StoreOptions {
+        no_space: Some(no_space.clone()),
+        ..StoreOptions::default()
+    };
+    let store = Store::open(dir.path(), &options).expect("open");
+    store.commit_blocking(put("a", "1")).expect("first");
+    assert_eq!(store.get(Cf::Doc, b"a").expect("get"), Some(b"1".to_vec()));
+    let staged_in = store.epoch();
+
+    no_space.store(true, Ordering::Release);
+    let failed = store.commit_blocking(put("a", "2"));
+    assert!(matches!(failed, Err(StoreError::NoSpace)), "{failed:?}");
+    assert!(!failed.expect_err("failed").to_string().contains('/'));
+    assert_eq!(store.health(), StoreHealth::NoSpace);
+    assert_ne!(store.epoch(), staged_in);
+    assert_eq!(store.get(Cf::Doc, b"a").expect("get"), Some(b"1".to_vec()));
+    let unsynced = store.write_unsynced({
+        let mut batch = Batch::new();
+        batch.put(Cf::View, "v", "1");
+        batch
+    });
+    assert!(matches!(unsynced, Err(StoreError::NoSpace)), "{unsynced:?}");
+
+    no_space.store(false, Ordering::Release);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let stale = runtime.block_on(store.commit_in_epoch(put("b", "1"), staged_in));
+    assert!(matches!(stale, Err(StoreError::NoSpace)), "{stale:?}");
+    assert_eq!(store.get(Cf::Doc, b"b").expect("get"), None);
+    runtime
+        .block_on(store.commit_in_epoch(put("b", "2"), store.epoch()))
+        .expect("writes succeed again");
+    assert_eq!(store.health(), StoreHealth::Ok);
+    assert_eq!(store.get(Cf::Doc, b"b").expect("get"), Some(b"2".to_vec()));
+    assert_eq!(store.get(Cf::Doc, b"a").expect("get"), Some(b"1".to_vec()));
+}
+
+/// With no write to notice it, the committer's probe sees the end of a full disk.
+#[test]
+fn an_idle_store_notices_space_is_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let no_space = Arc::new(AtomicBool::new(true));
+    let options = StoreOptions {
+        no_space: Some(no_space.clone()),
+        ..StoreOptions::default()
+    };
+    let store = Store::open(dir.path(), &options).expect("open");
+    assert!(store.commit_blocking(put("a", "1")).is_err());
+    assert_eq!(store.health(), StoreHealth::NoSpace);
+    no_space.store(false, Ordering::Release);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while store.health() != StoreHealth::Ok {
+        assert!(std::time::Instant::now() < deadline, "never noticed");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// Compaction leaves nothing on disk for a range whose every key was deleted, even when the

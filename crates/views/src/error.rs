@@ -28,6 +28,10 @@ pub enum ViewError {
     ReduceOverflow(String),
     #[error("{0}")]
     Storage(String),
+    /// The disk is full; the index catches up once space is freed (CouchDB answers 507
+    /// `insufficient_storage`).
+    #[error("not enough room to update index")]
+    InsufficientStorage,
     #[error("{0}")]
     Internal(String),
 }
@@ -44,12 +48,18 @@ impl From<JsError> for ViewError {
 
 impl From<EngineError> for ViewError {
     fn from(error: EngineError) -> ViewError {
+        if error.is_insufficient_storage() {
+            return ViewError::InsufficientStorage;
+        }
         ViewError::Storage(error.to_string())
     }
 }
 
 impl From<StoreError> for ViewError {
     fn from(error: StoreError) -> ViewError {
+        if error.is_retryable() {
+            return ViewError::InsufficientStorage;
+        }
         ViewError::Storage(error.to_string())
     }
 }
