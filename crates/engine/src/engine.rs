@@ -12,6 +12,8 @@ use crate::bucket::{Bucket, BucketConfig};
 use crate::clock::{Clock, Hlc, SystemClock};
 use crate::error::EngineError;
 use crate::keys;
+use crate::limits::DocLimits;
+use crate::skips::{SkipCounters, SkipStats};
 use crate::vbucket::VBUCKETS_MAX;
 
 /// CouchDB's default `_revs_limit`.
@@ -21,6 +23,8 @@ pub const REVS_LIMIT_DEFAULT: u32 = 1000;
 pub struct EngineOptions {
     pub store: StoreOptions,
     pub clock: Arc<dyn Clock>,
+    /// The document limits of every bucket, for writes through either door.
+    pub limits: DocLimits,
 }
 
 impl Default for EngineOptions {
@@ -28,6 +32,7 @@ impl Default for EngineOptions {
         EngineOptions {
             store: StoreOptions::default(),
             clock: Arc::new(SystemClock),
+            limits: DocLimits::default(),
         }
     }
 }
@@ -46,12 +51,16 @@ pub struct Engine {
     buckets: RwLock<BTreeMap<String, Arc<Bucket>>>,
     /// Serialises create/delete so bucket ids and names are assigned one at a time.
     admin: tokio::sync::Mutex<()>,
+    limits: DocLimits,
+    /// Records skipped by readers of every bucket, dropped ones included.
+    skip_total: Arc<SkipCounters>,
 }
 
 impl Engine {
     pub fn open(path: &Path, options: EngineOptions) -> Result<Engine, EngineError> {
         let store = Arc::new(Store::open(path, &options.store)?);
         let hlc = Arc::new(Hlc::default());
+        let skip_total = Arc::new(SkipCounters::default());
         let mut buckets = BTreeMap::new();
         let prefix = keys::meta::BUCKET_NAME_PREFIX;
         let upper = keys::prefix_end(prefix);
@@ -79,6 +88,8 @@ impl Engine {
                 hlc.clone(),
                 id,
                 config,
+                options.limits,
+                skip_total.clone(),
             )?;
             buckets.insert(name, Arc::new(bucket));
         }
@@ -88,7 +99,26 @@ impl Engine {
             hlc,
             buckets: RwLock::new(buckets),
             admin: tokio::sync::Mutex::new(()),
+            limits: options.limits,
+            skip_total,
         })
+    }
+
+    /// The document limits every bucket enforces (`limits.rs`).
+    pub fn doc_limits(&self) -> DocLimits {
+        self.limits
+    }
+
+    /// Records readers skipped since the node started (`skips.rs`): the total, and per bucket
+    /// in name order.
+    pub fn skip_stats(&self) -> (SkipStats, Vec<(String, SkipStats)>) {
+        let per_bucket = self
+            .buckets
+            .read()
+            .iter()
+            .map(|(name, bucket)| (name.clone(), bucket.skip_stats()))
+            .collect();
+        (self.skip_total.stats(), per_bucket)
     }
 
     pub fn bucket(&self, name: &str) -> Option<Arc<Bucket>> {
@@ -177,6 +207,8 @@ impl Engine {
             self.hlc.clone(),
             id,
             config,
+            self.limits,
+            self.skip_total.clone(),
         )?;
         self.buckets
             .write()

@@ -317,5 +317,12 @@ pub async fn mutate(
         }
         MutateInOutcome::NotJson => Err(bad("the document is not JSON")),
         MutateInOutcome::TooBig => Err(ApiError::DocumentTooLarge(id.to_string())),
+        MutateInOutcome::TooDeep => Err(bad(format!(
+            "JSON nesting deeper than {} levels",
+            bucket.doc_limits().json_depth_max
+        ))),
+        MutateInOutcome::GenerationOverflow => Err(bad(
+            "the document's revision is at the largest generation; it cannot be edited",
+        )),
     }
 }

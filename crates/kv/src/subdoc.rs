@@ -424,6 +424,21 @@ fn mutate(
                 "Document is not JSON",
             ),
             Ok(MutateInOutcome::TooBig) => ctx.error(&mut out, status::E2BIG, "Document too big"),
+            // kv_engine answers SUBDOC_DOC_E2DEEP for a document deeper than it can parse;
+            // the same status says a mutation would leave one deeper than the limit.
+            Ok(MutateInOutcome::TooDeep) => ctx.error(
+                &mut out,
+                status::SUBDOC_DOC_E2DEEP,
+                &format!(
+                    "Document would nest deeper than {} levels",
+                    ctx.bucket.doc_limits().json_depth_max
+                ),
+            ),
+            Ok(MutateInOutcome::GenerationOverflow) => ctx.error(
+                &mut out,
+                status::EINVAL,
+                "The document's revision is at the largest generation",
+            ),
             Err(error) => ctx.error(&mut out, status::EINTERNAL, &error.to_string()),
         }
         out

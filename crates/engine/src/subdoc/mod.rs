@@ -135,8 +135,12 @@ pub enum MutateInOutcome {
     },
     /// The body is not JSON, so paths in it mean nothing.
     NotJson,
-    /// The result would exceed the document size limit.
+    /// The result would exceed the document size limit (`limits.rs`).
     TooBig,
+    /// The resulting body would nest deeper than the document limits allow.
+    TooDeep,
+    /// The document's winning revision is at the largest generation: no mutation can follow.
+    GenerationOverflow,
 }
 
 /// Where a spec's path points.
@@ -580,11 +584,22 @@ impl Bucket {
                 Err(status) => return Ok(MutateInOutcome::SpecFailed { index, status }),
             }
         }
+        let body = Bytes::from(if delete { b"{}".to_vec() } else { body });
+        // The same limits as every other write, on the document the specs produced: body and
+        // extended attributes together (Couchbase counts both in its item size).
+        let xattrs_len = if xattrs == b"{}" { 0 } else { xattrs.len() };
+        match self.limits.check(&body, json && !delete, xattrs_len) {
+            Ok(()) => {}
+            Err(crate::limits::LimitError::TooLarge { .. }) => return Ok(MutateInOutcome::TooBig),
+            Err(crate::limits::LimitError::TooDeep { .. }) => return Ok(MutateInOutcome::TooDeep),
+        }
         let mut record = current.clone().unwrap_or_else(empty_record);
         let parent = record.winner().map(|leaf| leaf.rev.clone());
-        let body = Bytes::from(if delete { b"{}".to_vec() } else { body });
+        let Some(pos) = RevId::next_pos(parent.as_ref()) else {
+            return Ok(MutateInOutcome::GenerationOverflow);
+        };
         let rev = RevId {
-            pos: parent.as_ref().map_or(1, |parent| parent.pos + 1),
+            pos,
             hash: revision_hash(parent.as_ref(), delete, &body, &[]),
         };
         if record
