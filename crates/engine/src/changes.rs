@@ -148,7 +148,7 @@ impl Bucket {
                 let Some((entry, short)) = decoded else {
                     let at = keys::seqno_of_seq_key(&key).map_or_else(
                         || key[keys::PREFIX_LEN.min(key.len())..].to_vec(),
-                        |seqno| seqno.to_string().into_bytes(),
+                        |seqno| format!("seqno {seqno}").into_bytes(),
                     );
                     self.skip(
                         SkippedRecord::ChangeEntry,

@@ -32,9 +32,17 @@ pub enum SkippedRecord {
 impl SkippedRecord {
     fn name(self) -> &'static str {
         match self {
-            SkippedRecord::Document => "document record",
-            SkippedRecord::ChangeEntry => "change entry",
-            SkippedRecord::OverLimit => "document past the limits",
+            SkippedRecord::Document => "document record that does not decode",
+            SkippedRecord::ChangeEntry => "change entry that does not decode",
+            SkippedRecord::OverLimit => "document past the document limits",
+        }
+    }
+
+    fn remedy(self) -> &'static str {
+        match self {
+            SkippedRecord::Document => "an admin can remove it with _purge",
+            SkippedRecord::ChangeEntry => "the next write of its document replaces it",
+            SkippedRecord::OverLimit => "it can still be read alone, and rewritten or deleted",
         }
     }
 }
@@ -113,8 +121,9 @@ impl Skips {
                 vbucket,
                 %key,
                 %reason,
-                "skipping a {}; readers leave it out, an admin can remove it with _purge",
-                kind.name()
+                "skipping a {}; readers of many documents leave it out ({})",
+                kind.name(),
+                kind.remedy()
             );
             if logged.len() == LOGGED_RECORDS_MAX {
                 tracing::warn!(

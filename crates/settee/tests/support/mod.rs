@@ -11,6 +11,15 @@ use std::time::{Duration, Instant};
 
 pub const ADMIN: &str = "admin:secret";
 
+/// The binary under test: this build's, or `SETTEE_TEST_BIN` (e.g. an older release, to check
+/// that a regression test fails there). A name of its own, so a `SETTEE_BIN` exported for the
+/// client suites never changes what `cargo test` runs.
+pub fn settee_bin() -> PathBuf {
+    std::env::var_os("SETTEE_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_settee")))
+}
+
 pub struct Server {
     pub child: Child,
     pub addr: String,
@@ -32,7 +41,7 @@ impl Server {
 
     /// On a given HTTP address (a restarted node that must keep its address).
     pub fn start_on(data_dir: &Path, http_addr: &str, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_settee"))
+        let mut child = Command::new(settee_bin())
             .args([
                 "serve",
                 "--http-addr",
@@ -142,13 +151,18 @@ pub struct Client {
 
 impl Client {
     pub fn connect(addr: &str) -> std::io::Result<Client> {
+        Client::connect_as(addr, ADMIN)
+    }
+
+    /// A client that authenticates as `credentials` (`user:password`).
+    pub fn connect_as(addr: &str, credentials: &str) -> std::io::Result<Client> {
         let stream = TcpStream::connect(addr)?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(30)))?;
         use base64_engine::encode;
         Ok(Client {
             stream: BufReader::new(stream),
-            auth: encode(ADMIN.as_bytes()),
+            auth: encode(credentials.as_bytes()),
         })
     }
 
