@@ -138,9 +138,12 @@ fn live(record: Option<&DocRecord>, now_secs: u32) -> Option<&DocRecord> {
     record.filter(|record| !record.is_deleted() && (record.expiry == 0 || record.expiry > now_secs))
 }
 
-/// Whether `bytes` is one JSON value (what the `json` bit of a stored value means).
+/// Whether `bytes` is one JSON value (what the `json` bit of a stored value means). Text that is
+/// not UTF-8 is not JSON, as kv_engine's validator says (serde_json's skipping parser alone
+/// would accept invalid UTF-8 inside strings, and every reader of the value would then fail).
 pub fn is_json(bytes: &[u8]) -> bool {
-    serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
+    std::str::from_utf8(bytes).is_ok()
+        && serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
 }
 
 /// The counter value a mutation leaves, when it is a counter.

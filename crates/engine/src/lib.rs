@@ -50,4 +50,6 @@ pub use record::{AttachmentMeta, DocRecord, Leaf};
 pub use seqvec::SeqVector;
 pub use settee_revtree::{RevId, REV_HASH_BYTES_MAX, REV_POS_MAX};
 pub use skips::SkipStats;
-pub use update::{hex, md5_of, revision_hash, AttachmentInput, DocUpdate, UpdateOutcome};
+pub use update::{
+    hex, md5_of, plan_update, revision_hash, AttachmentInput, DocUpdate, UpdateOutcome,
+};

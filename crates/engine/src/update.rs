@@ -271,6 +271,27 @@ pub(crate) fn plan_replicated(
     })
 }
 
+/// The record one CouchDB update would leave, planned without storage exactly as
+/// [`Bucket::update_docs`] plans it (limits, then `new_edits=true` edit or `new_edits=false`
+/// merge, stemming). Public for the revision-fields fuzz target (`fuzz/`); writes go through
+/// `update_docs`, which also checks the result is storable.
+#[doc(hidden)]
+pub fn plan_update(
+    current: Option<&DocRecord>,
+    update: &DocUpdate,
+    new_edits: bool,
+    revs_limit: u32,
+    limits: &DocLimits,
+) -> Result<DocRecord, UpdateOutcome> {
+    check_update(limits, update).map_err(UpdateOutcome::OverLimit)?;
+    let plan = if new_edits {
+        plan_edit(current, update, revs_limit, false)?
+    } else {
+        plan_replicated(current, update, revs_limit)?
+    };
+    Ok(plan.record)
+}
+
 /// Checks a CouchDB update's body against the document limits (the HTTP door checks the
 /// request first and answers 413 / 400; this is the engine's own check, the same one the KV
 /// door's writes meet).

@@ -156,13 +156,14 @@ impl ApiError {
     }
 
     /// A document past the engine's document limits: 413 naming the document when too large,
-    /// 400 with the same reason as the request check when too deep.
+    /// 400 with the same reason as the request check otherwise.
     pub fn over_limit(error: &LimitError, id: &str) -> ApiError {
         match error {
             LimitError::TooLarge { .. } => ApiError::DocumentTooLarge(id.to_string()),
             LimitError::TooDeep { max } => {
                 ApiError::BadRequest(format!("JSON nesting deeper than {max} levels"))
             }
+            LimitError::InvalidJson(reason) => ApiError::BadRequest(reason.to_string()),
         }
     }
 }

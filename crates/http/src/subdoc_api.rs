@@ -316,11 +316,7 @@ pub async fn mutate(
             Err(ApiError::Conflict)
         }
         MutateInOutcome::NotJson => Err(bad("the document is not JSON")),
-        MutateInOutcome::TooBig => Err(ApiError::DocumentTooLarge(id.to_string())),
-        MutateInOutcome::TooDeep => Err(bad(format!(
-            "JSON nesting deeper than {} levels",
-            bucket.doc_limits().json_depth_max
-        ))),
+        MutateInOutcome::OverLimit(error) => Err(ApiError::over_limit(&error, id)),
         MutateInOutcome::GenerationOverflow => Err(bad(
             "the document's revision is at the largest generation; it cannot be edited",
         )),

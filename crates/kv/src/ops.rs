@@ -185,6 +185,9 @@ impl OpCtx {
                 status::EINVAL,
                 &format!("JSON value nested deeper than {max} levels"),
             ),
+            KvOutcome::OverLimit(LimitError::InvalidJson(reason)) => {
+                self.error(out, status::EINVAL, reason)
+            }
             KvOutcome::GenerationOverflow => self.error(
                 out,
                 status::EINVAL,

@@ -135,10 +135,9 @@ pub enum MutateInOutcome {
     },
     /// The body is not JSON, so paths in it mean nothing.
     NotJson,
-    /// The result would exceed the document size limit (`limits.rs`).
-    TooBig,
-    /// The resulting body would nest deeper than the document limits allow.
-    TooDeep,
+    /// The resulting document would pass the document limits (`limits.rs`): too large, too
+    /// deep, or holding a number no double can represent. Nothing was written.
+    OverLimit(crate::limits::LimitError),
     /// The document's winning revision is at the largest generation: no mutation can follow.
     GenerationOverflow,
 }
@@ -588,10 +587,8 @@ impl Bucket {
         // The same limits as every other write, on the document the specs produced: body and
         // extended attributes together (Couchbase counts both in its item size).
         let xattrs_len = if xattrs == b"{}" { 0 } else { xattrs.len() };
-        match self.limits.check(&body, json && !delete, xattrs_len) {
-            Ok(()) => {}
-            Err(crate::limits::LimitError::TooLarge { .. }) => return Ok(MutateInOutcome::TooBig),
-            Err(crate::limits::LimitError::TooDeep { .. }) => return Ok(MutateInOutcome::TooDeep),
+        if let Err(error) = self.limits.check(&body, json && !delete, xattrs_len) {
+            return Ok(MutateInOutcome::OverLimit(error));
         }
         let mut record = current.clone().unwrap_or_else(empty_record);
         let parent = record.winner().map(|leaf| leaf.rev.clone());
