@@ -47,7 +47,11 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
     let bucket = open(state, req, db, DbAccess::Member)?;
     req.require_json_content_type()?;
     let bytes = req.body_bytes(state.config.max_request_size_bytes).await?;
-    check_json_limits(&bytes, state.config.max_json_depth)?;
+    // The envelope is parsed without descending into the documents (raw values), so the depth
+    // check is made per document (`prepare_bulk_doc`): one document too deep is that
+    // document's error, not the whole batch's, and a replication writing the batch goes on
+    // with the others. A number no double holds makes the body invalid JSON, as for CouchDB.
+    check_json_limits(&bytes, usize::MAX)?;
     let body: BulkDocsBody = serde_json::from_slice(&bytes)
         .map_err(|_| ApiError::BadRequest("POST body must include `docs` parameter.".into()))?;
     if body.docs.len() > state.config.max_docs_per_bulk {
@@ -109,7 +113,9 @@ fn prepare_bulk_doc(
     raw: &[u8],
     new_edits: bool,
 ) -> Result<(String, DocUpdate), (String, ApiError)> {
-    let mut doc = parse_doc(raw).map_err(|error| (String::new(), error))?;
+    let mut doc = check_json_limits(raw, state.config.max_json_depth)
+        .and_then(|()| parse_doc(raw))
+        .map_err(|error| (String::new(), error))?;
     let id = match doc.id.take() {
         Some(id) => id,
         None => state.uuids.next("sequential").unwrap_or_default(),
