@@ -22,8 +22,10 @@ use crate::clock::{Clock, Hlc};
 use crate::error::EngineError;
 use crate::key_locks::{KeyGuard, KeyLocks};
 use crate::keys;
+use crate::limits::{DocLimits, LimitError};
 use crate::record::{DocRecord, Header};
 use crate::seqvec::SeqVector;
+use crate::skips::{SkipCounters, SkipStats, SkippedRecord, Skips};
 use crate::vbucket::vbucket_of;
 
 /// Longest document key, in bytes (Couchbase's limit; CouchDB ids are held to it too).
@@ -38,6 +40,14 @@ pub(crate) fn check_key(key: &[u8]) -> Result<(), EngineError> {
         )));
     }
     Ok(())
+}
+
+/// A document record's decode error, as [`EngineError::CorruptDocument`].
+pub(crate) fn corrupt_document(error: EngineError) -> EngineError {
+    match error {
+        EngineError::Corrupt(reason) => EngineError::CorruptDocument(reason),
+        other => other,
+    }
 }
 
 /// Bucket settings persisted in `meta` (`bucket/conf/{id}`).
@@ -174,6 +184,10 @@ pub struct Bucket {
     pub(crate) kv_locks: Mutex<std::collections::HashMap<Vec<u8>, crate::kv::KvLock>>,
     /// `kv_locks.len()`, readable without the mutex on every GET.
     pub(crate) kv_lock_count: std::sync::atomic::AtomicUsize,
+    /// The node's document limits (engine-wide, set at open).
+    pub(crate) limits: DocLimits,
+    /// Records readers skipped because they do not decode or pass the limits.
+    skips: Skips,
 }
 
 /// How a bucket takes part in the node's access epoch.
@@ -191,6 +205,8 @@ impl Bucket {
         id: u32,
         config: BucketConfig,
         access: BucketAccess,
+        limits: DocLimits,
+        skip_total: Arc<SkipCounters>,
     ) -> Result<Bucket, EngineError> {
         let mut vb_states = Vec::with_capacity(config.vbuckets as usize);
         // Read before the disk: a write failing meanwhile makes the first writer reload.
@@ -251,7 +267,65 @@ impl Bucket {
             compacting: std::sync::atomic::AtomicBool::new(false),
             kv_locks: Mutex::new(std::collections::HashMap::new()),
             kv_lock_count: std::sync::atomic::AtomicUsize::new(0),
+            limits,
+            skips: Skips::new(skip_total),
         })
+    }
+
+    /// The document limits every write obeys and many-document readers check (`limits.rs`).
+    pub fn doc_limits(&self) -> DocLimits {
+        self.limits
+    }
+
+    /// How many records readers of this bucket skipped (`skips.rs`).
+    pub fn skip_stats(&self) -> SkipStats {
+        self.skips.stats()
+    }
+
+    /// Records that a reader of many documents left out `key` because its stored document is
+    /// past the limits (counted, logged once).
+    pub fn skip_over_limit(&self, key: &[u8], error: &LimitError) {
+        self.skip(SkippedRecord::OverLimit, self.vbucket_of(key), key, error);
+    }
+
+    /// Records that a reader of many documents left out `key` because its stored record does
+    /// not decode (counted, logged once).
+    pub fn skip_corrupt_document(&self, key: &[u8], reason: &dyn std::fmt::Display) {
+        self.skip(SkippedRecord::Document, self.vbucket_of(key), key, reason);
+    }
+
+    pub(crate) fn skip(
+        &self,
+        kind: SkippedRecord,
+        vbucket: u16,
+        key: &[u8],
+        reason: &dyn std::fmt::Display,
+    ) {
+        self.skips.record(&self.name, kind, vbucket, key, reason);
+    }
+
+    /// [`Bucket::read_record`] for readers of many documents: a record that does not decode is
+    /// skipped (counted, logged once) and reads as absent, so the reader goes on with the rest.
+    pub fn read_record_or_skip(&self, key: &[u8]) -> Result<Option<DocRecord>, EngineError> {
+        match self.read_record(key) {
+            Err(EngineError::CorruptDocument(reason)) => {
+                self.skip_corrupt_document(key, &reason);
+                Ok(None)
+            }
+            other => other,
+        }
+    }
+
+    /// [`Bucket::read_winner`] for readers of many documents, like
+    /// [`Bucket::read_record_or_skip`].
+    pub fn read_winner_or_skip(&self, key: &[u8]) -> Result<Option<(Header, Bytes)>, EngineError> {
+        match self.read_winner(key) {
+            Err(EngineError::CorruptDocument(reason)) => {
+                self.skip_corrupt_document(key, &reason);
+                Ok(None)
+            }
+            other => other,
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -398,14 +472,15 @@ impl Bucket {
         Ok(())
     }
 
-    /// Reads a document's record as stored (deleted and expired ones included).
+    /// Reads a document's record as stored (deleted and expired ones included). A record that
+    /// does not decode is [`EngineError::CorruptDocument`].
     pub fn read_record(&self, key: &[u8]) -> Result<Option<DocRecord>, EngineError> {
         let vbucket = self.vbucket_of(key);
         match self
             .store
             .get(Cf::Doc, &keys::doc_key(self.id, vbucket, key))?
         {
-            Some(raw) => Ok(Some(DocRecord::decode(&raw)?)),
+            Some(raw) => DocRecord::decode(&raw).map(Some).map_err(corrupt_document),
             None => Ok(None),
         }
     }
@@ -418,8 +493,8 @@ impl Bucket {
             .get(Cf::Doc, &keys::doc_key(self.id, vbucket, key))?
         {
             Some(raw) => {
-                let header = Header::decode(&raw)?;
-                let body = Bytes::copy_from_slice(header.body(&raw)?);
+                let header = Header::decode(&raw).map_err(corrupt_document)?;
+                let body = Bytes::copy_from_slice(header.body(&raw).map_err(corrupt_document)?);
                 Ok(Some((header, body)))
             }
             None => Ok(None),
@@ -458,6 +533,13 @@ impl Bucket {
         }
         for write in writes.iter_mut() {
             check_key(&write.key)?;
+            // Defence in depth behind the doors' checks: a record that would not decode is
+            // never written (0.1.0 stored empty trees, and every scan then failed on them).
+            if let Some(record) = write.record.as_ref() {
+                record
+                    .check_storable()
+                    .map_err(EngineError::InvalidRecord)?;
+            }
             // The structural index is derived from the winner's body: rebuilt on every write,
             // here, before any lock is taken (it is O(body) for large bodies).
             if let Some(record) = write.record.as_mut() {

@@ -13,6 +13,7 @@ use crate::error::EngineError;
 use crate::keys;
 use crate::record::{DocRecord, Header};
 use crate::seqvec::SeqVector;
+use crate::skips::SkippedRecord;
 
 const VERSION: u8 = 1;
 /// Same layout as [`VERSION`], but the key field holds only a prefix of the id (keys.md).
@@ -129,23 +130,37 @@ impl Bucket {
     ) -> Result<Vec<ChangeEntry>, EngineError> {
         let (_, upper) = keys::vb_range(self.id, vbucket);
         let mut out: Vec<ChangeEntry> = Vec::new();
-        let mut from = since;
+        // The next read starts here: just past the last key read, whether or not that entry
+        // decoded, so a bad entry is passed over instead of read again.
+        let mut lower = keys::seq_key(self.id, vbucket, since.saturating_add(1));
         while out.len() < limit {
             let wanted = limit - out.len();
-            let lower = keys::seq_key(self.id, vbucket, from.saturating_add(1));
             let mut read = 0;
             let mut abbreviated = Vec::new();
             for item in self.store.scan(Cf::Seq, &lower, &upper, false).take(wanted) {
                 let (key, value) = item?;
-                let seqno = keys::seqno_of_seq_key(&key)
-                    .ok_or_else(|| EngineError::Corrupt("seq key".into()))?;
-                let (entry, short) = ChangeEntry::decode(vbucket, seqno, &value)
-                    .ok_or_else(|| EngineError::Corrupt("change entry".into()))?;
+                read += 1;
+                lower = key.to_vec();
+                lower.push(0);
+                // One entry that does not decode must not end the feed of all the others.
+                let decoded = keys::seqno_of_seq_key(&key)
+                    .and_then(|seqno| ChangeEntry::decode(vbucket, seqno, &value));
+                let Some((entry, short)) = decoded else {
+                    let at = keys::seqno_of_seq_key(&key).map_or_else(
+                        || key[keys::PREFIX_LEN.min(key.len())..].to_vec(),
+                        |seqno| format!("seqno {seqno}").into_bytes(),
+                    );
+                    self.skip(
+                        SkippedRecord::ChangeEntry,
+                        vbucket,
+                        &at,
+                        &"change entry does not decode",
+                    );
+                    continue;
+                };
                 if short {
                     abbreviated.push(out.len());
                 }
-                from = seqno;
-                read += 1;
                 out.push(entry);
             }
             if let Some(pass) = pass.as_mut() {
@@ -274,11 +289,14 @@ struct IdPass {
 impl IdPass {
     fn read(bucket: &Bucket, vbucket: u16, after: u64, max: usize) -> Result<IdPass, EngineError> {
         let mut lowest = LowestSeqnos::new(after, max);
-        scan_doc_seqnos(&bucket.store, bucket.id, vbucket, |id, seqno| {
+        let bad = scan_doc_seqnos(&bucket.store, bucket.id, vbucket, |id, seqno| {
             if lowest.wants(seqno) {
                 lowest.push(seqno, id.to_vec());
             }
         })?;
+        for (id, error) in bad {
+            bucket.skip(SkippedRecord::Document, vbucket, &id, &error);
+        }
         let (ids, _, upto) = lowest.finish();
         Ok(IdPass {
             vbucket,
@@ -302,23 +320,25 @@ impl IdPass {
 }
 
 /// Visits every document of `vbucket` in id order with its id and the seqno its record holds:
-/// one pass over the vbucket's `doc` range.
+/// one pass over the vbucket's `doc` range. Records whose header does not decode are passed
+/// over and returned (id, reason), for the caller to count as skipped.
 pub(crate) fn scan_doc_seqnos(
     store: &settee_storage::Store,
     bucket_id: u32,
     vbucket: u16,
     mut visit: impl FnMut(&[u8], u64),
-) -> Result<(), EngineError> {
+) -> Result<Vec<(Vec<u8>, EngineError)>, EngineError> {
     let (lower, upper) = keys::vb_range(bucket_id, vbucket);
-    let mut bad = None;
+    let mut bad = Vec::new();
     store.seek_each(Cf::Doc, &[(lower, upper)], |_, key, value| {
+        let id = key.get(keys::PREFIX_LEN..).unwrap_or_default();
         match Header::decode(value) {
-            Ok(header) => visit(&key[keys::PREFIX_LEN..], header.seqno),
-            Err(error) => bad = Some(error),
+            Ok(header) => visit(id, header.seqno),
+            Err(error) => bad.push((id.to_vec(), error)),
         }
-        bad.is_some()
+        false
     })?;
-    bad.map_or(Ok(()), Err)
+    Ok(bad)
 }
 
 /// Items pushed with a seqno above `after`, of which it keeps the `max` with the lowest seqnos,

@@ -13,6 +13,8 @@ use crate::bucket::{Bucket, BucketAccess, BucketConfig};
 use crate::clock::{Clock, Hlc, SystemClock};
 use crate::error::EngineError;
 use crate::keys;
+use crate::limits::DocLimits;
+use crate::skips::{SkipCounters, SkipStats};
 use crate::vbucket::VBUCKETS_MAX;
 
 /// CouchDB's default `_revs_limit`.
@@ -29,6 +31,8 @@ pub struct EngineOptions {
     /// Buckets whose committed writes move the [`AccessEpoch`] (their documents decide who
     /// may do what).
     pub access_buckets: Vec<String>,
+    /// The document limits of every bucket, for writes through either door.
+    pub limits: DocLimits,
 }
 
 impl Default for EngineOptions {
@@ -37,6 +41,7 @@ impl Default for EngineOptions {
             store: StoreOptions::default(),
             clock: Arc::new(SystemClock),
             access_buckets: vec![USERS_BUCKET.to_string()],
+            limits: DocLimits::default(),
         }
     }
 }
@@ -59,12 +64,16 @@ pub struct Engine {
     /// bucket.
     access_epoch: Arc<AccessEpoch>,
     access_buckets: Vec<String>,
+    limits: DocLimits,
+    /// Records skipped by readers of every bucket, dropped ones included.
+    skip_total: Arc<SkipCounters>,
 }
 
 impl Engine {
     pub fn open(path: &Path, options: EngineOptions) -> Result<Engine, EngineError> {
         let store = Arc::new(Store::open(path, &options.store)?);
         let hlc = Arc::new(Hlc::default());
+        let skip_total = Arc::new(SkipCounters::default());
         let mut buckets = BTreeMap::new();
         let prefix = keys::meta::BUCKET_NAME_PREFIX;
         let upper = keys::prefix_end(prefix);
@@ -98,6 +107,8 @@ impl Engine {
                 id,
                 config,
                 access,
+                options.limits,
+                skip_total.clone(),
             )?;
             buckets.insert(name, Arc::new(bucket));
         }
@@ -109,7 +120,26 @@ impl Engine {
             admin: tokio::sync::Mutex::new(()),
             access_epoch,
             access_buckets: options.access_buckets,
+            limits: options.limits,
+            skip_total,
         })
+    }
+
+    /// The document limits every bucket enforces (`limits.rs`).
+    pub fn doc_limits(&self) -> DocLimits {
+        self.limits
+    }
+
+    /// Records readers skipped since the node started (`skips.rs`): the total, and per bucket
+    /// in name order.
+    pub fn skip_stats(&self) -> (SkipStats, Vec<(String, SkipStats)>) {
+        let per_bucket = self
+            .buckets
+            .read()
+            .iter()
+            .map(|(name, bucket)| (name.clone(), bucket.skip_stats()))
+            .collect();
+        (self.skip_total.stats(), per_bucket)
     }
 
     /// Moves whenever access decisions may have changed (see `access_epoch.rs`).
@@ -222,6 +252,8 @@ impl Engine {
             id,
             config,
             access,
+            self.limits,
+            self.skip_total.clone(),
         )?;
         self.buckets
             .write()

@@ -10,6 +10,15 @@ pub enum EngineError {
     /// Bytes read from disk do not decode; the store is damaged or from a newer version.
     #[error("corrupt record: {0}")]
     Corrupt(String),
+    /// One document's stored record does not decode (damaged, or written by a version with a
+    /// bug, such as 0.1.0's empty revision trees). Readers of many documents skip it
+    /// (`skips.rs`); reading it by key answers this, and `Bucket::purge` removes it.
+    #[error("the stored record of this document does not decode ({0})")]
+    CorruptDocument(String),
+    /// The engine refused to store a record that would not decode (an empty or inconsistent
+    /// revision tree): a bug in the caller, caught before it reaches the disk.
+    #[error("refusing to store an invalid document record: {0}")]
+    InvalidRecord(String),
     #[error("invalid argument: {0}")]
     Invalid(String),
 }

@@ -7,6 +7,7 @@ use settee_revtree::RevId;
 
 use crate::bucket::{Bucket, PlannedWrite, Previous};
 use crate::error::EngineError;
+use crate::limits::{DocLimits, LimitError};
 use crate::record::{DocRecord, Header, Leaf};
 use crate::update::{empty_record, finish, revision_hash};
 
@@ -124,6 +125,12 @@ pub enum KvOutcome {
     NotStored,
     /// INCREMENT/DECREMENT of a value that is not an unsigned decimal number.
     NotANumber,
+    /// The new value is larger or deeper than the document limits (`limits.rs`); nothing was
+    /// written.
+    OverLimit(LimitError),
+    /// The document's winning revision is at the largest generation, so no mutation can
+    /// follow it (only possible for a revision replicated in with such a position).
+    GenerationOverflow,
 }
 
 /// A live document: present, not deleted, not past its expiry.
@@ -131,9 +138,12 @@ fn live(record: Option<&DocRecord>, now_secs: u32) -> Option<&DocRecord> {
     record.filter(|record| !record.is_deleted() && (record.expiry == 0 || record.expiry > now_secs))
 }
 
-/// Whether `bytes` is one JSON value (what the `json` bit of a stored value means).
+/// Whether `bytes` is one JSON value (what the `json` bit of a stored value means). Text that is
+/// not UTF-8 is not JSON, as kv_engine's validator says (serde_json's skipping parser alone
+/// would accept invalid UTF-8 inside strings, and every reader of the value would then fail).
 pub fn is_json(bytes: &[u8]) -> bool {
-    serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
+    std::str::from_utf8(bytes).is_ok()
+        && serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
 }
 
 /// The counter value a mutation leaves, when it is a counter.
@@ -169,6 +179,7 @@ pub(crate) fn plan_kv(
     mutation: &KvMutation,
     now_secs: u32,
     revs_limit: u32,
+    limits: &DocLimits,
 ) -> Result<(DocRecord, RevId), KvOutcome> {
     let alive = live(current, now_secs);
     let check_cas = |cas: u64| -> Result<(), KvOutcome> {
@@ -267,10 +278,21 @@ pub(crate) fn plan_kv(
             )
         }
     };
+    // A new value is checked against the limits; TOUCH rewrites the stored one as it is and
+    // a deletion stores `{}`, so neither can pass them.
+    if matches!(
+        mutation,
+        KvMutation::Store { .. } | KvMutation::Concat { .. } | KvMutation::Counter { .. }
+    ) {
+        let xattrs_len = current.map_or(0, |record| record.xattrs.len());
+        limits
+            .check(&value, json, xattrs_len)
+            .map_err(KvOutcome::OverLimit)?;
+    }
     let mut record = current.cloned().unwrap_or_else(empty_record);
     let parent = record.winner().map(|leaf| leaf.rev.clone());
     let rev = RevId {
-        pos: parent.as_ref().map_or(1, |parent| parent.pos + 1),
+        pos: RevId::next_pos(parent.as_ref()).ok_or(KvOutcome::GenerationOverflow)?,
         hash: revision_hash(parent.as_ref(), deleted, &value, &[]),
     };
     if record
@@ -319,6 +341,7 @@ impl Bucket {
             &mutation,
             self.now_secs(),
             self.revs_limit(),
+            &self.limits,
         ) {
             Ok(planned) => planned,
             Err(outcome) => return Ok(outcome),

@@ -9,7 +9,9 @@
 //!
 //! Start reading at `bucket.rs` (the write path), then `update.rs` (CouchDB semantics) and
 //! `changes.rs` (the change stream). Storage key layout: `docs/format/keys.md`; the record:
-//! `docs/format/document.md`.
+//! `docs/format/document.md`. `limits.rs` holds the one set of document limits both doors
+//! obey; `skips.rs` counts the records readers of many documents leave out (a record that does
+//! not decode, a document past the limits) so that one bad record never stops the others.
 #![deny(clippy::unwrap_used)]
 
 mod access_epoch;
@@ -21,11 +23,13 @@ mod error;
 mod key_locks;
 mod keys;
 mod kv;
+pub mod limits;
 mod local;
 mod maintenance;
 mod read;
 pub mod record;
 mod seqvec;
+mod skips;
 pub mod subdoc;
 mod update;
 pub mod vattr;
@@ -40,11 +44,15 @@ pub use error::EngineError;
 pub use kv::{
     is_json, KvMeta, KvMutation, KvOutcome, KvRef, KvValue, LockOutcome, StoreMode, UnlockOutcome,
 };
+pub use limits::{DocLimits, LimitError};
 pub use local::LocalOutcome;
 pub use maintenance::{CompactionReport, DiskSizes};
 pub use read::{DocScan, ScanRange};
 pub use record::{AttachmentMeta, DocRecord, Leaf};
 pub use seqvec::SeqVector;
-pub use settee_revtree::RevId;
+pub use settee_revtree::{RevId, REV_HASH_BYTES_MAX, REV_POS_MAX};
 pub use settee_storage::StoreHealth;
-pub use update::{hex, md5_of, revision_hash, AttachmentInput, DocUpdate, UpdateOutcome};
+pub use skips::SkipStats;
+pub use update::{
+    hex, md5_of, plan_update, revision_hash, AttachmentInput, DocUpdate, UpdateOutcome,
+};

@@ -12,6 +12,7 @@ use crate::error::EngineError;
 use crate::keys;
 use crate::kv::KvMutation;
 use crate::record::DocRecord;
+use crate::skips::SkippedRecord;
 
 /// Attachment keys deleted per batch during compaction.
 const GC_BATCH: usize = 1024;
@@ -79,7 +80,9 @@ impl Bucket {
     async fn compact_now(&self) -> Result<CompactionReport, EngineError> {
         let mut batch = Batch::new();
         let (lower, upper) = keys::bucket_range(self.id);
-        let mut referenced: Option<(Vec<u8>, HashSet<[u8; 16]>)> = None;
+        // The digests the current document's leaves reference; `None` keeps every body of a
+        // document whose record does not decode (its references are unknown).
+        let mut referenced: Option<(Vec<u8>, Option<Digests>)> = None;
         let mut stale = Vec::new();
         for item in self.store.scan(Cf::Att, &lower, &upper, false) {
             let (raw_key, _) = item?;
@@ -87,20 +90,28 @@ impl Bucket {
                 continue;
             };
             if referenced.as_ref().is_none_or(|(cached, _)| cached != key) {
-                let digests = match self.read_record(key)? {
-                    Some(record) => record
-                        .leaves
-                        .iter()
-                        .flat_map(|leaf| leaf.attachments.iter().map(|meta| meta.md5))
-                        .collect(),
-                    None => HashSet::new(),
+                let digests = match self.read_record(key) {
+                    Ok(Some(record)) => Some(
+                        record
+                            .leaves
+                            .iter()
+                            .flat_map(|leaf| leaf.attachments.iter().map(|meta| meta.md5))
+                            .collect(),
+                    ),
+                    Ok(None) => Some(HashSet::new()),
+                    Err(EngineError::CorruptDocument(reason)) => {
+                        self.skip_corrupt_document(key, &reason);
+                        None
+                    }
+                    Err(error) => return Err(error),
                 };
                 referenced = Some((key.to_vec(), digests));
             }
-            if referenced
-                .as_ref()
-                .is_some_and(|(_, digests)| !digests.contains(&md5))
-            {
+            if referenced.as_ref().is_some_and(|(_, digests)| {
+                digests
+                    .as_ref()
+                    .is_some_and(|digests| !digests.contains(&md5))
+            }) {
                 stale.push(raw_key.to_vec());
             }
         }
@@ -141,11 +152,14 @@ impl Bucket {
             let mut after = 0;
             loop {
                 let (store, bucket_id) = (self.store.clone(), self.id);
-                let (plan, complete) = tokio::task::spawn_blocking(move || {
+                let (plan, complete, bad) = tokio::task::spawn_blocking(move || {
                     abbreviation_plan(&store, bucket_id, vbucket, after, ABBREVIATE_WINDOW)
                 })
                 .await
                 .map_err(|error| EngineError::Invalid(format!("compaction task: {error}")))??;
+                for (id, error) in bad {
+                    self.skip(SkippedRecord::Document, vbucket, &id, &error);
+                }
                 for batch in plan.chunks(ABBREVIATE_BATCH) {
                     rewritten += self.rewrite_change_entries(vbucket, batch).await?;
                 }
@@ -178,8 +192,10 @@ impl Bucket {
         let mut rewritten = 0;
         for ((planned, seq_key), stored) in plan.iter().zip(seq_keys).zip(stored) {
             let Some(stored) = stored else { continue };
-            let (mut entry, _) = ChangeEntry::decode(vbucket, planned.seqno, &stored)
-                .ok_or_else(|| EngineError::Corrupt("change entry".into()))?;
+            // An entry that does not decode is left as it is (feeds skip it).
+            let Some((mut entry, _)) = ChangeEntry::decode(vbucket, planned.seqno, &stored) else {
+                continue;
+            };
             entry.key = planned.id.clone();
             let wanted = entry.encode_abbreviated(planned.prefix_len);
             if wanted != stored {
@@ -197,10 +213,27 @@ impl Bucket {
 
     /// Removes leaf revisions for good (CouchDB `_purge`). A document left with no leaf
     /// disappears entirely, from changes too. Returns the revisions purged.
+    ///
+    /// A document whose stored record does not decode (issue 18: nothing can tell its leaves)
+    /// is removed whole when at least one revision is named, whatever revisions they are: the
+    /// documented way for an admin to get rid of it. They are returned as purged.
     pub async fn purge(&self, key: &[u8], revs: &[RevId]) -> Result<Vec<RevId>, EngineError> {
         let _guards = self.lock_keys(std::iter::once(key)).await;
-        let Some(mut record) = self.read_record(key)? else {
-            return Ok(Vec::new());
+        let mut record = match self.read_record(key) {
+            Ok(Some(record)) => record,
+            Ok(None) => return Ok(Vec::new()),
+            Err(EngineError::CorruptDocument(_)) if revs.is_empty() => return Ok(Vec::new()),
+            Err(EngineError::CorruptDocument(reason)) => {
+                tracing::warn!(
+                    bucket = %self.name,
+                    key = %String::from_utf8_lossy(key),
+                    %reason,
+                    "purging a document whose record does not decode"
+                );
+                self.remove_undecodable(key).await?;
+                return Ok(revs.to_vec());
+            }
+            Err(error) => return Err(error),
         };
         let previous = Previous::of(&record);
         let purged = record.tree.purge(revs);
@@ -230,6 +263,66 @@ impl Bucket {
         Ok(purged)
     }
 
+    /// Removes the record of `key`, which does not decode, with its change entry, expiry entry
+    /// and attachment bodies, as one purge. Callers hold the key lock. When the record's header
+    /// decodes (0.1.0's empty trees) it names the change entry and the counts to adjust;
+    /// otherwise a scan of the vbucket's change stream finds the entry naming `key` (an expiry
+    /// entry, unknown then, stays: it only costs the expiry purger a lookup that finds nothing).
+    async fn remove_undecodable(&self, key: &[u8]) -> Result<(), EngineError> {
+        let vbucket = self.vbucket_of(key);
+        let raw = self
+            .store
+            .get(Cf::Doc, &keys::doc_key(self.id, vbucket, key))?
+            .unwrap_or_default();
+        let previous = crate::record::Header::decode(&raw)
+            .ok()
+            .map(|header| Previous {
+                seqno: header.seqno,
+                expiry: header.expiry,
+                deleted: header.deleted,
+                record_bytes: raw.len() as u64,
+            });
+        let mut previous = previous;
+        if previous.is_none() {
+            // The change entry says the seqno and the deleted flag the record would have.
+            let (lower, upper) = keys::vb_range(self.id, vbucket);
+            for item in self.store.scan(Cf::Seq, &lower, &upper, false) {
+                let (seq_key, value) = item?;
+                let entry = keys::seqno_of_seq_key(&seq_key)
+                    .and_then(|seqno| ChangeEntry::decode(vbucket, seqno, &value))
+                    .filter(|(entry, abbreviated)| !abbreviated && entry.key == key);
+                if let Some((entry, _)) = entry {
+                    previous = Some(Previous {
+                        seqno: entry.seqno,
+                        expiry: 0,
+                        deleted: entry.deleted,
+                        record_bytes: raw.len() as u64,
+                    });
+                }
+            }
+        }
+        let mut extra = Batch::new();
+        let mut writes = [PlannedWrite {
+            vbucket,
+            key: key.to_vec(),
+            previous,
+            record: None,
+            new_attachments: Vec::new(),
+            macro_nonce: None,
+        }];
+        let _purging = self.purge_lock.lock().await;
+        let next = self.purge_seq() + 1;
+        extra.put(
+            Cf::Meta,
+            keys::meta::bucket_purge_seq(self.id),
+            next.to_be_bytes().to_vec(),
+        );
+        self.commit_writes_with(&mut writes, extra).await?;
+        self.purge_seq
+            .store(next, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
     /// Deletes every document of this bucket whose expiry has passed; returns how many.
     pub async fn purge_expired(&self) -> Result<usize, EngineError> {
         let now = self.now_secs();
@@ -257,8 +350,10 @@ impl Bucket {
     /// the key lock that it is still expired.
     async fn expire_one(&self, key: &[u8]) -> Result<bool, EngineError> {
         let _guards = self.lock_keys(std::iter::once(key)).await;
-        let Some(record) = self.read_record(key)? else {
-            return Ok(false);
+        let record = match self.read_record_or_skip(key)? {
+            Some(record) => record,
+            // Absent, or a record that does not decode (counted and left to an admin).
+            None => return Ok(false),
         };
         if record.expiry == 0 || !self.is_expired(record.expiry) {
             return Ok(false);
@@ -268,8 +363,12 @@ impl Bucket {
         }
         let mut tombstone: DocRecord = record.clone();
         let parent = tombstone.winner().map(|leaf| leaf.rev.clone());
+        // A winner at the largest generation cannot get a tombstone child: left as it is.
+        let Some(pos) = RevId::next_pos(parent.as_ref()) else {
+            return Ok(false);
+        };
         let rev = RevId {
-            pos: parent.as_ref().map_or(1, |parent| parent.pos + 1),
+            pos,
             hash: crate::update::revision_hash(parent.as_ref(), true, b"{}", &[]),
         };
         if tombstone
@@ -336,6 +435,12 @@ impl Bucket {
     }
 }
 
+/// The attachment digests a document's leaves reference.
+type Digests = HashSet<[u8; 16]>;
+
+/// Records passed over because they do not decode: (id, why).
+type Skipped = Vec<(Vec<u8>, EngineError)>;
+
 /// One document's change entry as compaction wants it.
 struct Abbreviation {
     seqno: u64,
@@ -346,14 +451,14 @@ struct Abbreviation {
 /// Reads `vbucket`'s `doc` range once and plans the change entries of the documents with a
 /// seqno above `after`: each id cut one byte past the longest prefix it shares with its
 /// neighbours in id order. Returns at most `window` of them, the lowest seqnos, in seqno order,
-/// and whether that is all of them.
+/// whether that is all of them, and the records passed over because they do not decode.
 fn abbreviation_plan(
     store: &settee_storage::Store,
     bucket_id: u32,
     vbucket: u16,
     after: u64,
     window: usize,
-) -> Result<(Vec<Abbreviation>, bool), EngineError> {
+) -> Result<(Vec<Abbreviation>, bool, Skipped), EngineError> {
     let mut lowest = LowestSeqnos::new(after, window);
     // The document before the one waiting for its right neighbour, and that one.
     let mut before: Option<Vec<u8>> = None;
@@ -370,7 +475,7 @@ fn abbreviation_plan(
             lowest.push(seqno, (id.to_vec(), shared + 1));
         }
     };
-    scan_doc_seqnos(store, bucket_id, vbucket, |id, seqno| {
+    let bad = scan_doc_seqnos(store, bucket_id, vbucket, |id, seqno| {
         if let Some((left_id, left_seqno)) = waiting.take() {
             settle(
                 &mut lowest,
@@ -395,7 +500,7 @@ fn abbreviation_plan(
             prefix_len,
         })
         .collect();
-    Ok((plan, complete))
+    Ok((plan, complete, bad))
 }
 
 /// How many leading bytes `left` and `right` share.
@@ -440,7 +545,7 @@ mod tests {
                 .collect()
         };
         for vbucket in 0..2 {
-            let (whole, complete) =
+            let (whole, complete, _) =
                 abbreviation_plan(&bucket.store, bucket.id, vbucket, 0, usize::MAX / 4)
                     .expect("plan");
             assert!(complete);
@@ -459,7 +564,7 @@ mod tests {
             let mut pieces = Vec::new();
             let mut after = 0;
             loop {
-                let (window, complete) =
+                let (window, complete, _) =
                     abbreviation_plan(&bucket.store, bucket.id, vbucket, after, 7).expect("plan");
                 assert!(window.len() <= 7);
                 pieces.extend(summary(&window));

@@ -9,6 +9,7 @@ use crate::bucket::Bucket;
 use crate::error::EngineError;
 use crate::keys;
 use crate::record::DocRecord;
+use crate::skips::SkippedRecord;
 
 /// Records read from one vbucket per refill.
 const CHUNK: usize = 128;
@@ -31,7 +32,8 @@ struct VbScan {
 }
 
 /// Yields `(key, record)` in key order (raw bytes), live and deleted documents alike; callers
-/// filter. Memory stays bounded by `vbuckets * CHUNK` records.
+/// filter. Memory stays bounded by `vbuckets * CHUNK` records. A record that does not decode is
+/// skipped (counted and logged once, `skips.rs`), never the end of the scan.
 pub struct DocScan<'a> {
     bucket: &'a Bucket,
     range: ScanRange,
@@ -138,9 +140,14 @@ impl DocScan<'_> {
                 next.push(0);
                 next
             };
-            let record = DocRecord::decode(&value)?;
-            scan.buffer
-                .push_back((keys::key_of_doc_key(&raw_key).to_vec(), record));
+            let key = keys::key_of_doc_key(&raw_key);
+            match DocRecord::decode(&value) {
+                Ok(record) => scan.buffer.push_back((key.to_vec(), record)),
+                // One record that does not decode must not end the scan of all the others.
+                Err(error) => self
+                    .bucket
+                    .skip(SkippedRecord::Document, vbucket, key, &error),
+            }
         }
         if read < CHUNK {
             scan.exhausted = true;

@@ -12,6 +12,12 @@ const VERSION_EXTENDED: u8 = 2;
 const FLAG_DELETED: u8 = 1;
 const FLAG_JSON: u8 = 2;
 const FLAG_CONFLICTS: u8 = 4;
+/// Other leaves' rev texts have a u16 length and attachments a u64 `revpos` (document.md).
+const FLAG_WIDE: u8 = 8;
+/// Every flag bit a record may have; a record with any other bit set is refused.
+const FLAGS_KNOWN: u8 = FLAG_DELETED | FLAG_JSON | FLAG_CONFLICTS | FLAG_WIDE;
+/// Longest rev text a narrow record's one-byte length holds.
+const NARROW_REV_BYTES_MAX: usize = u8::MAX as usize;
 const HEADER_LEN_PLAIN: usize = 30;
 const HEADER_LEN_EXTENDED: usize = 38;
 
@@ -22,7 +28,7 @@ pub struct AttachmentMeta {
     pub length: u64,
     pub md5: [u8; 16],
     /// Generation of the revision that added this body.
-    pub revpos: u32,
+    pub revpos: u64,
 }
 
 /// One leaf revision with its body.
@@ -82,6 +88,48 @@ impl DocRecord {
             .collect();
     }
 
+    /// Whether the record can be stored and read back: a non-empty tree, the tree's winner
+    /// first among the record's leaves (its body is the one stored inline), and every other
+    /// leaf with a body a leaf of the tree. The engine checks it before every write (defence in
+    /// depth behind the doors' checks: a record failing it would not decode, or would decode
+    /// as something else).
+    pub fn check_storable(&self) -> Result<(), String> {
+        let tree_leaves = self.tree.leaves();
+        let Some(tree_winner) = tree_leaves.first() else {
+            return Err("the revision tree is empty".into());
+        };
+        match self.leaves.first() {
+            Some(leaf) if leaf.rev == tree_winner.rev => {}
+            Some(leaf) => {
+                return Err(format!(
+                    "first leaf {} is not the tree's winner {}",
+                    leaf.rev, tree_winner.rev
+                ))
+            }
+            None => return Err("no leaf has a body".into()),
+        }
+        for leaf in &self.leaves[1..] {
+            if !tree_leaves
+                .iter()
+                .any(|tree_leaf| tree_leaf.rev == leaf.rev)
+            {
+                return Err(format!("leaf {} is not a leaf of the tree", leaf.rev));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the record needs the wide layout (document.md, flags bit3).
+    fn is_wide(&self) -> bool {
+        self.leaves.iter().enumerate().any(|(index, leaf)| {
+            (index > 0 && leaf.rev.to_string().len() > NARROW_REV_BYTES_MAX)
+                || leaf
+                    .attachments
+                    .iter()
+                    .any(|attachment| attachment.revpos > u64::from(u32::MAX))
+        })
+    }
+
     /// Length of [`DocRecord::encode`]'s output, computed by encoding (records are small).
     pub fn encoded_len(&self) -> usize {
         self.encode().len()
@@ -103,6 +151,10 @@ impl DocRecord {
         }
         if self.leaves.iter().skip(1).any(|leaf| !leaf.deleted) {
             flags |= FLAG_CONFLICTS;
+        }
+        let wide = self.is_wide();
+        if wide {
+            flags |= FLAG_WIDE;
         }
         out.push(if extended {
             VERSION_EXTENDED
@@ -129,6 +181,7 @@ impl DocRecord {
             winner
                 .map(|leaf| leaf.attachments.as_slice())
                 .unwrap_or(&[]),
+            wide,
         );
         let mut tree = Vec::new();
         self.tree.encode(&mut tree);
@@ -137,8 +190,13 @@ impl DocRecord {
         out.extend_from_slice(&(others.len() as u16).to_be_bytes());
         for leaf in others {
             let rev = leaf.rev.to_string();
-            out.push(rev.len() as u8);
-            out.extend_from_slice(rev.as_bytes());
+            if wide {
+                put_bytes16(&mut out, rev.as_bytes());
+            } else {
+                // Not wide: every other leaf's rev text is at most 255 bytes.
+                out.push(rev.len() as u8);
+                out.extend_from_slice(rev.as_bytes());
+            }
             let mut leaf_flags = 0;
             if leaf.deleted {
                 leaf_flags |= FLAG_DELETED;
@@ -148,7 +206,7 @@ impl DocRecord {
             }
             out.push(leaf_flags);
             put_bytes32(&mut out, &leaf.body);
-            put_attachments(&mut out, &leaf.attachments);
+            put_attachments(&mut out, &leaf.attachments, wide);
         }
         out
     }
@@ -162,7 +220,7 @@ impl DocRecord {
             raw,
             at: header.sections_end(),
         };
-        let attachments = reader.attachments()?;
+        let attachments = reader.attachments(header.wide)?;
         let tree = RevTree::decode(reader.bytes32()?)
             .map_err(|error| EngineError::Corrupt(format!("revision tree: {error}")))?;
         let winner_rev = tree
@@ -178,14 +236,18 @@ impl DocRecord {
         }];
         let others = reader.u16()?;
         for _ in 0..others {
-            let rev_len = reader.u8()? as usize;
+            let rev_len = if header.wide {
+                reader.u16()? as usize
+            } else {
+                reader.u8()? as usize
+            };
             let rev_text = std::str::from_utf8(reader.take(rev_len)?)
                 .map_err(|_| EngineError::Corrupt("revision id is not UTF-8".into()))?;
             let rev = RevId::parse(rev_text)
                 .ok_or_else(|| EngineError::Corrupt(format!("bad revision id {rev_text}")))?;
             let flags = reader.u8()?;
             let body = Bytes::copy_from_slice(reader.bytes32()?);
-            let attachments = reader.attachments()?;
+            let attachments = reader.attachments(header.wide)?;
             leaves.push(Leaf {
                 rev,
                 deleted: flags & FLAG_DELETED != 0,
@@ -219,6 +281,8 @@ pub struct Header {
     pub deleted: bool,
     pub json: bool,
     pub conflicts: bool,
+    /// Wide layout of the other leaves and attachments (document.md, flags bit3).
+    pub wide: bool,
     pub cas: u64,
     pub seqno: u64,
     pub expiry: u32,
@@ -246,6 +310,11 @@ impl Header {
             return Err(EngineError::Corrupt("document record too short".into()));
         }
         let flags = raw[1];
+        if flags & !FLAGS_KNOWN != 0 {
+            return Err(EngineError::Corrupt(format!(
+                "document record flags {flags:#04x}"
+            )));
+        }
         let u64_at = |at: usize| u64::from_be_bytes(array(&raw[at..at + 8]));
         let u32_at = |at: usize| u32::from_be_bytes(array(&raw[at..at + 4]));
         let extended = header_len == HEADER_LEN_EXTENDED;
@@ -253,6 +322,7 @@ impl Header {
             deleted: flags & FLAG_DELETED != 0,
             json: flags & FLAG_JSON != 0,
             conflicts: flags & FLAG_CONFLICTS != 0,
+            wide: flags & FLAG_WIDE != 0,
             cas: u64_at(2),
             seqno: u64_at(10),
             expiry: u32_at(18),
@@ -312,7 +382,7 @@ fn put_bytes16(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-fn put_attachments(out: &mut Vec<u8>, attachments: &[AttachmentMeta]) {
+fn put_attachments(out: &mut Vec<u8>, attachments: &[AttachmentMeta], wide: bool) {
     let mut encoded = Vec::new();
     encoded.extend_from_slice(&(attachments.len() as u16).to_be_bytes());
     for attachment in attachments {
@@ -320,7 +390,12 @@ fn put_attachments(out: &mut Vec<u8>, attachments: &[AttachmentMeta]) {
         put_bytes16(&mut encoded, attachment.content_type.as_bytes());
         encoded.extend_from_slice(&attachment.length.to_be_bytes());
         encoded.extend_from_slice(&attachment.md5);
-        encoded.extend_from_slice(&attachment.revpos.to_be_bytes());
+        if wide {
+            encoded.extend_from_slice(&attachment.revpos.to_be_bytes());
+        } else {
+            // Not wide: every revpos fits in a u32.
+            encoded.extend_from_slice(&(attachment.revpos as u32).to_be_bytes());
+        }
     }
     put_bytes32(out, &encoded);
 }
@@ -362,7 +437,7 @@ impl<'a> Reader<'a> {
         String::from_utf8(self.take(len)?.to_vec())
             .map_err(|_| EngineError::Corrupt("attachment text is not UTF-8".into()))
     }
-    fn attachments(&mut self) -> Result<Vec<AttachmentMeta>, EngineError> {
+    fn attachments(&mut self, wide: bool) -> Result<Vec<AttachmentMeta>, EngineError> {
         let encoded = self.bytes32()?;
         let mut inner = Reader {
             raw: encoded,
@@ -376,7 +451,11 @@ impl<'a> Reader<'a> {
                 content_type: inner.string16()?,
                 length: inner.u64()?,
                 md5: array(inner.take(16)?),
-                revpos: inner.u32()?,
+                revpos: if wide {
+                    inner.u64()?
+                } else {
+                    u64::from(inner.u32()?)
+                },
             });
         }
         if inner.at != encoded.len() {
@@ -462,5 +541,88 @@ mod tests {
         let mut trailing = raw.clone();
         trailing.push(0);
         assert!(DocRecord::decode(&trailing).is_err());
+        // Ordinary records keep the narrow layout 0.1.0 wrote.
+        assert_eq!(raw[1] & FLAG_WIDE, 0);
+        let mut unknown_flag = raw.clone();
+        unknown_flag[1] |= 0x10;
+        assert!(DocRecord::decode(&unknown_flag).is_err());
+    }
+
+    fn leaf(rev: &RevId, attachments: Vec<AttachmentMeta>) -> Leaf {
+        Leaf {
+            rev: rev.clone(),
+            deleted: false,
+            json: true,
+            body: Bytes::from_static(b"{}"),
+            attachments,
+        }
+    }
+
+    #[test]
+    fn generations_past_u32_use_the_wide_layout_and_round_trip() {
+        let winner = RevId::new(u64::MAX, "zz");
+        // 20 digits + '-' + 255 bytes: 276 bytes of rev text, past a u8 length.
+        let other = RevId::new(u64::MAX - 1, "h".repeat(255));
+        let mut tree = RevTree::new();
+        tree.merge_path(std::slice::from_ref(&winner), false);
+        tree.merge_path(std::slice::from_ref(&other), false);
+        let attachment = AttachmentMeta {
+            name: "a".into(),
+            content_type: "text/plain".into(),
+            length: 1,
+            md5: [2; 16],
+            revpos: u64::MAX,
+        };
+        let mut record = DocRecord {
+            cas: 1,
+            seqno: 2,
+            expiry: 0,
+            item_flags: 0,
+            tree,
+            leaves: vec![
+                leaf(&other, vec![attachment.clone()]),
+                leaf(&winner, vec![attachment]),
+            ],
+            xattrs: Bytes::new(),
+            index: Bytes::new(),
+        };
+        record.normalise_leaves();
+        assert_eq!(record.check_storable(), Ok(()));
+        let raw = record.encode();
+        assert_ne!(raw[1] & FLAG_WIDE, 0);
+        assert_eq!(DocRecord::decode(&raw).expect("decode"), record);
+        for cut in 0..raw.len() {
+            assert!(DocRecord::decode(&raw[..cut]).is_err());
+        }
+    }
+
+    #[test]
+    fn an_empty_or_mismatched_tree_is_not_storable() {
+        let mut record = DocRecord {
+            cas: 0,
+            seqno: 0,
+            expiry: 0,
+            item_flags: 0,
+            tree: RevTree::new(),
+            leaves: Vec::new(),
+            xattrs: Bytes::new(),
+            index: Bytes::new(),
+        };
+        assert!(record.check_storable().is_err());
+        // What 30733d8 stored for `_revisions.start` 2^32: no tree, no leaves. It does not
+        // decode, so every reader can tell it apart.
+        assert!(DocRecord::decode(&record.encode()).is_err());
+        let rev = RevId::new(1, "a");
+        record.tree.merge_path(std::slice::from_ref(&rev), false);
+        assert!(record.check_storable().is_err());
+        record.leaves.push(leaf(&RevId::new(1, "b"), Vec::new()));
+        assert!(record.check_storable().is_err());
+        record.leaves = vec![
+            leaf(&rev, Vec::new()),
+            leaf(&RevId::new(1, "b"), Vec::new()),
+        ];
+        assert!(record.check_storable().is_err());
+        record.leaves.pop();
+        assert_eq!(record.check_storable(), Ok(()));
     }
 }

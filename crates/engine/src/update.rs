@@ -9,6 +9,7 @@ use settee_revtree::RevId;
 
 use crate::bucket::{Bucket, PlannedWrite, Previous};
 use crate::error::EngineError;
+use crate::limits::{DocLimits, LimitError};
 use crate::record::{AttachmentMeta, DocRecord, Leaf};
 
 /// An attachment as the writer describes it.
@@ -41,10 +42,21 @@ pub struct DocUpdate {
 /// What happened to one update. `Saved` carries the revision that now exists.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UpdateOutcome {
-    Saved { rev: RevId, seqno: u64, cas: u64 },
+    Saved {
+        rev: RevId,
+        seqno: u64,
+        cas: u64,
+    },
     Conflict,
-    MissingStub { name: String },
+    MissingStub {
+        name: String,
+    },
     Invalid(String),
+    /// The document is larger or deeper than the document limits (`limits.rs`).
+    OverLimit(LimitError),
+    /// The document's stored record does not decode, so it cannot be edited (an admin can
+    /// purge it); the other updates of the batch go on.
+    CorruptRecord(String),
 }
 
 /// A planned new state of one document.
@@ -98,7 +110,7 @@ type NewBodies = Vec<([u8; 16], Bytes)>;
 fn resolve_attachments(
     inputs: &[AttachmentInput],
     sources: &[&Leaf],
-    revpos: u32,
+    revpos: u64,
 ) -> Result<(Vec<AttachmentMeta>, NewBodies), UpdateOutcome> {
     let mut metas = Vec::with_capacity(inputs.len());
     let mut bodies = Vec::new();
@@ -157,13 +169,16 @@ pub(crate) fn plan_edit(
         },
         (None, None) => None,
     };
-    let pos = parent.as_ref().map_or(1, |parent| parent.pos + 1);
+    let Some(pos) = RevId::next_pos(parent.as_ref()) else {
+        return Err(UpdateOutcome::Invalid(
+            "the document's revision is at the largest generation; it cannot be edited".into(),
+        ));
+    };
     let sources: Vec<&Leaf> = match (&parent, current) {
         (Some(parent), Some(record)) => record.leaf(parent).into_iter().collect(),
         _ => Vec::new(),
     };
-    let (attachments, new_attachments) =
-        resolve_attachments(&update.attachments, &sources, pos as u32)?;
+    let (attachments, new_attachments) = resolve_attachments(&update.attachments, &sources, pos)?;
     let rev = RevId {
         pos,
         hash: revision_hash(parent.as_ref(), update.deleted, &update.body, &attachments),
@@ -207,8 +222,13 @@ pub(crate) fn plan_replicated(
     let Some(newest) = update.history.first() else {
         return Err(UpdateOutcome::Invalid("missing revision".into()));
     };
+    // The doors check these too; a history the tree would ignore must never reach it, or the
+    // record would be stored without its revision (0.1.0 stored empty trees that way).
+    if let Some(bad) = update.history.iter().find(|rev| !rev.is_valid()) {
+        return Err(UpdateOutcome::Invalid(format!("invalid revision id {bad}")));
+    }
     for pair in update.history.windows(2) {
-        if pair[0].pos != pair[1].pos + 1 {
+        if pair[1].child_pos() != Some(pair[0].pos) {
             return Err(UpdateOutcome::Invalid(
                 "revision history is not consecutive".into(),
             ));
@@ -227,7 +247,7 @@ pub(crate) fn plan_replicated(
         .map(|record| record.leaves.iter().collect())
         .unwrap_or_default();
     let (attachments, new_attachments) =
-        resolve_attachments(&update.attachments, &sources, newest.pos as u32)?;
+        resolve_attachments(&update.attachments, &sources, newest.pos)?;
     record.tree.merge_path(&update.history, update.deleted);
     record.leaves.push(Leaf {
         rev: newest.clone(),
@@ -249,6 +269,34 @@ pub(crate) fn plan_replicated(
         new_attachments,
         unchanged: false,
     })
+}
+
+/// The record one CouchDB update would leave, planned without storage exactly as
+/// [`Bucket::update_docs`] plans it (limits, then `new_edits=true` edit or `new_edits=false`
+/// merge, stemming). Public for the revision-fields fuzz target (`fuzz/`); writes go through
+/// `update_docs`, which also checks the result is storable.
+#[doc(hidden)]
+pub fn plan_update(
+    current: Option<&DocRecord>,
+    update: &DocUpdate,
+    new_edits: bool,
+    revs_limit: u32,
+    limits: &DocLimits,
+) -> Result<DocRecord, UpdateOutcome> {
+    check_update(limits, update).map_err(UpdateOutcome::OverLimit)?;
+    let plan = if new_edits {
+        plan_edit(current, update, revs_limit, false)?
+    } else {
+        plan_replicated(current, update, revs_limit)?
+    };
+    Ok(plan.record)
+}
+
+/// Checks a CouchDB update's body against the document limits (the HTTP door checks the
+/// request first and answers 413 / 400; this is the engine's own check, the same one the KV
+/// door's writes meet).
+fn check_update(limits: &DocLimits, update: &DocUpdate) -> Result<(), LimitError> {
+    limits.check(&update.body, true, 0)
 }
 
 /// Couchbase "common flags" for a JSON value (format 2 in the top byte).
@@ -290,6 +338,11 @@ impl Bucket {
         let mut write_of_outcome: Vec<Option<usize>> = Vec::with_capacity(updates.len());
         let mut latest: HashMap<Vec<u8>, usize> = HashMap::new();
         for update in &updates {
+            if let Err(error) = check_update(&self.limits, update) {
+                outcomes.push(UpdateOutcome::OverLimit(error));
+                write_of_outcome.push(None);
+                continue;
+            }
             // A document locked by a KV client (GET_LOCKED) refuses other writers until the
             // lock is released or times out; interactive HTTP edits are other writers.
             if new_edits && self.is_kv_locked(&update.key) {
@@ -300,10 +353,18 @@ impl Bucket {
             let stored;
             let (current, previous_write) = match latest.get(&update.key) {
                 Some(index) => (writes[*index].record.as_ref(), Some(*index)),
-                None => {
-                    stored = self.read_record(&update.key)?;
-                    (stored.as_ref(), None)
-                }
+                None => match self.read_record(&update.key) {
+                    Ok(record) => {
+                        stored = record;
+                        (stored.as_ref(), None)
+                    }
+                    Err(EngineError::CorruptDocument(reason)) => {
+                        outcomes.push(UpdateOutcome::CorruptRecord(reason));
+                        write_of_outcome.push(None);
+                        continue;
+                    }
+                    Err(error) => return Err(error),
+                },
             };
             let expired = current.is_some_and(|record| self.is_expired(record.expiry));
             let planned = if new_edits {

@@ -206,7 +206,7 @@ fn related_parts(
     )];
     let known_pos = options.known_attachment_pos(record);
     for meta in &leaf.attachments {
-        if known_pos.is_some_and(|pos| u64::from(meta.revpos) <= pos) {
+        if known_pos.is_some_and(|pos| meta.revpos <= pos) {
             continue;
         }
         let data = attachment_fetcher(bucket, id)(&meta.md5)?;
@@ -303,6 +303,23 @@ pub fn open_revs(
             }
         }
     }
+    // A revision past the document limits (stored by an older version) is that revision's
+    // error, never the whole response's (issue 18).
+    let mut refused: Vec<String> = Vec::new();
+    found.retain(
+        |leaf| match crate::doc_api::within_limits(bucket, id, leaf) {
+            Ok(()) => true,
+            Err(error) => {
+                let error = ApiError::over_limit(&error, id);
+                refused.push(
+                    json!({"error": {"id": id, "rev": leaf.rev.to_string(),
+                    "error": error.code(), "reason": error.to_string()}})
+                    .to_string(),
+                );
+                false
+            }
+        },
+    );
     let multipart = req
         .header("accept")
         .is_some_and(|accept| accept.contains("multipart/mixed"));
@@ -338,6 +355,15 @@ pub fn open_revs(
                 Bytes::from(json!({"missing": rev}).to_string()),
             ));
         }
+        for error in &refused {
+            parts.push((
+                vec![(
+                    "Content-Type".to_string(),
+                    "application/json; error=\"true\"".to_string(),
+                )],
+                Bytes::from(error.clone()),
+            ));
+        }
         return Ok(multipart_response("mixed", &parts));
     }
     let mut out = b"[".to_vec();
@@ -364,6 +390,13 @@ pub fn open_revs(
         }
         first = false;
         out.extend_from_slice(json!({"missing": rev}).to_string().as_bytes());
+    }
+    for error in &refused {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        out.extend_from_slice(error.as_bytes());
     }
     out.push(b']');
     Ok(json_bytes(StatusCode::OK, out))

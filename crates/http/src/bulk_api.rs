@@ -7,13 +7,13 @@ use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use settee_engine::{Bucket, DocUpdate, RevId, ScanRange, UpdateOutcome};
+use settee_engine::{Bucket, DocUpdate, EngineError, RevId, ScanRange, UpdateOutcome};
 
 use crate::auth::{require, Operation, REPLICATOR_DB, USERS_DB};
 use crate::couch_doc::{parse_doc, parse_rev, render_doc, RenderOptions};
 use crate::db_api::open;
 use crate::doc_api::{
-    attachment_fetcher, prepare_user_doc, read_doc, render_options, validate_doc_id,
+    attachment_fetcher, prepare_user_doc, read_doc, render_options, validate_doc_id, within_limits,
 };
 use crate::error::{ApiError, ApiResult};
 use crate::replicator_docs::prepare_replicator_doc;
@@ -50,7 +50,11 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
     let bucket = open(state, req, db, Operation::ReadDb)?;
     req.require_json_content_type()?;
     let bytes = req.body_bytes(state.config.max_request_size_bytes).await?;
-    check_json_limits(&bytes, state.config.max_json_depth)?;
+    // The envelope is parsed without descending into the documents (raw values), so the depth
+    // check is made per document (`prepare_bulk_doc`): one document too deep is that
+    // document's error, not the whole batch's, and a replication writing the batch goes on
+    // with the others. A number no double holds makes the body invalid JSON, as for CouchDB.
+    check_json_limits(&bytes, usize::MAX)?;
     let body: BulkDocsBody = serde_json::from_slice(&bytes)
         .map_err(|_| ApiError::BadRequest("POST body must include `docs` parameter.".into()))?;
     if body.docs.len() > state.config.max_docs_per_bulk {
@@ -92,6 +96,13 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
                 UpdateOutcome::Invalid(reason) => {
                     rows.push(error_row(&id, &ApiError::BadRequest(reason.clone())))
                 }
+                UpdateOutcome::OverLimit(error) => {
+                    rows.push(error_row(&id, &ApiError::over_limit(error, &id)))
+                }
+                UpdateOutcome::CorruptRecord(reason) => rows.push(error_row(
+                    &id,
+                    &EngineError::CorruptDocument(reason.clone()).into(),
+                )),
             },
         }
     }
@@ -105,7 +116,9 @@ fn prepare_bulk_doc(
     raw: &[u8],
     new_edits: bool,
 ) -> Result<(String, DocUpdate), (String, ApiError)> {
-    let mut doc = parse_doc(raw).map_err(|error| (String::new(), error))?;
+    let mut doc = check_json_limits(raw, state.config.max_json_depth)
+        .and_then(|()| parse_doc(raw))
+        .map_err(|error| (String::new(), error))?;
     let id = match doc.id.take() {
         Some(id) => id,
         None => state.uuids.next("sequential").unwrap_or_default(),
@@ -197,11 +210,25 @@ fn bulk_get_one(
     options: &RenderOptions,
     out: &mut Vec<u8>,
 ) -> ApiResult<()> {
+    let failed = |rev: &str, error: &ApiError| {
+        json!({"error": {"id": id, "rev": rev, "error": error.code(), "reason": error.to_string()}})
+            .to_string()
+    };
     let missing = |rev: &str| {
         json!({"error": {"id": id, "rev": rev, "error": "not_found", "reason": "missing"}})
             .to_string()
     };
-    let Some(record) = read_doc(bucket, id)? else {
+    // One document that cannot be sent is that document's error, never the whole response's.
+    let record = match read_doc(bucket, id) {
+        Ok(record) => record,
+        Err(error @ ApiError::CorruptDocument(_)) => {
+            bucket.skip_corrupt_document(id.as_bytes(), &error);
+            out.extend_from_slice(failed(rev.unwrap_or("undefined"), &error).as_bytes());
+            return Ok(());
+        }
+        Err(error) => return Err(error),
+    };
+    let Some(record) = record else {
         out.extend_from_slice(missing(rev.unwrap_or("undefined")).as_bytes());
         return Ok(());
     };
@@ -231,12 +258,19 @@ fn bulk_get_one(
             out.push(b',');
         }
         match record.leaf(rev) {
-            Some(leaf) => {
-                let doc = render_doc(id, &record, leaf, options, &attachment_fetcher(bucket, id))?;
-                out.extend_from_slice(b"{\"ok\":");
-                out.extend_from_slice(&doc);
-                out.push(b'}');
-            }
+            Some(leaf) => match within_limits(bucket, id, leaf) {
+                Err(error) => {
+                    let error = ApiError::over_limit(&error, id);
+                    out.extend_from_slice(failed(&rev.to_string(), &error).as_bytes());
+                }
+                Ok(()) => {
+                    let fetch = attachment_fetcher(bucket, id);
+                    let doc = render_doc(id, &record, leaf, options, &fetch)?;
+                    out.extend_from_slice(b"{\"ok\":");
+                    out.extend_from_slice(&doc);
+                    out.push(b'}');
+                }
+            },
             None => out.extend_from_slice(missing(&rev.to_string()).as_bytes()),
         }
     }
@@ -373,7 +407,19 @@ fn key_row(
         );
         return Ok(());
     };
-    let record = read_doc(bucket, id)?;
+    let record = match read_doc(bucket, id) {
+        Ok(record) => record,
+        Err(error @ ApiError::CorruptDocument(_)) => {
+            bucket.skip_corrupt_document(id.as_bytes(), &error);
+            out.extend_from_slice(
+                json!({"key": id, "error": error.code(), "reason": error.to_string()})
+                    .to_string()
+                    .as_bytes(),
+            );
+            return Ok(());
+        }
+        Err(error) => return Err(error),
+    };
     let Some(record) = record else {
         out.extend_from_slice(
             json!({"key": id, "error": "not_found"})
@@ -408,13 +454,17 @@ fn key_row(
     );
     if include_docs {
         out.extend_from_slice(b",\"doc\":");
-        out.extend_from_slice(&render_doc(
-            id,
-            &record,
-            winner,
-            options,
-            &attachment_fetcher(bucket, id),
-        )?);
+        if within_limits(bucket, id, winner).is_ok() {
+            out.extend_from_slice(&render_doc(
+                id,
+                &record,
+                winner,
+                options,
+                &attachment_fetcher(bucket, id),
+            )?);
+        } else {
+            out.extend_from_slice(b"null");
+        }
     }
     out.push(b'}');
     Ok(())
@@ -466,7 +516,9 @@ fn stream_rows(
                 )
                 .as_bytes(),
             );
-            if include_docs {
+            if include_docs && within_limits(&bucket, &id, winner).is_err() {
+                chunk.extend_from_slice(b",\"doc\":null");
+            } else if include_docs {
                 chunk.extend_from_slice(b",\"doc\":");
                 match render_doc(
                     &id,
@@ -538,7 +590,7 @@ pub async fn revs_diff(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
     let requests = revs_body(state, req).await?;
     let mut out = serde_json::Map::new();
     for (id, revs) in requests {
-        let (missing, ancestors) = match bucket.read_record(id.as_bytes())? {
+        let (missing, ancestors) = match bucket.read_record_or_skip(id.as_bytes())? {
             Some(record) => record.tree.revs_diff(&revs),
             None => (revs, Vec::new()),
         };
@@ -563,7 +615,7 @@ pub async fn missing_revs(state: &HttpState, req: &mut Req, db: &str) -> ApiResu
     let requests = revs_body(state, req).await?;
     let mut out = serde_json::Map::new();
     for (id, revs) in requests {
-        let missing = match bucket.read_record(id.as_bytes())? {
+        let missing = match bucket.read_record_or_skip(id.as_bytes())? {
             Some(record) => record.tree.revs_diff(&revs).0,
             None => revs,
         };

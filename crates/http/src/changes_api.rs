@@ -321,13 +321,16 @@ fn change_row(
     let needs_record = options.include_docs
         || options.all_docs_style
         || matches!(options.filter, Filter::Selector(_) | Filter::Js(_));
+    // A record that does not decode, or a body past the document limits, reads as no document:
+    // counted and logged once, and the feed goes on (issue 18).
     let record = if needs_record {
-        bucket.read_record(&entry.key).ok().flatten()
+        bucket.read_record_or_skip(&entry.key).ok().flatten()
     } else {
         None
     };
     let rendered = match (&record, needs_record) {
         (Some(record), true) => record.winner().and_then(|winner| {
+            crate::doc_api::within_limits(bucket, &id, winner).ok()?;
             render_doc(
                 &id,
                 record,

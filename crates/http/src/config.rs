@@ -45,12 +45,12 @@ pub struct HttpConfig {
 impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
-            max_document_size_bytes: 8_000_000,
+            max_document_size_bytes: settee_engine::limits::DOC_BYTES_MAX_DEFAULT,
             max_request_size_bytes: 64 << 20,
             max_attachment_size_bytes: 64 << 20,
             max_docs_per_bulk: 10_000,
             max_key_bytes: settee_engine::KEY_BYTES_MAX,
-            max_json_depth: 100,
+            max_json_depth: settee_engine::limits::JSON_DEPTH_MAX_DEFAULT,
             default_vbuckets: 64,
             session_timeout_secs: 600,
             changes_timeout_max_ms: 3_600_000,

@@ -12,7 +12,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
-use settee_engine::{AttachmentInput, AttachmentMeta, DocRecord, Leaf, RevId};
+use settee_engine::{AttachmentInput, AttachmentMeta, DocRecord, Leaf, RevId, REV_HASH_BYTES_MAX};
 
 use crate::error::{ApiError, ApiResult};
 use crate::response::json_string;
@@ -144,26 +144,60 @@ pub fn parse_rev(text: &str) -> ApiResult<RevId> {
     RevId::parse(text).ok_or_else(|| ApiError::BadRequest("Invalid rev format".into()))
 }
 
+/// `_revisions` (`{"start": N, "ids": [newest, ..., oldest]}`) as a history, newest first.
+///
+/// Everything that reaches the revision tree is range-checked here, with CouchDB's
+/// `doc_validation` errors: `start` is an integer of at most `u64::MAX` and at least the number
+/// of ids (so every generation is 1 or more), and every id is a non-empty string of at most
+/// [`REV_HASH_BYTES_MAX`] bytes. 0.1.0 let `start` 2^32 through and stored the document without
+/// its revision, which hid every document of the database (issue 18).
 fn parse_revisions(raw: &str) -> ApiResult<Vec<RevId>> {
-    #[derive(serde::Deserialize)]
-    struct Revisions {
-        start: u64,
-        ids: Vec<String>,
+    let invalid = |reason: &str| ApiError::DocValidation(reason.to_string());
+    let value: serde_json::Value =
+        serde_json::from_str(raw).map_err(|_| ApiError::invalid_json())?;
+    let Some(object) = value.as_object() else {
+        return Err(invalid("_revisions isn't an object."));
+    };
+    let start = match object.get("start") {
+        Some(serde_json::Value::Number(number)) if number.is_u64() => {
+            number.as_u64().unwrap_or_default()
+        }
+        Some(serde_json::Value::Number(number)) if number.is_i64() => {
+            return Err(invalid("_revisions.start must be 1 or more."))
+        }
+        Some(serde_json::Value::Number(number))
+            if number.as_f64().is_some_and(|n| n.fract() == 0.0) =>
+        {
+            return Err(invalid(
+                "_revisions.start is larger than 18446744073709551615.",
+            ))
+        }
+        _ => return Err(invalid("_revisions.start isn't an integer.")),
+    };
+    let Some(ids) = object.get("ids").and_then(serde_json::Value::as_array) else {
+        return Err(invalid("_revisions.ids isn't a array."));
+    };
+    if ids.is_empty() {
+        return Err(invalid("_revisions.ids is empty."));
     }
-    let revisions: Revisions = serde_json::from_str(raw)
-        .map_err(|_| ApiError::BadRequest("_revisions must be {start, ids}".into()))?;
-    if revisions.ids.is_empty() || revisions.start < revisions.ids.len() as u64 {
-        return Err(ApiError::BadRequest("invalid _revisions".into()));
+    if start < ids.len() as u64 {
+        return Err(invalid(
+            "_revisions.start is smaller than the number of _revisions.ids.",
+        ));
     }
-    Ok(revisions
-        .ids
-        .into_iter()
+    ids.iter()
         .enumerate()
-        .map(|(index, hash)| RevId {
-            pos: revisions.start - index as u64,
-            hash,
+        .map(|(index, id)| {
+            let hash = id.as_str().ok_or_else(|| invalid("RevId isn't a string"))?;
+            let rev = RevId::new(start - index as u64, hash);
+            if !rev.is_valid() {
+                return Err(invalid(&format!(
+                    "RevId must be 1 to {REV_HASH_BYTES_MAX} bytes long"
+                )));
+            }
+            Ok(rev)
         })
-        .collect())
+        .collect()
 }
 
 type Follows = Vec<(String, String, Option<u64>)>;
@@ -360,7 +394,7 @@ fn render_attachments(
             out.push(',');
         }
         let wanted = options.attachments || options.follows || !options.atts_since.is_empty();
-        let newer = known_pos.is_none_or(|pos| u64::from(meta.revpos) > pos);
+        let newer = known_pos.is_none_or(|pos| meta.revpos > pos);
         let inline = wanted && newer;
         render_attachment(out, meta, inline, options.follows, fetch)?;
     }
@@ -436,5 +470,52 @@ mod tests {
             .map(|rev| rev.to_string())
             .collect();
         assert_eq!(history, vec!["3-c", "2-b", "1-a"]);
+    }
+
+    #[test]
+    fn revisions_take_any_u64_generation() {
+        // 0.1.0 took these and stored the document without its revision (issue 18).
+        for (body, newest) in [
+            (
+                r#"{"_revisions":{"start":4294967296,"ids":["aa"]}}"#,
+                "4294967296-aa",
+            ),
+            (
+                r#"{"_revisions":{"start":18446744073709551615,"ids":["b","a"]}}"#,
+                "18446744073709551615-b",
+            ),
+        ] {
+            let doc = parse_doc(body.as_bytes()).expect("parse");
+            let revisions = doc.revisions.expect("revisions");
+            assert_eq!(revisions[0].to_string(), newest);
+            assert!(revisions.iter().all(RevId::is_valid));
+        }
+    }
+
+    #[test]
+    fn revisions_out_of_range_are_doc_validation_errors() {
+        let long = format!(
+            r#"{{"_revisions":{{"start":1,"ids":["{}"]}}}}"#,
+            "h".repeat(256)
+        );
+        for body in [
+            r#"{"_revisions":{"start":18446744073709551616,"ids":["aa"]}}"#,
+            r#"{"_revisions":{"start":-1,"ids":["aa"]}}"#,
+            r#"{"_revisions":{"start":1.5,"ids":["aa"]}}"#,
+            r#"{"_revisions":{"start":"1","ids":["aa"]}}"#,
+            r#"{"_revisions":{"start":1,"ids":["b","a"]}}"#,
+            r#"{"_revisions":{"start":0,"ids":["a"]}}"#,
+            r#"{"_revisions":{"start":1,"ids":[]}}"#,
+            r#"{"_revisions":{"start":1,"ids":[""]}}"#,
+            r#"{"_revisions":{"start":1,"ids":[7]}}"#,
+            r#"{"_revisions":{"start":1}}"#,
+            r#"{"_revisions":[1]}"#,
+            long.as_str(),
+        ] {
+            assert!(
+                matches!(parse_doc(body.as_bytes()), Err(ApiError::DocValidation(_))),
+                "{body}"
+            );
+        }
     }
 }

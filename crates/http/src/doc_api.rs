@@ -6,7 +6,8 @@ use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use serde_json::json;
 use settee_engine::{
-    AttachmentInput, Bucket, DocRecord, DocUpdate, Leaf, LocalOutcome, RevId, UpdateOutcome,
+    AttachmentInput, Bucket, DocRecord, DocUpdate, EngineError, Leaf, LimitError, LocalOutcome,
+    RevId, UpdateOutcome,
 };
 
 use crate::auth::{require, Operation, UserCtx, REPLICATOR_DB, USERS_DB, USER_PREFIX};
@@ -122,9 +123,29 @@ pub fn attachment_fetcher<'a>(
 }
 
 /// The record of a live-or-deleted document, treating expired key-value documents as absent.
+/// A record that does not decode is an error naming the problem (`corrupt_document`).
 pub fn read_doc(bucket: &Bucket, id: &str) -> ApiResult<Option<DocRecord>> {
     let record = bucket.read_record(id.as_bytes())?;
     Ok(record.filter(|record| record.expiry == 0 || record.expiry > bucket.now_secs()))
+}
+
+/// [`read_doc`] for readers of many documents (`include_docs`, `keys`, `_revs_diff`): a record
+/// that does not decode is counted, logged once, and read as absent, so one bad record never
+/// fails the whole response (issue 18).
+pub fn read_doc_or_skip(bucket: &Bucket, id: &str) -> ApiResult<Option<DocRecord>> {
+    let record = bucket.read_record_or_skip(id.as_bytes())?;
+    Ok(record.filter(|record| record.expiry == 0 || record.expiry > bucket.now_secs()))
+}
+
+/// For readers of many documents: whether `leaf`'s body is within the node's document limits.
+/// A body past them (stored by an older version that did not enforce them on the KV door) is
+/// counted and logged once, and the reader leaves it out instead of sending a body its client
+/// may not be able to parse.
+pub fn within_limits(bucket: &Bucket, id: &str, leaf: &Leaf) -> Result<(), LimitError> {
+    bucket
+        .doc_limits()
+        .check(&leaf.body, leaf.json, 0)
+        .inspect_err(|error| bucket.skip_over_limit(id.as_bytes(), error))
 }
 
 fn get(state: &HttpState, req: &Req, bucket: &Bucket, id: &str) -> ApiResult<HttpResponse> {
@@ -318,6 +339,8 @@ pub fn outcome_rev(outcome: UpdateOutcome, id: &str) -> ApiResult<String> {
             name,
         }),
         UpdateOutcome::Invalid(reason) => Err(ApiError::BadRequest(reason)),
+        UpdateOutcome::OverLimit(error) => Err(ApiError::over_limit(&error, id)),
+        UpdateOutcome::CorruptRecord(reason) => Err(EngineError::CorruptDocument(reason).into()),
     }
 }
 

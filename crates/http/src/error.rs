@@ -1,7 +1,7 @@
 //! The one table from failures to HTTP statuses and CouchDB error bodies.
 
 use hyper::StatusCode;
-use settee_engine::EngineError;
+use settee_engine::{EngineError, LimitError};
 use settee_mango::MangoError;
 
 /// Every way a request can fail, each with exactly one status and `{"error", "reason"}` body,
@@ -70,6 +70,10 @@ pub enum ApiError {
     ReduceOverflow(String),
     #[error("{0}")]
     Internal(String),
+    /// The stored record of one document does not decode (issue 18); the reason says what is
+    /// wrong and how an admin removes it.
+    #[error("{0}")]
+    CorruptDocument(String),
     /// Mango's errors carry CouchDB's status and error name themselves.
     #[error("{0}")]
     Mango(#[from] MangoError),
@@ -102,6 +106,7 @@ impl ApiError {
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Internal(_)
+            | ApiError::CorruptDocument(_)
             | ApiError::OsProcess(_)
             | ApiError::JsThrew { .. }
             | ApiError::BuiltinReduce(_)
@@ -136,6 +141,7 @@ impl ApiError {
             ApiError::ServiceUnavailable(_) => "service_unavailable",
             ApiError::InsufficientStorage(_) => "insufficient_storage",
             ApiError::Internal(_) => "unknown_error",
+            ApiError::CorruptDocument(_) => "corrupt_document",
             ApiError::Mango(error) => error.error(),
             ApiError::InvalidDesignDoc(_) => "invalid_design_doc",
             ApiError::Compilation(_) => "compilation_error",
@@ -174,6 +180,18 @@ impl ApiError {
     pub fn not_admin() -> ApiError {
         ApiError::Unauthorized("You are not a server admin.".into())
     }
+
+    /// A document past the engine's document limits: 413 naming the document when too large,
+    /// 400 with the same reason as the request check otherwise.
+    pub fn over_limit(error: &LimitError, id: &str) -> ApiError {
+        match error {
+            LimitError::TooLarge { .. } => ApiError::DocumentTooLarge(id.to_string()),
+            LimitError::TooDeep { max } => {
+                ApiError::BadRequest(format!("JSON nesting deeper than {max} levels"))
+            }
+            LimitError::InvalidJson(reason) => ApiError::BadRequest(reason.to_string()),
+        }
+    }
 }
 
 impl From<EngineError> for ApiError {
@@ -181,6 +199,10 @@ impl From<EngineError> for ApiError {
         match error {
             EngineError::Invalid(reason) => ApiError::BadRequest(reason),
             error if error.is_insufficient_storage() => ApiError::insufficient_storage(),
+            EngineError::CorruptDocument(reason) => ApiError::CorruptDocument(format!(
+                "the stored record of this document does not decode ({reason}); a database \
+                 admin can remove it with POST /{{db}}/_purge {{\"{{id}}\": [\"{{any rev}}\"]}}"
+            )),
             // Storage errors show no file path (settee-storage logs the full message).
             error => {
                 tracing::error!(%error, "engine error");

@@ -170,6 +170,14 @@ async fn save_ddoc(
                 reason: format!("Unknown error while saving the design document: {name}"),
             }))
         }
+        UpdateOutcome::OverLimit(error) => Err(ApiError::Mango(MangoError::Internal {
+            error: "error_saving_ddoc",
+            reason: format!("Unknown error while saving the design document: {error}"),
+        })),
+        UpdateOutcome::CorruptRecord(reason) => Err(ApiError::Mango(MangoError::Internal {
+            error: "error_saving_ddoc",
+            reason: format!("The design document's stored record does not decode: {reason}"),
+        })),
     }
 }
 

@@ -318,6 +318,9 @@ pub async fn mutate(
             Err(ApiError::Conflict)
         }
         MutateInOutcome::NotJson => Err(bad("the document is not JSON")),
-        MutateInOutcome::TooBig => Err(ApiError::DocumentTooLarge(id.to_string())),
+        MutateInOutcome::OverLimit(error) => Err(ApiError::over_limit(&error, id)),
+        MutateInOutcome::GenerationOverflow => Err(bad(
+            "the document's revision is at the largest generation; it cannot be edited",
+        )),
     }
 }

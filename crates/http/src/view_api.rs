@@ -16,7 +16,7 @@ use settee_views::{
 use crate::auth::Operation;
 use crate::couch_doc::{render_doc, RenderOptions};
 use crate::db_api::open;
-use crate::doc_api::{attachment_fetcher, read_doc};
+use crate::doc_api::{attachment_fetcher, read_doc_or_skip, within_limits};
 use crate::error::{ApiError, ApiResult};
 use crate::request::Req;
 use crate::response::{json as json_response, json_bytes, json_string, ok_true, HttpResponse};
@@ -348,7 +348,9 @@ fn include_doc(
         ),
         None => (row.id_str().into_owned(), None),
     };
-    let record = read_doc(bucket, &id)?;
+    // A document whose record does not decode, or whose body is past the document limits,
+    // is `null` here, as a missing one is: one bad document never fails the query (issue 18).
+    let record = read_doc_or_skip(bucket, &id)?;
     let leaf = record.as_ref().and_then(|record| match &rev {
         Some(rev) => record
             .leaves
@@ -356,6 +358,7 @@ fn include_doc(
             .find(|leaf| leaf.rev.to_string() == *rev),
         None => record.winner().filter(|leaf| !leaf.deleted),
     });
+    let leaf = leaf.filter(|leaf| within_limits(bucket, &id, leaf).is_ok());
     match (record.as_ref(), leaf) {
         (Some(record), Some(leaf)) => {
             let fetch = attachment_fetcher(bucket, &id);

@@ -120,6 +120,20 @@ fn node_list(state: &KvState) -> serde_json::Value {
     }])
 }
 
+/// `GET /settee/stats`: the engine's counters -- records readers skipped because they do not
+/// decode or are past the document limits (issue 18), for the node and per bucket. Counters
+/// only grow while the node runs.
+fn stats_report(state: &KvState) -> serde_json::Value {
+    let (total, per_bucket) = state.engine.skip_stats();
+    let buckets: serde_json::Map<String, serde_json::Value> = per_bucket
+        .into_iter()
+        .map(|(name, stats)| (name, serde_json::json!(stats)))
+        .collect();
+    let mut report = serde_json::json!(total);
+    report["buckets"] = serde_json::Value::Object(buckets);
+    report
+}
+
 fn handle<B>(state: &KvState, request: Request<B>, peer: IpAddr) -> Response<Full<Bytes>> {
     let Some(user) = user_of(state, &request, peer) else {
         return Response::builder()
@@ -150,7 +164,8 @@ fn handle<B>(state: &KvState, request: Request<B>, peer: IpAddr) -> Response<Ful
         ["", "settee", "timings"] if user.is_admin() => {
             json(StatusCode::OK, state.timings_report())
         }
-        ["", "settee", "timings"] => json(
+        ["", "settee", "stats"] if user.is_admin() => json(StatusCode::OK, stats_report(state)),
+        ["", "settee", "timings" | "stats"] => json(
             StatusCode::FORBIDDEN,
             serde_json::json!({"error": "forbidden", "reason": "server admin required"}),
         ),

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use settee_engine::{
-    Bucket, KvMutation, KvOutcome, KvRef, LockOutcome, StoreMode, UnlockOutcome, KEY_BYTES_MAX,
+    Bucket, KvMutation, KvOutcome, KvRef, LimitError, LockOutcome, StoreMode, UnlockOutcome,
+    KEY_BYTES_MAX,
 };
 use settee_kv_codec::{datatype, opcode, status, Frame, FramingExtras};
 
@@ -180,6 +181,29 @@ impl OpCtx {
                 out,
                 status::DELTA_BADVAL,
                 "Existing document is not a number",
+            ),
+            // The node's one document limit (the HTTP door's 413): E2BIG as kv_engine answers
+            // for an item over its size limit.
+            KvOutcome::OverLimit(LimitError::TooLarge { size, max }) => self.error(
+                out,
+                status::E2BIG,
+                &format!("Value too big: {size} bytes, the document limit is {max}"),
+            ),
+            // kv_engine has no depth limit of its own (it stores what its JSON validator
+            // accepts); the node's one JSON depth limit refuses the value with EINVAL and says
+            // why in the error context, as kv_engine does for a value it will not store.
+            KvOutcome::OverLimit(LimitError::TooDeep { max }) => self.error(
+                out,
+                status::EINVAL,
+                &format!("JSON value nested deeper than {max} levels"),
+            ),
+            KvOutcome::OverLimit(LimitError::InvalidJson(reason)) => {
+                self.error(out, status::EINVAL, reason)
+            }
+            KvOutcome::GenerationOverflow => self.error(
+                out,
+                status::EINVAL,
+                "The document's revision is at the largest generation",
             ),
         }
     }

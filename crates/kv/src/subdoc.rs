@@ -7,6 +7,7 @@ use settee_engine::subdoc::{
     CreateMode, Lookup, LookupOp, LookupSpec, MutateIn, MutateInOutcome, MutateOp, MutateSpec,
     Status,
 };
+use settee_engine::LimitError;
 use settee_kv_codec::subdoc::{
     doc_flag, op, path_flag, put_lookup_result, put_mutation_result, MultiExtras, SingleExtras,
     Spec, Specs, SubdocError, MAX_PATH_BYTES,
@@ -423,7 +424,24 @@ fn mutate(
                 status::SUBDOC_DOC_NOT_JSON,
                 "Document is not JSON",
             ),
-            Ok(MutateInOutcome::TooBig) => ctx.error(&mut out, status::E2BIG, "Document too big"),
+            Ok(MutateInOutcome::OverLimit(LimitError::TooLarge { .. })) => {
+                ctx.error(&mut out, status::E2BIG, "Document too big")
+            }
+            // kv_engine answers SUBDOC_DOC_E2DEEP for a document deeper than it can parse;
+            // the same status says a mutation would leave one deeper than the limit.
+            Ok(MutateInOutcome::OverLimit(LimitError::TooDeep { max })) => ctx.error(
+                &mut out,
+                status::SUBDOC_DOC_E2DEEP,
+                &format!("Document would nest deeper than {max} levels"),
+            ),
+            Ok(MutateInOutcome::OverLimit(LimitError::InvalidJson(reason))) => {
+                ctx.error(&mut out, status::EINVAL, reason)
+            }
+            Ok(MutateInOutcome::GenerationOverflow) => ctx.error(
+                &mut out,
+                status::EINVAL,
+                "The document's revision is at the largest generation",
+            ),
             Err(error) => ctx.engine_error(&mut out, &error),
         }
         out

@@ -124,8 +124,9 @@ pub fn execute(
         } else {
             let record = match row.record.take() {
                 Some(record) => record,
+                // A record that does not decode is skipped (counted by the engine).
                 None => match bucket
-                    .read_record(row.id.as_bytes())
+                    .read_record_or_skip(row.id.as_bytes())
                     .map_err(engine_error)?
                 {
                     Some(record) => record,

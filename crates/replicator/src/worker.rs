@@ -80,8 +80,11 @@ impl Worker<'_> {
     ) -> Result<Vec<Value>, ReplicatorError> {
         if self.use_bulk_get {
             stats.bulk_get_attempts += missing.len() as u64;
-            if let Some(docs) = self.bulk_get(missing, with_atts_since).await? {
+            if let Some((docs, unreadable)) = self.bulk_get(missing, with_atts_since).await? {
                 stats.bulk_get_docs += docs.len() as u64;
+                // Revisions the source could not send (a document past its limits, a record
+                // that does not decode): not copied, counted as failures like refused writes.
+                stats.doc_write_failures += unreadable;
                 stats.docs_read += docs.len() as u64;
                 return Ok(docs);
             }
@@ -94,12 +97,13 @@ impl Worker<'_> {
         Ok(docs)
     }
 
-    /// `POST _bulk_get`; `None` when the source does not have the endpoint.
+    /// `POST _bulk_get`: the documents, and how many revisions the source answered with an
+    /// error other than `not_found`; `None` when the source does not have the endpoint.
     async fn bulk_get(
         &self,
         missing: &[Missing],
         with_atts_since: bool,
-    ) -> Result<Option<Vec<Value>>, ReplicatorError> {
+    ) -> Result<Option<(Vec<Value>, u64)>, ReplicatorError> {
         let mut specs = Vec::new();
         for doc in missing {
             for rev in &doc.revs {
@@ -132,6 +136,7 @@ impl Worker<'_> {
             })?;
         let mut docs = Vec::new();
         let mut seen = HashSet::new();
+        let mut unreadable = 0;
         for result in results {
             for entry in result
                 .get("docs")
@@ -139,14 +144,21 @@ impl Worker<'_> {
                 .into_iter()
                 .flatten()
             {
-                // Errors are revisions the source no longer has (purged, or stemmed and
-                // compacted since the change was read): nothing to copy, as in CouchDB.
+                // `not_found` errors are revisions the source no longer has (purged, or stemmed
+                // and compacted since the change was read): nothing to copy, as in CouchDB.
+                // Any other error is one document the source cannot send; the rest go on.
                 if let Some(doc) = entry.get("ok") {
                     push_unique(&mut docs, &mut seen, doc);
+                } else if let Some(error) = entry.get("error") {
+                    if error.get("error").and_then(Value::as_str) != Some("not_found") {
+                        unreadable += 1;
+                        tracing::warn!(doc = ?error.get("id"), reason = ?error.get("reason"),
+                            "the source could not send a document; it is not replicated");
+                    }
                 }
             }
         }
-        Ok(Some(docs))
+        Ok(Some((docs, unreadable)))
     }
 
     /// `GET /db/doc?open_revs=[...]` answered as JSON.

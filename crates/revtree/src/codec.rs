@@ -158,8 +158,11 @@ fn decode_node(
                 .ok()
                 .and_then(|parent_index| earlier.get(parent_index))
                 .ok_or(DecodeError::BadParent { index })?;
-            // Parents were validated, so pos + 1 cannot overflow.
-            (Some(parent.clone()), parent.pos + 1)
+            // A child of a node at REV_POS_MAX cannot exist: refused, never wrapped.
+            let pos = parent
+                .child_pos()
+                .ok_or(DecodeError::BadPosition { index })?;
+            (Some(parent.clone()), pos)
         }
     };
     let hash_len = usize::from(reader.byte()?);

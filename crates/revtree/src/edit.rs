@@ -6,9 +6,11 @@ use crate::tree::{Node, RevTree};
 
 /// Why [`RevTree::edit`] refused an edit. The tree is unchanged whenever one is returned.
 ///
-/// Every variant except [`EditError::InvalidRevision`] and [`EditError::WrongGeneration`] is
+/// Every variant except [`EditError::InvalidRevision`], [`EditError::WrongGeneration`] and
+/// [`EditError::GenerationOverflow`] is
 /// CouchDB's ordinary `409 conflict`: the writer's view of the document is stale, an expected
-/// outcome ([`EditError::is_conflict`]). The other two mean the caller built a bad revision id.
+/// outcome ([`EditError::is_conflict`]). The other three mean the caller built a bad revision
+/// id, or asked for one that cannot exist.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum EditError {
@@ -35,6 +37,9 @@ pub enum EditError {
     /// The new revision id is out of bounds ([`RevId::is_valid`]).
     #[error("invalid revision id {0}")]
     InvalidRevision(RevId),
+    /// The parent is at the largest generation ([`crate::REV_POS_MAX`]): no child can follow.
+    #[error("revision {0} is at the largest generation; it cannot be edited")]
+    GenerationOverflow(RevId),
 }
 
 impl EditError {
@@ -42,7 +47,9 @@ impl EditError {
     pub fn is_conflict(&self) -> bool {
         !matches!(
             self,
-            EditError::WrongGeneration { .. } | EditError::InvalidRevision(_)
+            EditError::WrongGeneration { .. }
+                | EditError::InvalidRevision(_)
+                | EditError::GenerationOverflow(_)
         )
     }
 }
@@ -83,8 +90,12 @@ impl RevTree {
                 Some(winner) => return Err(EditError::DocumentExists(winner.rev)),
             },
         };
-        // A parent in the tree is valid, so its pos + 1 cannot overflow.
-        let expected = parent.as_ref().map_or(1, |parent| parent.pos + 1);
+        let expected = match &parent {
+            None => 1,
+            Some(parent) => parent
+                .child_pos()
+                .ok_or_else(|| EditError::GenerationOverflow(parent.clone()))?,
+        };
         if new.pos != expected {
             return Err(EditError::WrongGeneration {
                 expected,

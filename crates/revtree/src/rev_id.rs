@@ -3,10 +3,15 @@
 use std::cmp::Ordering;
 use std::fmt;
 
-/// Largest generation a revision may have. CouchDB has no documented bound, but four billion
-/// edits of one document is far beyond anything real, and the bound keeps `pos + 1` from ever
-/// overflowing.
-pub const REV_POS_MAX: u64 = u32::MAX as u64;
+/// Largest generation a revision may have. CouchDB's positions are unbounded integers and
+/// replicators may send any of them (`_revisions.start`), so the tree takes the whole `u64`
+/// range; a child of a revision at this generation cannot exist ([`RevId::child_pos`] says so,
+/// and every edit checks it rather than wrapping).
+pub const REV_POS_MAX: u64 = u64::MAX;
+
+/// Digits of the largest `pos` ([`REV_POS_MAX`] has 20): a longer `pos` text is refused before
+/// it is parsed.
+const REV_POS_DIGITS_MAX: usize = 20;
 
 /// Longest hash a revision may have, in bytes. CouchDB writes 32 hex characters; the bound is
 /// what the byte format's one-byte length field can hold (docs/format/revtree.md).
@@ -45,16 +50,32 @@ impl RevId {
     pub fn parse(text: &str) -> Option<RevId> {
         let (pos_text, hash) = text.split_once('-')?;
         let digits_only = pos_text.bytes().all(|byte| byte.is_ascii_digit());
-        // More than ten digits is above REV_POS_MAX anyway; refusing them here keeps the
-        // integer parse from ever overflowing on a hostile string.
-        if pos_text.is_empty() || pos_text.len() > 10 || !digits_only || pos_text.starts_with('0') {
+        // More digits than REV_POS_MAX has is above it anyway; refusing them first keeps a
+        // hostile string short, and the parse itself fails on overflow instead of wrapping.
+        if pos_text.is_empty()
+            || pos_text.len() > REV_POS_DIGITS_MAX
+            || !digits_only
+            || pos_text.starts_with('0')
+        {
             return None;
         }
         let rev = RevId {
-            pos: pos_text.parse().ok()?,
+            pos: pos_text.parse::<u64>().ok()?,
             hash: hash.to_owned(),
         };
         rev.is_valid().then_some(rev)
+    }
+
+    /// The generation of a child of this revision, or `None` when it would pass
+    /// [`REV_POS_MAX`]: such an edit is refused, never wrapped to 0.
+    pub fn child_pos(&self) -> Option<u64> {
+        self.pos.checked_add(1)
+    }
+
+    /// The generation of a new revision whose parent is `parent` (1 for a new document);
+    /// `None` when the parent is already at [`REV_POS_MAX`].
+    pub fn next_pos(parent: Option<&RevId>) -> Option<u64> {
+        parent.map_or(Some(1), RevId::child_pos)
     }
 
     /// Whether the id obeys the bounds the tree and its byte format rely on: `pos` in

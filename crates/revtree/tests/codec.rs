@@ -75,6 +75,28 @@ fn long_hashes_and_large_generations_round_trip() {
 }
 
 #[test]
+fn generations_past_u32_round_trip_up_to_u64_max() {
+    // 30733d8 refused these at decode (and silently dropped them at merge, storing an empty
+    // tree); CouchDB's positions are unbounded, so the format carries the whole u64.
+    let mut tree = RevTree::new();
+    tree.merge_path(&[rev("4294967296-aa")], false);
+    tree.merge_path(
+        &[RevId::new(u64::MAX, "z"), RevId::new(u64::MAX - 1, "y")],
+        true,
+    );
+    assert_eq!(tree.len(), 3);
+    let bytes = encode(&tree);
+    assert_eq!(RevTree::decode(&bytes), Ok(tree));
+    // 2^32 as a root: 01 01 | 00 00 80 80 80 80 10 | 02 "aa"
+    let mut single = RevTree::new();
+    single.merge_path(&[rev("4294967296-aa")], false);
+    assert_eq!(
+        encode(&single),
+        [0x01, 0x01, 0x00, 0x00, 0x80, 0x80, 0x80, 0x80, 0x10, 0x02, b'a', b'a']
+    );
+}
+
+#[test]
 fn every_truncation_is_rejected() {
     for len in 0..EXAMPLE.len() {
         assert!(RevTree::decode(&EXAMPLE[..len]).is_err(), "prefix of {len}");
@@ -161,12 +183,14 @@ fn bad_fields_are_rejected() {
         RevTree::decode(&pos_zero),
         Err(DecodeError::BadPosition { index: 0 })
     );
-    let pos_too_big = [
-        0x01, 0x01, 0x00, 0x00, 0x80, 0x80, 0x80, 0x80, 0x10, 0x01, b'a',
+    // A root at u64::MAX is fine; a child of it would be at 2^64: refused, not wrapped to 0.
+    let child_past_the_end = [
+        0x01, 0x02, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x01,
+        b'a', 0x01, 0x00, 0x01, b'b',
     ];
     assert_eq!(
-        RevTree::decode(&pos_too_big),
-        Err(DecodeError::BadPosition { index: 0 })
+        RevTree::decode(&child_past_the_end),
+        Err(DecodeError::BadPosition { index: 1 })
     );
     let empty_hash = [0x01, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00];
     assert_eq!(

@@ -189,3 +189,16 @@ fn invalid_ids_are_refused() {
     assert!(tree.edit(None, long, false).is_err());
     assert!(tree.is_empty());
 }
+
+#[test]
+fn a_revision_at_the_largest_generation_cannot_be_edited() {
+    let mut tree = RevTree::new();
+    let last = RevId::new(u64::MAX, "z");
+    tree.merge_path(std::slice::from_ref(&last), false);
+    let error = tree
+        .edit(Some(&last), RevId::new(1, "wrapped"), false)
+        .expect_err("no generation after u64::MAX");
+    assert_eq!(error, EditError::GenerationOverflow(last.clone()));
+    assert!(!error.is_conflict());
+    assert_eq!(tree.len(), 1);
+}

@@ -8,8 +8,9 @@ use settee_revtree::{Leaf, RevId, REV_HASH_BYTES_MAX, REV_POS_MAX};
 fn parse_splits_at_the_first_dash() {
     assert_eq!(RevId::parse("1-abc"), Some(RevId::new(1, "abc")));
     assert_eq!(RevId::parse("12-a-b-c"), Some(RevId::new(12, "a-b-c")));
+    assert_eq!(RevId::parse("4294967296-x"), Some(RevId::new(1 << 32, "x")));
     assert_eq!(
-        RevId::parse("4294967295-x"),
+        RevId::parse("18446744073709551615-x"),
         Some(RevId::new(REV_POS_MAX, "x"))
     );
 }
@@ -27,8 +28,10 @@ fn parse_rejects_malformed_ids() {
         "+1-x",
         " 1-x",
         "1a-x",
-        "4294967296-x",
+        "18446744073709551616-x",
+        "99999999999999999999-x",
         "99999999999999999999999-x",
+        "000000000000000000001-x",
     ] {
         assert_eq!(RevId::parse(text), None, "{text:?}");
     }
@@ -58,7 +61,10 @@ fn display_is_the_inverse_of_parse() {
 fn validity_bounds() {
     assert!(RevId::new(1, "a").is_valid());
     assert!(!RevId::new(0, "a").is_valid());
-    assert!(!RevId::new(REV_POS_MAX + 1, "a").is_valid());
+    assert!(RevId::new(REV_POS_MAX, "a").is_valid());
+    assert_eq!(RevId::new(REV_POS_MAX, "a").child_pos(), None);
+    assert_eq!(RevId::new(7, "a").child_pos(), Some(8));
+    assert_eq!(RevId::next_pos(None), Some(1));
     assert!(!RevId::new(1, "").is_valid());
 }
 

@@ -52,6 +52,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let mut engine_options = EngineOptions::default();
     engine_options.store.row_cache_bytes = settings.doc_cache_size;
+    // One set of document limits for both doors, enforced by the engine on every write.
+    engine_options.limits = settee_engine::DocLimits {
+        doc_bytes_max: settings.max_document_size,
+        json_depth_max: settings.max_json_depth,
+    };
     let engine = Arc::new(
         Engine::open(&settings.data_dir.join("db"), engine_options)
             .context("opening the storage engine")?,

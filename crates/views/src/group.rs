@@ -378,10 +378,18 @@ impl IndexGroup {
             if id.starts_with("_design/") && !self.include_design {
                 continue;
             }
-            let Some((header, body)) = self.bucket.read_winner(&entry.key)? else {
+            // A record that does not decode reads as absent (counted by the engine), and a body
+            // past the document limits is never handed to a mapper: a 100,000-deep value would
+            // fail the JavaScript map of the whole batch, so of every query (issue 18). Either
+            // way the document emits no rows and the build goes on.
+            let Some((header, body)) = self.bucket.read_winner_or_skip(&entry.key)? else {
                 continue;
             };
             if header.deleted || !header.json {
+                continue;
+            }
+            if let Err(error) = self.bucket.doc_limits().check(&body, true, 0) {
+                self.bucket.skip_over_limit(&entry.key, &error);
                 continue;
             }
             docs.push((

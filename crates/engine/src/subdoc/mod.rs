@@ -135,8 +135,11 @@ pub enum MutateInOutcome {
     },
     /// The body is not JSON, so paths in it mean nothing.
     NotJson,
-    /// The result would exceed the document size limit.
-    TooBig,
+    /// The resulting document would pass the document limits (`limits.rs`): too large, too
+    /// deep, or holding a number no double can represent. Nothing was written.
+    OverLimit(crate::limits::LimitError),
+    /// The document's winning revision is at the largest generation: no mutation can follow.
+    GenerationOverflow,
 }
 
 /// Where a spec's path points.
@@ -580,11 +583,20 @@ impl Bucket {
                 Err(status) => return Ok(MutateInOutcome::SpecFailed { index, status }),
             }
         }
+        let body = Bytes::from(if delete { b"{}".to_vec() } else { body });
+        // The same limits as every other write, on the document the specs produced: body and
+        // extended attributes together (Couchbase counts both in its item size).
+        let xattrs_len = if xattrs == b"{}" { 0 } else { xattrs.len() };
+        if let Err(error) = self.limits.check(&body, json && !delete, xattrs_len) {
+            return Ok(MutateInOutcome::OverLimit(error));
+        }
         let mut record = current.clone().unwrap_or_else(empty_record);
         let parent = record.winner().map(|leaf| leaf.rev.clone());
-        let body = Bytes::from(if delete { b"{}".to_vec() } else { body });
+        let Some(pos) = RevId::next_pos(parent.as_ref()) else {
+            return Ok(MutateInOutcome::GenerationOverflow);
+        };
         let rev = RevId {
-            pos: parent.as_ref().map_or(1, |parent| parent.pos + 1),
+            pos,
             hash: revision_hash(parent.as_ref(), delete, &body, &[]),
         };
         if record
