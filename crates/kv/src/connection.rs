@@ -30,7 +30,7 @@ use crate::deadlines::{Deadlines, Silence};
 use crate::lanes::BusyMeter;
 use crate::limits::Slot;
 use crate::queue::{joined, spawn_later, Documents, Queue, TimingsGuard};
-use crate::session::{self, Handled, Session};
+use crate::session::{Handled, Session};
 use crate::timings::ConnTimings;
 use crate::KvState;
 
@@ -212,7 +212,7 @@ async fn run_on_lane(
                     break;
                 };
                 if queue.is_unordered() {
-                    if session::is_data_request(&frame) {
+                    if session.batches(&frame) {
                         batch.push(bytes.clone());
                         if batch.len() + queue.len() >= MAX_IN_FLIGHT {
                             break;
