@@ -210,7 +210,7 @@ fn feed_options(
         }
         Some(other) => Filter::Js(state.js_filters.function(bucket, req, other, body)?),
     };
-    let mut render = crate::doc_api::render_options(req)?;
+    let mut render = crate::doc_api::render_options(req, bucket)?;
     render.revs = false;
     Ok(FeedOptions {
         feed,

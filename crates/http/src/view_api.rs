@@ -18,6 +18,7 @@ use crate::couch_doc::{render_doc, RenderOptions};
 use crate::db_api::open;
 use crate::doc_api::{attachment_fetcher, read_doc};
 use crate::error::{ApiError, ApiResult};
+use crate::replicator_docs::{credentials_shown, CredentialsShown};
 use crate::request::Req;
 use crate::response::{json as json_response, json_bytes, json_string, ok_true, HttpResponse};
 use crate::router::{is_get, not_allowed};
@@ -118,10 +119,11 @@ pub async fn view(
         .design
         .view_index(view_name)
         .ok_or_else(|| ApiError::NotFound("missing_named_view".into()))?;
+    let credentials = credentials_shown(&bucket, &req.user);
     if let Some(list) = queries {
-        return run_queries(state, &bucket, &found, view, &list).await;
+        return run_queries(state, &bucket, &found, view, &list, credentials).await;
     }
-    let body = run_one(state, &bucket, &found, view, params).await?;
+    let body = run_one(state, &bucket, &found, view, params, credentials).await?;
     Ok(json_bytes(StatusCode::OK, body))
 }
 
@@ -153,7 +155,8 @@ pub async fn view_queries(
         .design
         .view_index(view_name)
         .ok_or_else(|| ApiError::NotFound("missing_named_view".into()))?;
-    run_queries(state, &bucket, &found, view, &list).await
+    let credentials = credentials_shown(&bucket, &req.user);
+    run_queries(state, &bucket, &found, view, &list, credentials).await
 }
 
 async fn run_queries(
@@ -162,6 +165,7 @@ async fn run_queries(
     found: &DesignViews,
     view: usize,
     list: &Value,
+    credentials: CredentialsShown,
 ) -> ApiResult<HttpResponse> {
     let Value::Array(queries) = list else {
         return Err(ApiError::BadRequest("`queries` must be an array".into()));
@@ -183,7 +187,7 @@ async fn run_queries(
         if index > 0 {
             out.push(b',');
         }
-        out.extend(run_one(state, bucket, found, view, params).await?);
+        out.extend(run_one(state, bucket, found, view, params, credentials.clone()).await?);
     }
     out.extend_from_slice(b"]}");
     Ok(json_bytes(StatusCode::OK, out))
@@ -196,6 +200,7 @@ async fn run_one(
     found: &DesignViews,
     view: usize,
     params: ViewParams,
+    credentials: CredentialsShown,
 ) -> ApiResult<Vec<u8>> {
     let reduce_kind = found.design.views[view].reduce.clone();
     let kind = params.plan(reduce_kind.is_some())?;
@@ -219,7 +224,7 @@ async fn run_one(
         (QueryKind::Reduce(grouping), Some(reducer)) => {
             reduce_query(&group, view, &params, grouping, &reducer)
         }
-        _ => map_query(&bucket, &group, view, &params),
+        _ => map_query(&bucket, &group, view, &params, credentials),
     })
     .await
     .map_err(|error| ApiError::Internal(format!("view query panicked: {error}")))?
@@ -272,6 +277,7 @@ fn map_query(
     group: &IndexGroup,
     view: usize,
     params: &ViewParams,
+    credentials: CredentialsShown,
 ) -> ApiResult<Vec<u8>> {
     let ranges = ranges(params);
     let offset = match ranges.first() {
@@ -290,7 +296,7 @@ fn map_query(
     let mut first = true;
     let options = RenderOptions {
         conflicts: params.conflicts,
-        ..RenderOptions::default()
+        ..RenderOptions::for_reader(credentials)
     };
     'ranges: for range in &ranges {
         for row in group.scan(view, range) {
