@@ -8,7 +8,9 @@
 //! `_users` lets a user read and write their own account document and anyone sign up.
 //! Writes that skip the door's document checks (the KV door's mutations, sub-document
 //! mutations) may not reach what those checks protect: accounts and replication documents are
-//! written that way only by database admins.
+//! written that way only by database admins. Likewise reads that skip the door's read filter
+//! (the KV door's reads, sub-document lookups), which hides other users' credentials in
+//! replication documents: those are read that way only by database admins.
 
 use crate::access::DbAccess;
 use crate::users::{USERS_DB, USER_PREFIX};
@@ -23,8 +25,12 @@ pub enum Operation<'a> {
     /// Whole-database reads: info, `_all_docs`, `_changes`, views, `_find`, `_revs_diff`, bulk
     /// reads, and the KV door's statistics and sequence numbers.
     ReadDb,
-    /// Read one document.
+    /// Read one document through the HTTP document API, whose read filter for system
+    /// databases (other users' credentials in `_replicator`) applies.
     ReadDoc(&'a [u8]),
+    /// Read one document's stored body as it is, without that filter: KV reads, sub-document
+    /// lookups.
+    ReadDocRaw(&'a [u8]),
     /// Create, update or delete one document through the HTTP document API, whose checks for
     /// system databases (account hashing, `_replicator` owners) run.
     WriteDoc(&'a [u8]),
@@ -79,7 +85,7 @@ fn needed(who: Principal<'_>, db: &str, operation: Operation<'_>) -> Option<DbAc
         Operation::ReadDb | Operation::ReadSecurity => Some(DbAccess::Member),
         Operation::WriteSecurity | Operation::AdminDb => Some(DbAccess::Admin),
         Operation::AdminServer => Some(DbAccess::Admin),
-        Operation::ReadDoc(id) | Operation::WriteDoc(id)
+        Operation::ReadDoc(id) | Operation::ReadDocRaw(id) | Operation::WriteDoc(id)
             if db == USERS_DB && id.starts_with(USER_PREFIX.as_bytes()) =>
         {
             let own = who.name.is_some_and(|name| {
@@ -94,6 +100,8 @@ fn needed(who: Principal<'_>, db: &str, operation: Operation<'_>) -> Option<DbAc
             }
         }
         Operation::ReadDoc(_) => Some(DbAccess::Member),
+        Operation::ReadDocRaw(id) if db == REPLICATOR_DB && !is_design(id) => Some(DbAccess::Admin),
+        Operation::ReadDocRaw(_) => Some(DbAccess::Member),
         Operation::WriteDoc(id) if is_design(id) => Some(DbAccess::Admin),
         Operation::WriteDoc(_) => Some(DbAccess::Member),
         Operation::WriteDocRaw(id) if is_design(id) || db == USERS_DB || db == REPLICATOR_DB => {
@@ -242,5 +250,30 @@ mod tests {
             );
             assert!(authorize(BOB, DbAccess::Admin, db, Operation::WriteDocRaw(b"x")).is_allowed());
         }
+    }
+
+    #[test]
+    fn raw_reads_of_replications_need_a_database_admin() {
+        let raw = |access, db, id| authorize(BOB, access, db, Operation::ReadDocRaw(id));
+        assert_eq!(
+            raw(DbAccess::Member, REPLICATOR_DB, b"job"),
+            Decision::Forbidden(NOT_DB_ADMIN)
+        );
+        assert!(raw(DbAccess::Admin, REPLICATOR_DB, b"job").is_allowed());
+        // Design documents hold no credentials; other databases' documents are read as usual.
+        assert!(raw(DbAccess::Member, REPLICATOR_DB, b"_design/x").is_allowed());
+        assert!(raw(DbAccess::Member, "db", b"job").is_allowed());
+        // Through the document API (which hides the credentials) a member reads them.
+        assert!(authorize(
+            BOB,
+            DbAccess::Member,
+            REPLICATOR_DB,
+            Operation::ReadDoc(b"job")
+        )
+        .is_allowed());
+        // Accounts: as ReadDoc.
+        let own = b"org.couchdb.user:bob";
+        assert!(raw(DbAccess::None, USERS_DB, own).is_allowed());
+        assert!(!raw(DbAccess::None, USERS_DB, b"org.couchdb.user:eve").is_allowed());
     }
 }

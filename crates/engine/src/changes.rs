@@ -224,7 +224,7 @@ impl Bucket {
     /// document in `vbucket` that starts with it and holds the entry's seqno. An entry no
     /// document holds any more (written over since the `seq` read) is removed: its document's
     /// later entry follows in the stream.
-    fn resolve_abbreviated(
+    pub(crate) fn resolve_abbreviated(
         &self,
         vbucket: u16,
         entries: &mut Vec<ChangeEntry>,

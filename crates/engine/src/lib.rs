@@ -17,6 +17,7 @@
 mod access_epoch;
 mod bucket;
 mod changes;
+mod changes_descending;
 pub mod clock;
 mod engine;
 mod error;
@@ -39,6 +40,7 @@ mod xattrs;
 pub use access_epoch::AccessEpoch;
 pub use bucket::{Bucket, BucketConfig, Committed, VbState, KEY_BYTES_MAX};
 pub use changes::{ChangeCursor, ChangeEntry};
+pub use changes_descending::DescendingCursor;
 pub use engine::{CreateOutcome, Engine, EngineOptions, REVS_LIMIT_DEFAULT, USERS_BUCKET};
 pub use error::EngineError;
 pub use kv::{

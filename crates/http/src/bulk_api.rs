@@ -177,7 +177,7 @@ pub async fn bulk_get(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<H
     if docs.len() > state.config.max_docs_per_bulk {
         return Err(ApiError::RequestTooLarge);
     }
-    let base = render_options(req)?;
+    let base = render_options(req, &bucket)?;
     let latest = req.bool_param("latest", false)?;
     let mut out = Vec::with_capacity(docs.len() * 256);
     out.extend_from_slice(b"{\"results\":[");
@@ -309,7 +309,7 @@ pub async fn all_docs(
         _ => return Err(not_allowed("GET,HEAD,POST")),
     };
     let include_docs = req.bool_param("include_docs", false)?;
-    let mut options = render_options(req)?;
+    let mut options = render_options(req, &bucket)?;
     options.revs = false;
     let descending = req.bool_param("descending", false)?;
     let skip = req.u64_param("skip")?.unwrap_or(0) as usize;

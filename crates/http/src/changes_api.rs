@@ -287,7 +287,7 @@ fn feed_options(
         }
         Some(other) => Filter::Js(state.js_filters.function(bucket, req, other, body)?),
     };
-    let mut render = crate::doc_api::render_options(req)?;
+    let mut render = crate::doc_api::render_options(req, bucket)?;
     render.revs = false;
     Ok(FeedOptions {
         feed,
@@ -391,21 +391,10 @@ fn change_row(
     Ok(Some(out))
 }
 
-/// A batch of rows from `position` on; advances `position`. Returns (rows, exhausted).
-fn next_batch(
-    bucket: &Bucket,
-    position: &mut SeqVector,
-    options: &FeedOptions,
-    rows_max: usize,
-    budget: &mut FilterBudget,
-) -> ApiResult<(Vec<Vec<u8>>, bool)> {
-    let mut cursor = bucket.changes(position.clone());
-    next_batch_from(bucket, &mut cursor, position, options, rows_max, budget)
-}
-
-/// [`next_batch`] from a cursor kept across batches: a new cursor reads a chunk from every
+/// A batch of rows from a cursor kept across batches (a new cursor reads a chunk from every
 /// vbucket before it yields anything, so one per batch of 500 rows read up to 64 x 256
-/// entries for each 500 (a long `_changes` page took 0.4 s at 40,000 documents).
+/// entries for each 500: a long `_changes` page took 0.4 s at 40,000 documents); advances
+/// `position`. Returns (rows, exhausted).
 fn next_batch_from(
     bucket: &Bucket,
     cursor: &mut settee_engine::ChangeCursor<'_>,
@@ -635,7 +624,8 @@ fn count_pending(bucket: &Bucket, position: &SeqVector) -> u64 {
         .max(counted as u64)
 }
 
-/// `descending=true`: newest first. Reads the stream forward, then answers in reverse.
+/// `descending=true`: newest first, read backwards (`Bucket::changes_descending`) and sent in
+/// chunks as it is read, so a long feed is never held whole; `last_seq` is the last row's.
 async fn descending_feed(
     bucket: &Bucket,
     since: SeqVector,
@@ -643,38 +633,53 @@ async fn descending_feed(
     budget: &mut FilterBudget,
     mut out: Output,
 ) {
-    let mut rows: Vec<Vec<u8>> = Vec::new();
-    let mut position = since;
-    loop {
-        let (batch, done) = match next_batch(bucket, &mut position, options, ROWS_PER_BATCH, budget)
-        {
-            Ok(batch) => batch,
-            Err(error) => {
-                out.fail(error).await;
-                return;
-            }
-        };
-        rows.extend(batch);
-        if done {
-            break;
-        }
-    }
     let limit = options.limit.unwrap_or(usize::MAX);
+    let mut cursor = bucket.changes_descending(since);
+    let mut emitted = 0usize;
     let mut last_seq = String::from("0");
-    let mut body = Vec::new();
-    for (index, row) in rows.iter().rev().take(limit).enumerate() {
-        if let Some(seq) = serde_json::from_slice::<Value>(row).ok().and_then(|value| {
-            value
-                .get("seq")
-                .and_then(|seq| seq.as_str())
-                .map(str::to_string)
-        }) {
-            last_seq = seq;
+    let mut done = false;
+    while !done && emitted < limit {
+        // One body chunk per batch, bounded in rows, bytes and entries read.
+        let mut chunk = Vec::new();
+        let mut scanned = 0;
+        while emitted < limit && scanned < SCANNED_PER_BATCH && chunk.len() < STREAM_CHUNK_BYTES_MAX
+        {
+            match cursor.next() {
+                Some(Ok(entry)) => {
+                    scanned += 1;
+                    let seq = cursor.position().encode();
+                    let row = match change_row(bucket, &entry, &seq, options, budget) {
+                        Ok(row) => row,
+                        Err(error) => {
+                            if !chunk.is_empty() {
+                                let _ = out.send(chunk).await;
+                            }
+                            out.fail(error).await;
+                            return;
+                        }
+                    };
+                    if let Some(row) = row {
+                        chunk.extend_from_slice(&frame(Feed::Normal, &row, emitted == 0));
+                        emitted += 1;
+                        last_seq = seq;
+                    }
+                }
+                Some(Err(error)) => {
+                    tracing::warn!(%error, "change stream read failed");
+                    done = true;
+                    break;
+                }
+                None => {
+                    done = true;
+                    break;
+                }
+            }
         }
-        body.extend_from_slice(&frame(Feed::Normal, row, index == 0));
+        if !chunk.is_empty() && !out.send(chunk).await {
+            return;
+        }
+        tokio::task::yield_now().await;
     }
-    body.extend_from_slice(
-        format!("\n],\n\"last_seq\":\"{last_seq}\",\"pending\":0}}\n").as_bytes(),
-    );
-    let _ = out.send(body).await;
+    let tail = format!("\n],\n\"last_seq\":\"{last_seq}\",\"pending\":0}}\n");
+    let _ = out.send(tail.into_bytes()).await;
 }

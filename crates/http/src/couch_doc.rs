@@ -15,6 +15,7 @@ use serde_json::value::RawValue;
 use settee_engine::{AttachmentInput, AttachmentMeta, DocRecord, Leaf, RevId, REV_HASH_BYTES_MAX};
 
 use crate::error::{ApiError, ApiResult};
+use crate::replicator_docs::{hide_credentials, CredentialsShown};
 use crate::response::json_string;
 
 /// A document as a client wrote it.
@@ -34,7 +35,8 @@ pub struct ParsedDoc {
     pub body: Bytes,
 }
 
-struct Members<'a>(Vec<(String, &'a RawValue)>);
+/// The top-level members of a JSON object in order, each value as the exact bytes stored.
+pub(crate) struct Members<'a>(pub(crate) Vec<(String, &'a RawValue)>);
 
 impl<'de: 'a, 'a> serde::Deserialize<'de> for Members<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -236,9 +238,12 @@ fn parse_attachments(raw: &str) -> ApiResult<(Vec<AttachmentInput>, Follows)> {
     Ok((inputs, follows))
 }
 
-/// What to add around a document body when rendering it.
-#[derive(Clone, Debug, Default)]
+/// What to add around a document body when rendering it, and what the reader may see of it.
+/// (No `Default`: every read names its reader, see [`RenderOptions::for_reader`].)
+#[derive(Clone, Debug)]
 pub struct RenderOptions {
+    /// Whose replication credentials the reader sees (`replicator_docs.rs`).
+    pub credentials: CredentialsShown,
     pub revs: bool,
     pub revs_info: bool,
     pub conflicts: bool,
@@ -253,6 +258,22 @@ pub struct RenderOptions {
 }
 
 impl RenderOptions {
+    /// The document alone (no revision history, conflicts or attachment bodies), as
+    /// `credentials` says the reader may see it.
+    pub fn for_reader(credentials: CredentialsShown) -> RenderOptions {
+        RenderOptions {
+            credentials,
+            revs: false,
+            revs_info: false,
+            conflicts: false,
+            deleted_conflicts: false,
+            local_seq: false,
+            attachments: false,
+            atts_since: Vec::new(),
+            follows: false,
+        }
+    }
+
     /// The newest generation among `atts_since` revisions this document has: attachments
     /// added at or before it are known to the client and go out as stubs.
     pub fn known_attachment_pos(&self, record: &DocRecord) -> Option<u64> {
@@ -264,6 +285,22 @@ impl RenderOptions {
     }
 }
 
+/// The revision of `leaf` the reader of `options` is shown (its ETag).
+pub fn shown_rev(id: &str, leaf: &Leaf, options: &RenderOptions) -> RevId {
+    match hide_credentials(&options.credentials, id, leaf) {
+        Some((_, rev)) => rev,
+        None => leaf.rev.clone(),
+    }
+}
+
+/// The body of `leaf` the reader of `options` is shown (what `COPY` copies).
+pub fn shown_body(id: &str, leaf: &Leaf, options: &RenderOptions) -> Bytes {
+    match hide_credentials(&options.credentials, id, leaf) {
+        Some((body, _)) => Bytes::from(body),
+        None => leaf.body.clone(),
+    }
+}
+
 /// Renders one revision of a document as CouchDB JSON. `fetch` returns attachment bodies.
 pub fn render_doc(
     id: &str,
@@ -272,17 +309,26 @@ pub fn render_doc(
     options: &RenderOptions,
     fetch: &dyn Fn(&[u8; 16]) -> ApiResult<Bytes>,
 ) -> ApiResult<Vec<u8>> {
+    // What this reader is shown: another user's replication document has no credentials and
+    // a revision of its own.
+    let hidden = hide_credentials(&options.credentials, id, leaf);
+    let (body, shown_rev) = match &hidden {
+        Some((body, rev)) => (body.as_slice(), rev),
+        None => (&leaf.body[..], &leaf.rev),
+    };
+    // The shown revision in place of the stored one where the history starts.
+    let path_rev = |rev: &RevId| if *rev == leaf.rev { shown_rev } else { rev }.clone();
     let mut out = String::with_capacity(leaf.body.len() + 128);
     out.push_str("{\"_id\":");
     out.push_str(&json_string(id));
     out.push_str(",\"_rev\":\"");
-    let _ = write!(out, "{}", leaf.rev);
+    let _ = write!(out, "{shown_rev}");
     out.push('"');
     if leaf.deleted {
         out.push_str(",\"_deleted\":true");
     }
     let mut bytes = out.into_bytes();
-    splice_members(&mut bytes, &leaf.body, leaf.json);
+    splice_members(&mut bytes, body, leaf.json);
     let mut out = String::new();
     if !leaf.attachments.is_empty() {
         out.push_str(",\"_attachments\":");
@@ -316,7 +362,7 @@ pub fn render_doc(
                 if index > 0 {
                     out.push(',');
                 }
-                out.push_str(&json_string(&rev.hash));
+                out.push_str(&json_string(&path_rev(rev).hash));
             }
             out.push_str("]}");
         }
@@ -333,6 +379,7 @@ pub fn render_doc(
                     Some(_) => "available",
                     None => "missing",
                 };
+                let rev = path_rev(rev);
                 let _ = write!(out, "{{\"rev\":\"{rev}\",\"status\":\"{status}\"}}");
             }
             out.push(']');

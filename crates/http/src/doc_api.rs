@@ -14,7 +14,7 @@ use crate::auth::{require, Operation, UserCtx, REPLICATOR_DB, USERS_DB, USER_PRE
 use crate::couch_doc::{parse_doc, parse_rev, render_doc, ParsedDoc, RenderOptions};
 use crate::db_api::open;
 use crate::error::{ApiError, ApiResult};
-use crate::replicator_docs::prepare_replicator_doc;
+use crate::replicator_docs::{credentials_shown, prepare_replicator_doc};
 use crate::request::{check_json_limits, Req};
 use crate::response::{etag, json, json_bytes, with_header, HttpResponse};
 use crate::router::not_allowed;
@@ -88,8 +88,8 @@ pub async fn document(
     }
 }
 
-/// Render options from the query string.
-pub fn render_options(req: &Req) -> ApiResult<RenderOptions> {
+/// Render options from the query string, for the request's user reading `bucket`.
+pub fn render_options(req: &Req, bucket: &Bucket) -> ApiResult<RenderOptions> {
     let meta = req.bool_param("meta", false)?;
     let atts_since = match req.json_param("atts_since")? {
         Some(serde_json::Value::Array(revs)) => revs
@@ -100,6 +100,7 @@ pub fn render_options(req: &Req) -> ApiResult<RenderOptions> {
         None => Vec::new(),
     };
     Ok(RenderOptions {
+        credentials: credentials_shown(bucket, &req.user),
         revs: req.bool_param("revs", false)?,
         revs_info: meta || req.bool_param("revs_info", false)?,
         conflicts: meta || req.bool_param("conflicts", false)?,
@@ -149,7 +150,7 @@ pub fn within_limits(bucket: &Bucket, id: &str, leaf: &Leaf) -> Result<(), Limit
 }
 
 fn get(state: &HttpState, req: &Req, bucket: &Bucket, id: &str) -> ApiResult<HttpResponse> {
-    let options = render_options(req)?;
+    let options = render_options(req, bucket)?;
     let record = read_doc(bucket, id)?;
     if let Some(open_revs) = req.param("open_revs") {
         return crate::attachments_api::open_revs(
@@ -186,7 +187,7 @@ fn get(state: &HttpState, req: &Req, bucket: &Bucket, id: &str) -> ApiResult<Htt
             winner
         }
     };
-    let tag = etag(&leaf.rev.to_string());
+    let tag = etag(&crate::couch_doc::shown_rev(id, leaf, &options).to_string());
     if req.header("if-none-match") == Some(tag.as_str()) {
         let mut response = json_bytes(StatusCode::NOT_MODIFIED, Vec::new());
         *response.body_mut() = crate::response::full(Bytes::new());
@@ -446,8 +447,10 @@ async fn copy(state: &HttpState, req: &Req, bucket: &Bucket, id: &str) -> ApiRes
             data,
         });
     }
+    // What the user may read of it: another user's replication without its credentials.
+    let options = RenderOptions::for_reader(credentials_shown(bucket, &req.user));
     let doc = ParsedDoc {
-        body: leaf.body.clone(),
+        body: crate::couch_doc::shown_body(id, leaf, &options),
         attachments: Some(attachments),
         ..ParsedDoc::default()
     };

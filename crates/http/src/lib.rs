@@ -27,10 +27,12 @@ pub mod request;
 pub mod response;
 pub mod router;
 pub mod server_api;
+pub mod streamed;
 pub mod subdoc_api;
 pub mod uuids;
 pub mod view_api;
 pub mod view_params;
+pub mod view_rows;
 
 use std::convert::Infallible;
 use std::sync::Arc;

@@ -20,6 +20,7 @@ use crate::couch_doc::{render_doc, RenderOptions};
 use crate::db_api::open;
 use crate::doc_api::{attachment_fetcher, read_doc};
 use crate::error::{ApiError, ApiResult};
+use crate::replicator_docs::credentials_shown;
 use crate::request::Req;
 use crate::response::{channel_body, json, HttpResponse, STREAM_CHUNK_BYTES_MAX};
 use crate::router::not_allowed;
@@ -315,11 +316,12 @@ pub async fn find(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
             group.ensure_builder();
         }
     }
+    let credentials = credentials_shown(&bucket, &req.user);
     let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(8);
     tokio::task::spawn_blocking(move || {
         let options = RenderOptions {
             conflicts: request.conflicts,
-            ..RenderOptions::default()
+            ..RenderOptions::for_reader(credentials)
         };
         let render = |id: &str, record: &DocRecord| -> Option<Vec<u8>> {
             let leaf = record.winner()?;

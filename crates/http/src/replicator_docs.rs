@@ -10,13 +10,23 @@
 //!
 //! Writes that skip these checks (the KV door, sub-document mutations) need a database admin
 //! (`settee_auth::authorize`); the replicator's own state updates go to the engine directly.
+//!
+//! Reads, as CouchDB's `after_doc_read`: a user who is neither a database admin nor the
+//! document's owner is shown it without credentials — userinfo in the `source` and `target`
+//! URLs, their `headers` and `auth` — and under a revision made up for that body. Every read of
+//! a document's body through the HTTP door renders it with `couch_doc::render_doc`, which asks
+//! [`hide_credentials`] with the reader's [`CredentialsShown`] (part of its `RenderOptions`):
+//! GET, `open_revs`, `_bulk_get`, `_all_docs`, `_changes`, views and `_find` with their
+//! documents, and the documents `_changes` filters and `_find` selectors are matched against.
+//! Reads that skip it (KV reads, sub-document lookups) need a database admin.
 
 use bytes::Bytes;
+use md5::{Digest, Md5};
 use serde_json::{Map, Value};
-use settee_engine::Bucket;
+use settee_engine::{Bucket, Leaf, RevId};
 
-use crate::auth::{db_access, DbAccess, UserCtx};
-use crate::couch_doc::ParsedDoc;
+use crate::auth::{db_access, DbAccess, UserCtx, REPLICATOR_DB};
+use crate::couch_doc::{Members, ParsedDoc};
 use crate::error::{ApiError, ApiResult};
 
 /// The member that records who wrote a replication document (CouchDB's).
@@ -89,6 +99,115 @@ pub fn prepare_replicator_doc(
     Ok(())
 }
 
+/// Whose replication credentials a reader is shown.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CredentialsShown {
+    /// Every document as stored: a database other than `_replicator`, or one of its admins.
+    All,
+    /// Only those of the documents this user owns (`None`: anonymous, who owns none).
+    OwnedBy(Option<String>),
+}
+
+/// What `user` is shown of the documents of `bucket`.
+pub fn credentials_shown(bucket: &Bucket, user: &UserCtx) -> CredentialsShown {
+    if bucket.name() != REPLICATOR_DB || db_access(bucket, user) == DbAccess::Admin {
+        CredentialsShown::All
+    } else {
+        CredentialsShown::OwnedBy(user.name.clone())
+    }
+}
+
+/// The body and revision a reader is shown of revision `leaf` of document `id`, when they are
+/// not the stored ones: for a reader who sees only their own documents' credentials, another
+/// user's replication document has them removed and a revision of its own (the same position,
+/// a hash of the shown body), as CouchDB makes one up "since we're returning a technically
+/// non-existent document body". `None`: shown as stored.
+pub fn hide_credentials(
+    shown: &CredentialsShown,
+    id: &str,
+    leaf: &Leaf,
+) -> Option<(Vec<u8>, RevId)> {
+    let CredentialsShown::OwnedBy(reader) = shown else {
+        return None;
+    };
+    if !is_replication(id) || !leaf.json {
+        return None;
+    }
+    let Ok(Members(members)) = serde_json::from_slice::<Members>(&leaf.body) else {
+        // Not an object: no member to hide, nothing a client sees of it.
+        return None;
+    };
+    let owner = members
+        .iter()
+        .find(|(name, _)| name == OWNER)
+        .and_then(|(_, value)| serde_json::from_str::<String>(value.get()).ok());
+    if owner.is_some() && owner.as_deref() == reader.as_deref() {
+        return None;
+    }
+    let mut body = Vec::with_capacity(leaf.body.len());
+    body.push(b'{');
+    for (index, (name, value)) in members.iter().enumerate() {
+        if index > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(crate::response::json_string(name).as_bytes());
+        body.push(b':');
+        let endpoint = (name == "source" || name == "target")
+            .then(|| serde_json::from_str::<Value>(value.get()).ok())
+            .flatten();
+        match endpoint.and_then(without_credentials) {
+            Some(stripped) => body.extend_from_slice(stripped.to_string().as_bytes()),
+            None => body.extend_from_slice(value.get().as_bytes()),
+        }
+    }
+    body.push(b'}');
+    let mut hash = Md5::new();
+    hash.update(leaf.rev.to_string().as_bytes());
+    hash.update(&body);
+    let rev = RevId {
+        pos: leaf.rev.pos,
+        hash: hash
+            .finalize()
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect(),
+    };
+    Some((body, rev))
+}
+
+/// A replication endpoint without its credentials, or `None` when it holds none: a URL loses
+/// its userinfo; an object its `headers` and `auth` (as CouchDB's `strip_credentials`) and
+/// the userinfo of its `url` (which CouchDB leaves).
+fn without_credentials(endpoint: Value) -> Option<Value> {
+    match endpoint {
+        Value::String(url) => without_userinfo(&url).map(Value::String),
+        Value::Object(mut members) => {
+            let mut changed = members.shift_remove("headers").is_some();
+            changed |= members.shift_remove("auth").is_some();
+            if let Some(url) = members
+                .get("url")
+                .and_then(Value::as_str)
+                .and_then(without_userinfo)
+            {
+                members.insert("url".into(), Value::String(url));
+                changed = true;
+            }
+            changed.then_some(Value::Object(members))
+        }
+        _ => None,
+    }
+}
+
+/// `scheme://user:password@host/...` without `user:password@`, or `None` when the URL's
+/// authority holds no userinfo.
+fn without_userinfo(url: &str) -> Option<String> {
+    let authority_at = url.find("://")? + 3;
+    let rest = &url[authority_at..];
+    let authority_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let userinfo_len = rest[..authority_len].rfind('@')? + 1;
+    Some(format!("{}{}", &url[..authority_at], &rest[userinfo_len..]))
+}
+
 /// CouchDB's `user_ctx` rules: a name is a non-empty string or null; only admins name someone
 /// else or roles they do not hold.
 fn check_user_ctx(body: &Map<String, Value>, user: &UserCtx, is_admin: bool) -> ApiResult<()> {
@@ -151,6 +270,91 @@ mod tests {
 
     fn body(value: Value) -> Map<String, Value> {
         value.as_object().cloned().unwrap_or_default()
+    }
+
+    fn leaf(body: Value) -> Leaf {
+        Leaf {
+            rev: RevId::parse("2-0123456789abcdef0123456789abcdef").expect("rev"),
+            deleted: false,
+            body: Bytes::from(body.to_string()),
+            json: true,
+            attachments: Vec::new(),
+        }
+    }
+
+    fn shown_body(shown: &CredentialsShown, id: &str, stored: &Leaf) -> Option<Value> {
+        hide_credentials(shown, id, stored)
+            .map(|(body, _)| serde_json::from_slice(&body).expect("JSON"))
+    }
+
+    #[test]
+    fn other_users_see_replications_without_credentials() {
+        let stored = leaf(serde_json::json!({
+            "source": "https://alice:s3cret@remote.example/db",
+            "target": {
+                "url": "http://bob:pw@other.example:5984/copy",
+                "headers": {"Authorization": "Basic Ym9iOnB3"},
+                "auth": {"basic": {"username": "bob", "password": "pw"}},
+                "timeout": 10
+            },
+            "continuous": true,
+            "owner": "alice"
+        }));
+        let mel = CredentialsShown::OwnedBy(Some("mel".into()));
+        let shown = shown_body(&mel, "job", &stored).expect("hidden from mel");
+        assert_eq!(
+            shown,
+            serde_json::json!({
+                "source": "https://remote.example/db",
+                "target": {"url": "http://other.example:5984/copy", "timeout": 10},
+                "continuous": true,
+                "owner": "alice"
+            })
+        );
+        // Member order is kept.
+        let keys: Vec<String> = shown.as_object().expect("object").keys().cloned().collect();
+        assert_eq!(keys, ["source", "target", "continuous", "owner"]);
+        // A revision of its own, at the same position, the same for the same body.
+        let (_, rev) = hide_credentials(&mel, "job", &stored).expect("hidden");
+        assert_eq!(rev.pos, 2);
+        assert_ne!(rev, stored.rev);
+        assert_eq!(
+            hide_credentials(&mel, "job", &stored).map(|(_, rev)| rev),
+            Some(rev)
+        );
+        // Anonymous readers see no one's; the owner and admins see them.
+        assert!(shown_body(&CredentialsShown::OwnedBy(None), "job", &stored).is_some());
+        let alice = CredentialsShown::OwnedBy(Some("alice".into()));
+        assert_eq!(hide_credentials(&alice, "job", &stored), None);
+        assert_eq!(
+            hide_credentials(&CredentialsShown::All, "job", &stored),
+            None
+        );
+        // Design documents are not replications.
+        assert_eq!(hide_credentials(&mel, "_design/x", &stored), None);
+    }
+
+    #[test]
+    fn userinfo_is_cut_from_the_authority_only() {
+        assert_eq!(
+            without_userinfo("http://a:b@host:5984/db").as_deref(),
+            Some("http://host:5984/db")
+        );
+        assert_eq!(
+            without_userinfo("https://token@host/db").as_deref(),
+            Some("https://host/db")
+        );
+        assert_eq!(
+            without_userinfo("http://u:p@s@host/db").as_deref(),
+            Some("http://host/db")
+        );
+        assert_eq!(without_userinfo("http://host/db?x=a:b@c"), None);
+        assert_eq!(without_userinfo("local-db"), None);
+        assert_eq!(without_credentials(Value::String("db".into())), None);
+        assert_eq!(
+            without_credentials(serde_json::json!({"url": "http://host/db"})),
+            None
+        );
     }
 
     #[test]

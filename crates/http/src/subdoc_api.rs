@@ -113,7 +113,8 @@ pub async fn lookup(
     if req.method != hyper::Method::POST {
         return Err(ApiError::MethodNotAllowed("POST"));
     }
-    let bucket = open(state, req, db, Operation::ReadDoc(id.as_bytes()))?;
+    // Paths of the stored body as it is: no read filter (see `replicator_docs.rs`).
+    let bucket = open(state, req, db, Operation::ReadDocRaw(id.as_bytes()))?;
     let body: LookupBody = parse_body(req.json_body_within(&state.config).await?)?;
     if body.specs.is_empty() || body.specs.len() > MAX_SPECS {
         return Err(bad("between 1 and 16 specs"));

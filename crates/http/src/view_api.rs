@@ -1,6 +1,7 @@
 //! JavaScript views over HTTP: `/{db}/_design/{ddoc}/_view/{view}` (GET, POST, `/queries`),
 //! `/{db}/_design/{ddoc}/_info`, `/{db}/_view_cleanup`, and the design-document check at PUT.
-//! Parameters are parsed in `view_params.rs`; the index is `settee-views`.
+//! Parameters are parsed in `view_params.rs`; the rows are written, as they are read, by
+//! `view_rows.rs` and streamed by `streamed.rs`; the index is `settee-views`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -8,20 +9,18 @@ use std::sync::Arc;
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 use settee_engine::{Bucket, ScanRange};
-use settee_views::{
-    Design, DesignViews, GroupedReduce, IndexGroup, KeyBound, KeyRange, ReduceKind, Reducer, Row,
-    ViewError,
-};
+use settee_views::{Design, DesignViews, ViewError};
 
 use crate::auth::Operation;
-use crate::couch_doc::{render_doc, RenderOptions};
 use crate::db_api::open;
-use crate::doc_api::{attachment_fetcher, read_doc_or_skip, within_limits};
 use crate::error::{ApiError, ApiResult};
+use crate::replicator_docs::{credentials_shown, CredentialsShown};
 use crate::request::Req;
-use crate::response::{json as json_response, json_bytes, json_string, ok_true, HttpResponse};
+use crate::response::{json as json_response, ok_true, HttpResponse};
 use crate::router::{is_get, not_allowed};
-use crate::view_params::{QueryKind, UpdateMode, ViewParams};
+use crate::streamed::delayed_json;
+use crate::view_params::ViewParams;
+use crate::view_rows;
 use crate::HttpState;
 
 /// Most queries one `/queries` request may carry.
@@ -121,11 +120,13 @@ pub async fn view(
         .design
         .view_index(view_name)
         .ok_or_else(|| ApiError::NotFound("missing_named_view".into()))?;
+    let credentials = credentials_shown(&bucket, &req.user);
     if let Some(list) = queries {
-        return run_queries(state, &bucket, &found, view, &list).await;
+        return run_queries(state, &bucket, &found, view, &list, credentials).await;
     }
-    let body = run_one(state, &bucket, &found, view, params).await?;
-    Ok(json_bytes(StatusCode::OK, body))
+    let query = view_rows::plan(state, &bucket, &found, view, params).await?;
+    let group = found.group.clone();
+    delayed_json(move |out| view_rows::write(&bucket, &group, &query, &credentials, out)).await
 }
 
 /// `POST /{db}/_design/{ddoc}/_view/{view}/queries`.
@@ -156,15 +157,18 @@ pub async fn view_queries(
         .design
         .view_index(view_name)
         .ok_or_else(|| ApiError::NotFound("missing_named_view".into()))?;
-    run_queries(state, &bucket, &found, view, &list).await
+    let credentials = credentials_shown(&bucket, &req.user);
+    run_queries(state, &bucket, &found, view, &list, credentials).await
 }
 
+/// Several queries of one view, answered in one `{"results": [...]}` streamed like one.
 async fn run_queries(
     state: &HttpState,
     bucket: &Arc<Bucket>,
     found: &DesignViews,
     view: usize,
     list: &Value,
+    credentials: CredentialsShown,
 ) -> ApiResult<HttpResponse> {
     let Value::Array(queries) = list else {
         return Err(ApiError::BadRequest("`queries` must be an array".into()));
@@ -174,8 +178,8 @@ async fn run_queries(
             "at most {QUERIES_PER_REQUEST_MAX} queries per request"
         )));
     }
-    let mut out = b"{\"results\":[".to_vec();
-    for (index, query) in queries.iter().enumerate() {
+    let mut planned = Vec::with_capacity(queries.len());
+    for query in queries {
         let Value::Object(members) = query else {
             return Err(ApiError::BadRequest(
                 "Each query must be a JSON object".into(),
@@ -183,237 +187,22 @@ async fn run_queries(
         };
         let mut params = ViewParams::default();
         params.merge_json(members)?;
-        if index > 0 {
-            out.push(b',');
-        }
-        out.extend(run_one(state, bucket, found, view, params).await?);
+        planned.push(view_rows::plan(state, bucket, found, view, params).await?);
     }
-    out.extend_from_slice(b"]}");
-    Ok(json_bytes(StatusCode::OK, out))
-}
-
-/// Plans, waits for the index as `update` asks, then reads on a blocking thread.
-async fn run_one(
-    state: &HttpState,
-    bucket: &Arc<Bucket>,
-    found: &DesignViews,
-    view: usize,
-    params: ViewParams,
-) -> ApiResult<Vec<u8>> {
-    let reduce_kind = found.design.views[view].reduce.clone();
-    let kind = params.plan(reduce_kind.is_some())?;
-    match params.update {
-        UpdateMode::Wait => found.group.wait_for(&bucket.high_seqnos()).await?,
-        UpdateMode::Lazy => found.group.ensure_builder(),
-        UpdateMode::No => {}
-    }
-    let reducer = match (kind, reduce_kind) {
-        (QueryKind::Reduce(_), Some(ReduceKind::JavaScript(_))) => Some(Reducer::JavaScript {
-            pool: state.views.js().clone(),
-            program: found.program.clone(),
-            view,
-        }),
-        (QueryKind::Reduce(_), Some(builtin)) => Some(Reducer::Builtin(builtin)),
-        _ => None,
-    };
-    let group = found.group.clone();
     let bucket = bucket.clone();
-    tokio::task::spawn_blocking(move || match (kind, reducer) {
-        (QueryKind::Reduce(grouping), Some(reducer)) => {
-            reduce_query(&group, view, &params, grouping, &reducer)
+    let group = found.group.clone();
+    delayed_json(move |out| {
+        out.buffer().extend_from_slice(b"{\"results\":[");
+        for (index, query) in planned.iter().enumerate() {
+            if index > 0 {
+                out.buffer().push(b',');
+            }
+            view_rows::write(&bucket, &group, query, &credentials, out)?;
         }
-        _ => map_query(&bucket, &group, view, &params),
+        out.buffer().extend_from_slice(b"]}");
+        Ok(())
     })
     .await
-    .map_err(|error| ApiError::Internal(format!("view query panicked: {error}")))?
-}
-
-fn bound(key: &Option<Value>, doc_id: &Option<String>) -> Option<KeyBound> {
-    key.as_ref().map(|key| KeyBound {
-        key: key.clone(),
-        doc_id: doc_id.clone(),
-    })
-}
-
-/// The key ranges a query reads, in order: one per `keys` entry, else one.
-fn ranges(params: &ViewParams) -> Vec<KeyRange> {
-    if let Some(keys) = &params.keys {
-        return keys
-            .iter()
-            .map(|key| KeyRange {
-                descending: params.descending,
-                ..KeyRange::key(key.clone())
-            })
-            .collect();
-    }
-    if let Some(key) = &params.key {
-        return vec![KeyRange {
-            start: bound(&Some(key.clone()), &params.start_key_doc_id),
-            end: bound(&Some(key.clone()), &params.end_key_doc_id),
-            inclusive_end: params.inclusive_end,
-            descending: params.descending,
-        }];
-    }
-    vec![KeyRange {
-        start: bound(&params.start_key, &params.start_key_doc_id),
-        end: bound(&params.end_key, &params.end_key_doc_id),
-        inclusive_end: params.inclusive_end,
-        descending: params.descending,
-    }]
-}
-
-fn push_meta(out: &mut Vec<u8>, group: &IndexGroup, params: &ViewParams) {
-    if params.update_seq {
-        out.extend_from_slice(b"\"update_seq\":");
-        out.extend_from_slice(json_string(&group.update_seq().encode()).as_bytes());
-        out.push(b',');
-    }
-}
-
-fn map_query(
-    bucket: &Bucket,
-    group: &IndexGroup,
-    view: usize,
-    params: &ViewParams,
-) -> ApiResult<Vec<u8>> {
-    let ranges = ranges(params);
-    let offset = match ranges.first() {
-        Some(range) => group.offset_of(view, range)? + params.skip,
-        None => 0,
-    };
-    let mut out = format!(
-        "{{\"total_rows\":{},\"offset\":{offset},",
-        group.total_rows(view)
-    )
-    .into_bytes();
-    push_meta(&mut out, group, params);
-    out.extend_from_slice(b"\"rows\":[");
-    let mut to_skip = params.skip;
-    let mut left = params.limit.unwrap_or(u64::MAX);
-    let mut first = true;
-    let options = RenderOptions {
-        conflicts: params.conflicts,
-        ..RenderOptions::default()
-    };
-    'ranges: for range in &ranges {
-        for row in group.scan(view, range) {
-            if left == 0 {
-                break 'ranges;
-            }
-            let row = row?;
-            if to_skip > 0 {
-                to_skip -= 1;
-                continue;
-            }
-            left -= 1;
-            out.extend_from_slice(if first { b"\r\n" } else { b",\r\n" });
-            first = false;
-            write_row(&mut out, &row);
-            if params.include_docs {
-                out.extend_from_slice(b",\"doc\":");
-                include_doc(&mut out, bucket, &row, &options)?;
-            }
-            out.push(b'}');
-        }
-    }
-    out.extend_from_slice(b"\r\n]}\n");
-    Ok(out)
-}
-
-fn write_row(out: &mut Vec<u8>, row: &Row) {
-    out.extend_from_slice(b"{\"id\":");
-    out.extend_from_slice(json_string(&row.id_str()).as_bytes());
-    out.extend_from_slice(b",\"key\":");
-    out.extend_from_slice(&row.key_json);
-    out.extend_from_slice(b",\"value\":");
-    out.extend_from_slice(&row.value_json);
-}
-
-/// The row's document, or the document its value links to (`{"_id": ...}`, CouchDB's linked
-/// documents), or `null`.
-fn include_doc(
-    out: &mut Vec<u8>,
-    bucket: &Bucket,
-    row: &Row,
-    options: &RenderOptions,
-) -> ApiResult<()> {
-    let value = row.value();
-    let (id, rev) = match value.get("_id").and_then(Value::as_str) {
-        Some(linked) => (
-            linked.to_string(),
-            value
-                .get("_rev")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-        ),
-        None => (row.id_str().into_owned(), None),
-    };
-    // A document whose record does not decode, or whose body is past the document limits,
-    // is `null` here, as a missing one is: one bad document never fails the query (issue 18).
-    let record = read_doc_or_skip(bucket, &id)?;
-    let leaf = record.as_ref().and_then(|record| match &rev {
-        Some(rev) => record
-            .leaves
-            .iter()
-            .find(|leaf| leaf.rev.to_string() == *rev),
-        None => record.winner().filter(|leaf| !leaf.deleted),
-    });
-    let leaf = leaf.filter(|leaf| within_limits(bucket, &id, leaf).is_ok());
-    match (record.as_ref(), leaf) {
-        (Some(record), Some(leaf)) => {
-            let fetch = attachment_fetcher(bucket, &id);
-            out.extend(render_doc(&id, record, leaf, options, &fetch)?);
-        }
-        _ => out.extend_from_slice(b"null"),
-    }
-    Ok(())
-}
-
-fn reduce_query(
-    group: &IndexGroup,
-    view: usize,
-    params: &ViewParams,
-    grouping: settee_views::Grouping,
-    reducer: &Reducer,
-) -> ApiResult<Vec<u8>> {
-    let mut out = b"{".to_vec();
-    push_meta(&mut out, group, params);
-    out.extend_from_slice(b"\"rows\":[");
-    let mut to_skip = params.skip;
-    let mut left = params.limit.unwrap_or(u64::MAX);
-    let mut first = true;
-    let mut emit = |out: &mut Vec<u8>, (key, value): (Value, Value)| -> bool {
-        if left == 0 {
-            return false;
-        }
-        if to_skip > 0 {
-            to_skip -= 1;
-            return true;
-        }
-        left -= 1;
-        out.extend_from_slice(if first { b"\r\n" } else { b",\r\n" });
-        first = false;
-        out.extend_from_slice(format!("{{\"key\":{key},\"value\":{value}}}").as_bytes());
-        true
-    };
-    // Groups never span two `keys` entries: each key is reduced on its own.
-    'ranges: for range in ranges(params) {
-        let mut grouped = GroupedReduce::new(reducer, grouping);
-        for row in group.scan(view, &range) {
-            if let Some(done) = grouped.push(&row?)? {
-                if !emit(&mut out, done) {
-                    break 'ranges;
-                }
-            }
-        }
-        if let Some(done) = grouped.finish()? {
-            if !emit(&mut out, done) {
-                break;
-            }
-        }
-    }
-    out.extend_from_slice(b"\r\n]}\n");
-    Ok(out)
 }
 
 /// `GET /{db}/_design/{ddoc}/_info`.

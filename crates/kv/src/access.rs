@@ -23,8 +23,10 @@ use crate::KvState;
 /// What an opcode does to the document named by `key` (or to the bucket).
 pub(crate) fn operation_of(base: u8, key: &[u8]) -> Operation<'_> {
     match base {
-        opcode::GET | opcode::GETK | opcode::GET_META => Operation::ReadDoc(key),
-        op::GET | op::EXISTS | op::GET_COUNT | op::MULTI_LOOKUP => Operation::ReadDoc(key),
+        // The stored body as it is: `_replicator` documents only for database admins (the
+        // HTTP door hides other users' credentials in them; nothing here could).
+        opcode::GET | opcode::GETK | opcode::GET_META => Operation::ReadDocRaw(key),
+        op::GET | op::EXISTS | op::GET_COUNT | op::MULTI_LOOKUP => Operation::ReadDocRaw(key),
         opcode::STAT | opcode::OBSERVE_SEQNO => Operation::ReadDb,
         // Stores, removals, counters, APPEND/PREPEND, TOUCH and GAT (which changes the expiry),
         // GET_LOCKED and UNLOCK_KEY (which change what others may write), sub-document
@@ -204,11 +206,11 @@ mod tests {
     fn reads_and_writes_map_to_their_operations() {
         assert_eq!(
             operation_of(opcode::GET, b"k"),
-            Operation::ReadDoc(b"k".as_slice())
+            Operation::ReadDocRaw(b"k".as_slice())
         );
         assert_eq!(
             operation_of(op::MULTI_LOOKUP, b"k"),
-            Operation::ReadDoc(b"k".as_slice())
+            Operation::ReadDocRaw(b"k".as_slice())
         );
         assert_eq!(operation_of(opcode::STAT, b""), Operation::ReadDb);
         for write in [

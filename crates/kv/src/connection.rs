@@ -12,8 +12,8 @@
 //! lookups) are spawned and answered when they finish.
 //!
 //! The loop takes no new request while the replies it holds are over its output budget
-//! (`budget.rs`), and closes a connection silent for longer than its limits allow
-//! (`deadlines.rs`).
+//! (`budget.rs`), and closes a connection silent for longer than its limits allow, or whose
+//! client has stopped reading its replies (`deadlines.rs`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -26,11 +26,11 @@ use tokio::net::TcpStream;
 
 use crate::batch::{dispatch_batch, Limits};
 use crate::budget::{reply_may_carry_document, DOCUMENT_REPLIES_IN_FLIGHT_MAX};
-use crate::deadlines::{Deadlines, Silence};
+use crate::deadlines::{write_unless_stuck, Deadlines, Silence};
 use crate::lanes::BusyMeter;
 use crate::limits::Slot;
 use crate::queue::{joined, spawn_later, Documents, Queue, TimingsGuard};
-use crate::session::{self, Handled, Session};
+use crate::session::{Handled, Session};
 use crate::timings::ConnTimings;
 use crate::KvState;
 
@@ -115,6 +115,7 @@ async fn run_on_lane(
     };
     let output_bytes_max = state.config.limits.output_bytes_max;
     let deadlines = Deadlines::new(&state.config.limits);
+    let stuck_after = state.config.limits.send_queue_stuck_timeout;
     let check_every = deadlines.check_every();
     let check = tokio::time::sleep(check_every.unwrap_or(std::time::Duration::MAX / 4));
     tokio::pin!(check);
@@ -212,7 +213,7 @@ async fn run_on_lane(
                     break;
                 };
                 if queue.is_unordered() {
-                    if session::is_data_request(&frame) {
+                    if session.batches(&frame) {
                         batch.push(bytes.clone());
                         if batch.len() + queue.len() >= MAX_IN_FLIGHT {
                             break;
@@ -337,7 +338,10 @@ async fn run_on_lane(
         if !out.is_empty() {
             // Counted against the door's total while the socket takes them.
             let _held = state.output.hold(out.len());
-            if writer.write_all(&out).await.is_err() {
+            if write_unless_stuck(&mut writer, &out, stuck_after)
+                .await
+                .is_err()
+            {
                 return None;
             }
             out.clear();
@@ -353,7 +357,10 @@ async fn run_on_lane(
                     out.extend_from_slice(&reply);
                     if out.len() >= budget {
                         let _held = state.output.hold(out.len());
-                        if writer.write_all(&out).await.is_err() {
+                        if write_unless_stuck(&mut writer, &out, stuck_after)
+                            .await
+                            .is_err()
+                        {
                             return None;
                         }
                         out.clear();
@@ -377,7 +384,7 @@ async fn run_on_lane(
             }
             if !out.is_empty() {
                 let _held = state.output.hold(out.len());
-                let _ = writer.write_all(&out).await;
+                let _ = write_unless_stuck(&mut writer, &out, stuck_after).await;
             }
             let _ = writer.shutdown().await;
             return None;

@@ -2,8 +2,16 @@
 //! time, it left a frame unfinished, or it sat idle. The policy is a pure function of the
 //! connection's state and the time; the connection loop asks it whenever its check timer
 //! fires, so the hot path only notes when bytes last arrived.
+//!
+//! The other way round, a client that stops reading: [`write_unless_stuck`] gives up on a
+//! connection whose socket takes none of its replies for `send_queue_stuck_timeout`, as
+//! kv_engine's `shutdownIfSendQueueStuck` does after 360 s.
 
+use std::io::{Error, ErrorKind};
 use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
 
 use crate::limits::KvLimits;
 
@@ -87,6 +95,40 @@ impl Deadlines {
         }
         None
     }
+}
+
+/// Writes all of `bytes`, unless the socket takes none of them for `stuck_after` (kv_engine's
+/// "Send buffer stuck for too long"): then the connection is to be closed, with whatever it
+/// holds. A socket with room takes the bytes at once, without a timer.
+pub(crate) async fn write_unless_stuck(
+    writer: &mut OwnedWriteHalf,
+    bytes: &[u8],
+    stuck_after: Option<Duration>,
+) -> std::io::Result<()> {
+    let mut written = match writer.try_write(bytes) {
+        Ok(written) => written,
+        Err(error) if error.kind() == ErrorKind::WouldBlock => 0,
+        Err(error) => return Err(error),
+    };
+    let Some(stuck_after) = stuck_after.filter(|timeout| !timeout.is_zero()) else {
+        return writer.write_all(&bytes[written..]).await;
+    };
+    while written < bytes.len() {
+        match tokio::time::timeout(stuck_after, writer.write(&bytes[written..])).await {
+            Ok(Ok(0)) => return Err(ErrorKind::WriteZero.into()),
+            Ok(Ok(more)) => written += more,
+            Ok(Err(error)) => return Err(error),
+            Err(_) => {
+                tracing::warn!(
+                    unsent_bytes = bytes.len() - written,
+                    stuck_for_ms = stuck_after.as_millis() as u64,
+                    "kv send queue stuck for too long: closing the connection"
+                );
+                return Err(Error::new(ErrorKind::TimedOut, "send queue stuck"));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

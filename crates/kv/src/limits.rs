@@ -1,6 +1,7 @@
 //! The KV door's limits on connections (issue 18): how many may be open, how long one may stay
-//! silent before authenticating, in the middle of a frame or idle, and how many reply bytes one
-//! connection, and all of them together, may hold unsent. Each is a setting with Couchbase's
+//! silent before authenticating, in the middle of a frame or idle, how many reply bytes one
+//! connection, and all of them together, may hold unsent, and how long its unsent replies may
+//! wait for a client that does not read them. Each is a setting with Couchbase's
 //! default where Couchbase has one.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -16,6 +17,10 @@ pub const AUTH_TIMEOUT_DEFAULT: Duration = Duration::from_secs(300);
 /// connection (CouchDB's 30 s for incomplete HTTP headers; kv_engine has no such timer, but a
 /// partial frame holds a buffer sized for the whole announced frame).
 pub const PARTIAL_FRAME_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
+/// kv_engine closes a connection whose send queue has not shrunk for 360 s
+/// (`Connection::shutdownIfSendQueueStuck`, "Send buffer stuck for too long"): a client that
+/// stops reading would otherwise keep its connection, and the replies it holds, forever.
+pub const SEND_QUEUE_STUCK_TIMEOUT_DEFAULT: Duration = Duration::from_secs(360);
 /// kv_engine's `max_send_queue_size`: replies a connection may have queued before the server
 /// stops executing its commands until the socket drains.
 pub const OUTPUT_BYTES_MAX_DEFAULT: usize = 1 << 20;
@@ -39,6 +44,9 @@ pub struct KvLimits {
     /// A connection with nothing in flight and nothing arriving for this long is closed;
     /// `None` (the default): never, as kv_engine (SDKs keep idle connections for later).
     pub idle_timeout: Option<Duration>,
+    /// A connection whose socket takes none of its unsent replies for this long is closed;
+    /// `None`: never.
+    pub send_queue_stuck_timeout: Option<Duration>,
     /// Reply bytes one connection may hold unsent before it stops reading requests.
     pub output_bytes_max: usize,
     /// Unsent reply bytes of the whole door before every connection is held to
@@ -53,6 +61,7 @@ impl Default for KvLimits {
             auth_timeout: Some(AUTH_TIMEOUT_DEFAULT),
             partial_frame_timeout: Some(PARTIAL_FRAME_TIMEOUT_DEFAULT),
             idle_timeout: None,
+            send_queue_stuck_timeout: Some(SEND_QUEUE_STUCK_TIMEOUT_DEFAULT),
             output_bytes_max: OUTPUT_BYTES_MAX_DEFAULT,
             node_output_bytes_max: NODE_OUTPUT_BYTES_MAX_DEFAULT,
         }

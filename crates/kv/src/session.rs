@@ -99,8 +99,21 @@ impl SharedView {
     }
 }
 
+/// The only requests kv_engine runs on a connection that has not authenticated
+/// (`Cookie::validateClientRequest`); every other one, known or not and whatever its shape, is
+/// answered EACCESS: the cluster map names every node and port, and even NOOP or VERSION
+/// would tell an unauthenticated client more than it needs.
+const ALLOWED_BEFORE_AUTHENTICATION: [u8; 5] = [
+    opcode::HELLO,
+    opcode::SASL_LIST_MECHS,
+    opcode::SASL_AUTH,
+    opcode::SASL_STEP,
+    opcode::GET_ERROR_MAP,
+];
+
 /// Whether `frame` is a data request: answered by [`handle_data`] from a [`DataView`] alone,
-/// never reading or changing the connection's own state.
+/// never reading or changing the connection's own state. (A connection batches them only once
+/// authenticated: [`Session::handle`] refuses them before.)
 pub(crate) fn is_data_request(frame: &Frame<'_>) -> bool {
     frame.magic.is_request()
         && frame.magic != settee_kv_codec::Magic::ServerRequest
@@ -243,6 +256,11 @@ impl Session {
             // Replies to server pushes (none are sent yet) and stray responses are dropped.
             return Handled::Done;
         }
+        if self.account.is_none() && !ALLOWED_BEFORE_AUTHENTICATION.contains(&frame.opcode) {
+            // Before the request's shape is looked at, as kv_engine.
+            err(out, status::EACCESS, "Authenticate first");
+            return Handled::Done;
+        }
         let Some(framing) = admit(&features, frame, out) else {
             return Handled::Done;
         };
@@ -306,11 +324,6 @@ impl Session {
             opcode::SASL_AUTH => self.sasl_auth(frame, out),
             opcode::SASL_STEP => self.sasl_step(frame, out),
             opcode::SELECT_BUCKET => self.select_bucket(frame, out),
-            opcode::GET_CLUSTER_CONFIG if self.account.is_none() => {
-                // kv_engine lets an unauthenticated connection run only HELLO, SASL and
-                // GET_ERROR_MAP; the cluster map names every node and port.
-                err(out, status::EACCESS, "Authenticate first");
-            }
             opcode::GET_CLUSTER_CONFIG => {
                 let config = match &self.bucket {
                     Some(bucket) => cluster::bucket_config(bucket, &self.state.config),
@@ -702,6 +715,13 @@ impl Session {
     /// Whether SASL succeeded on this connection.
     pub fn is_authenticated(&self) -> bool {
         self.account.is_some()
+    }
+
+    /// Whether `frame` may join a batch of data requests answered from a [`SharedView`]: a
+    /// data request on an authenticated connection (before that, [`Session::handle`] refuses
+    /// it).
+    pub fn batches(&self, frame: &Frame<'_>) -> bool {
+        self.is_authenticated() && is_data_request(frame)
     }
 
     /// A snapshot of what data requests need, for answering them on other threads.

@@ -64,6 +64,10 @@ pub struct ServeArgs {
     /// ms; 0: never [default: 0, as kv_engine].
     #[arg(long, env = "SETTEE_KV_IDLE_TIMEOUT_MS")]
     pub kv_idle_timeout_ms: Option<u64>,
+    /// A KV connection whose socket takes none of its unsent replies for this long (a client
+    /// that stopped reading) is closed, ms; 0: never [default: 360000, as kv_engine].
+    #[arg(long, env = "SETTEE_KV_SEND_QUEUE_STUCK_TIMEOUT_MS")]
+    pub kv_send_queue_stuck_timeout_ms: Option<u64>,
     /// Unsent reply bytes a KV connection may hold before it stops reading requests until
     /// its socket drains [default: 1048576, kv_engine `max_send_queue_size`].
     #[arg(long, env = "SETTEE_KV_MAX_SEND_QUEUE_SIZE")]
@@ -144,6 +148,7 @@ struct FileConfig {
     kv_auth_timeout_ms: Option<u64>,
     kv_partial_frame_timeout_ms: Option<u64>,
     kv_idle_timeout_ms: Option<u64>,
+    kv_send_queue_stuck_timeout_ms: Option<u64>,
     kv_max_send_queue_size: Option<usize>,
     kv_max_send_queue_total: Option<usize>,
     admin: Option<Vec<String>>,
@@ -199,6 +204,7 @@ pub struct ConnectionSettings {
     pub kv_auth_timeout_ms: u64,
     pub kv_partial_frame_timeout_ms: u64,
     pub kv_idle_timeout_ms: u64,
+    pub kv_send_queue_stuck_timeout_ms: u64,
     pub kv_max_send_queue_size: usize,
     pub kv_max_send_queue_total: usize,
 }
@@ -286,6 +292,10 @@ impl ServeArgs {
                 .kv_idle_timeout_ms
                 .or(file.kv_idle_timeout_ms)
                 .unwrap_or(ms(kv_defaults.idle_timeout)),
+            kv_send_queue_stuck_timeout_ms: self
+                .kv_send_queue_stuck_timeout_ms
+                .or(file.kv_send_queue_stuck_timeout_ms)
+                .unwrap_or(ms(kv_defaults.send_queue_stuck_timeout)),
             kv_max_send_queue_size: self
                 .kv_max_send_queue_size
                 .or(file.kv_max_send_queue_size)

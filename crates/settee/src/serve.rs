@@ -122,6 +122,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                         settings.connections.kv_partial_frame_timeout_ms,
                     ),
                     idle_timeout: timeout(settings.connections.kv_idle_timeout_ms),
+                    send_queue_stuck_timeout: timeout(
+                        settings.connections.kv_send_queue_stuck_timeout_ms,
+                    ),
                     output_bytes_max: settings.connections.kv_max_send_queue_size,
                     node_output_bytes_max: settings.connections.kv_max_send_queue_total,
                 },

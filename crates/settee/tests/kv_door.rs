@@ -44,9 +44,10 @@ fn handshake_operations_and_both_doors() {
     let accepted = kv.hello(&[feature::XERROR, feature::SELECT_BUCKET, 0x7777]);
     assert_eq!(accepted, vec![feature::XERROR, feature::SELECT_BUCKET]);
     assert_eq!(kv.auth("alice", "wrong"), status::AUTH_ERROR);
+    // Still unauthenticated: refused before anything else is looked at, as kv_engine.
     assert_eq!(
         kv.call(opcode::GET, b"k", &[], &[], 0).status,
-        status::NO_BUCKET
+        status::EACCESS
     );
     assert_eq!(kv.auth("alice", "alicepw"), 0);
     assert_eq!(

@@ -3,12 +3,14 @@
 //! document are 600 MB of replies: the server stops taking the connection's requests while
 //! its unsent replies are over its budget, so its memory stays bounded (/proc VmRSS), another
 //! client keeps working meanwhile, and the slow reader, once it reads, gets every reply, in
-//! order without UnorderedExecution. On the HTTP door, `_all_docs?include_docs=true` over
-//! 100 MB of documents streams in bounded chunks to a client that does not read.
+//! order without UnorderedExecution. On the HTTP door, `_all_docs?include_docs=true`, a view
+//! whose rows are 100 MB (its values, or its documents with `include_docs=true`) and a
+//! descending `_changes` with the documents stream in bounded chunks to a client that does not
+//! read, while another client is answered; once it reads, it gets the whole, valid answer.
 
 mod support;
 
-use std::io::{Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -195,5 +197,91 @@ fn http_slow_readers_of_streamed_documents_hold_bounded_memory() {
     }
     let text = String::from_utf8_lossy(&body);
     assert_eq!(text.matches("\"blob\":").count(), 100);
+    server.stop();
+}
+
+/// 100 documents of 1 MB each in `db`.
+fn put_big_documents(http: &mut Client) {
+    assert_eq!(http.request("PUT", "/db", None).unwrap().status, 201);
+    let blob = "y".repeat(1 << 20);
+    for batch in 0..5 {
+        let docs: Vec<String> = (0..20)
+            .map(|index| format!("{{\"_id\":\"doc-{batch}-{index:02}\",\"blob\":\"{blob}\"}}"))
+            .collect();
+        let body = format!("{{\"docs\":[{}]}}", docs.join(","));
+        let response = http
+            .request("POST", "/db/_bulk_docs", Some(body.as_bytes()))
+            .unwrap();
+        assert_eq!(response.status, 201);
+    }
+}
+
+/// Asks for `path` on a connection that then does not read while the server's memory is
+/// watched and another client is served; then reads the whole response, which must be valid
+/// JSON.
+fn read_slowly(server: &Server, path: &str) -> serde_json::Value {
+    let mut warm = Client::connect(&server.addr).unwrap();
+    // Once whole, so the baseline includes what answering it costs anyway (caches, the index).
+    let whole = warm.request("GET", path, None).unwrap();
+    assert_eq!(whole.status, 200, "{path}");
+    drop(whole);
+    let baseline = server.memory_kb("VmRSS");
+    let mut slow = TcpStream::connect(&server.addr).unwrap();
+    let head = format!(
+        "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {}\r\n\r\n",
+        support::base64_engine::encode(support::ADMIN.as_bytes())
+    );
+    slow.write_all(head.as_bytes()).unwrap();
+    let growth = rss_growth_while_not_reading(server, baseline);
+    eprintln!("{path}: the server grew by {growth} kB while the client did not read");
+    assert!(
+        growth < 40 << 10,
+        "{path}: the server grew by {growth} kB for a client that does not read 100 MB"
+    );
+    let mut other = Client::connect(&server.addr).unwrap();
+    assert_eq!(other.request("GET", "/db", None).unwrap().status, 200);
+    slow.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let response = support::read_response(&mut BufReader::new(slow)).expect("the whole response");
+    assert_eq!(response.status, 200, "{path}");
+    serde_json::from_slice(&response.body)
+        .unwrap_or_else(|error| panic!("{path}: not JSON ({error})"))
+}
+
+#[test]
+fn http_slow_readers_of_views_and_descending_changes_hold_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_with(dir.path(), &["--max-document-size", "2000000"]);
+    let mut http = Client::connect(&server.addr).unwrap();
+    put_big_documents(&mut http);
+    let design = br#"{"views": {
+        "blobs": {"map": "function (doc) { emit(doc._id, doc.blob); }"},
+        "ids": {"map": "function (doc) { emit(doc._id, null); }"}
+    }}"#;
+    let put = http
+        .request("PUT", "/db/_design/big", Some(design))
+        .unwrap();
+    assert_eq!(put.status, 201);
+
+    // 100 MB of emitted values.
+    let blobs = read_slowly(&server, "/db/_design/big/_view/blobs");
+    let rows = blobs["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 100);
+    assert!(rows
+        .iter()
+        .all(|row| row["value"].as_str().map(str::len) == Some(1 << 20)));
+    // 100 MB of documents.
+    let ids = read_slowly(&server, "/db/_design/big/_view/ids?include_docs=true");
+    let rows = ids["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 100);
+    assert!(rows
+        .iter()
+        .all(|row| row["doc"]["blob"].as_str().map(str::len) == Some(1 << 20)));
+    // Newest first, with the documents.
+    let changes = read_slowly(&server, "/db/_changes?descending=true&include_docs=true");
+    let results = changes["results"].as_array().expect("results");
+    assert_eq!(results.len(), 101, "100 documents and the design document");
+    assert_eq!(results[0]["id"], "_design/big");
+    assert!(changes["last_seq"].is_string());
     server.stop();
 }

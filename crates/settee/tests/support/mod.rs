@@ -209,7 +209,7 @@ impl Client {
     }
 }
 
-fn read_response(reader: &mut BufReader<TcpStream>) -> std::io::Result<Response> {
+pub fn read_response(reader: &mut BufReader<TcpStream>) -> std::io::Result<Response> {
     let mut line = String::new();
     if reader.read_line(&mut line)? == 0 {
         return Err(std::io::Error::new(

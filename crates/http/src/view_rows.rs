@@ -1,0 +1,278 @@
+//! One view query's answer, written as its rows are read: a query is planned (and waits for
+//! the index as `update` asks) on the request's task, then [`write`] runs on a blocking thread
+//! and writes map rows (with their documents for `include_docs`) or reduce groups into a
+//! [`ChunkWriter`], which sends them on in bounded chunks (`streamed.rs`). No answer is ever
+//! held whole, however many rows or however large the documents.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use settee_engine::Bucket;
+use settee_views::{
+    DesignViews, GroupedReduce, Grouping, IndexGroup, KeyBound, KeyRange, ReduceKind, Reducer, Row,
+};
+
+use crate::couch_doc::{render_doc, RenderOptions};
+use crate::doc_api::{attachment_fetcher, read_doc_or_skip, within_limits};
+use crate::error::ApiResult;
+use crate::replicator_docs::CredentialsShown;
+use crate::response::json_string;
+use crate::streamed::ChunkWriter;
+use crate::view_params::{QueryKind, UpdateMode, ViewParams};
+use crate::HttpState;
+
+/// A query ready to be read.
+pub struct PlannedQuery {
+    params: ViewParams,
+    view: usize,
+    kind: QueryKind,
+    reducer: Option<Reducer>,
+}
+
+/// Checks and plans `params` on view `view`, then waits for the index as `update` asks.
+pub async fn plan(
+    state: &HttpState,
+    bucket: &Arc<Bucket>,
+    found: &DesignViews,
+    view: usize,
+    params: ViewParams,
+) -> ApiResult<PlannedQuery> {
+    let reduce_kind = found.design.views[view].reduce.clone();
+    let kind = params.plan(reduce_kind.is_some())?;
+    match params.update {
+        UpdateMode::Wait => found.group.wait_for(&bucket.high_seqnos()).await?,
+        UpdateMode::Lazy => found.group.ensure_builder(),
+        UpdateMode::No => {}
+    }
+    let reducer = match (kind, reduce_kind) {
+        (QueryKind::Reduce(_), Some(ReduceKind::JavaScript(_))) => Some(Reducer::JavaScript {
+            pool: state.views.js().clone(),
+            program: found.program.clone(),
+            view,
+        }),
+        (QueryKind::Reduce(_), Some(builtin)) => Some(Reducer::Builtin(builtin)),
+        _ => None,
+    };
+    Ok(PlannedQuery {
+        params,
+        view,
+        kind,
+        reducer,
+    })
+}
+
+/// Writes the answer to `query` (its documents as `credentials` lets the reader see them).
+pub fn write(
+    bucket: &Bucket,
+    group: &IndexGroup,
+    query: &PlannedQuery,
+    credentials: &CredentialsShown,
+    out: &mut ChunkWriter,
+) -> ApiResult<()> {
+    match (query.kind, &query.reducer) {
+        (QueryKind::Reduce(grouping), Some(reducer)) => {
+            reduce_rows(group, query.view, &query.params, grouping, reducer, out)
+        }
+        _ => map_rows(bucket, group, query.view, &query.params, credentials, out),
+    }
+}
+
+fn bound(key: &Option<Value>, doc_id: &Option<String>) -> Option<KeyBound> {
+    key.as_ref().map(|key| KeyBound {
+        key: key.clone(),
+        doc_id: doc_id.clone(),
+    })
+}
+
+/// The key ranges a query reads, in order: one per `keys` entry, else one.
+fn ranges(params: &ViewParams) -> Vec<KeyRange> {
+    if let Some(keys) = &params.keys {
+        return keys
+            .iter()
+            .map(|key| KeyRange {
+                descending: params.descending,
+                ..KeyRange::key(key.clone())
+            })
+            .collect();
+    }
+    if let Some(key) = &params.key {
+        return vec![KeyRange {
+            start: bound(&Some(key.clone()), &params.start_key_doc_id),
+            end: bound(&Some(key.clone()), &params.end_key_doc_id),
+            inclusive_end: params.inclusive_end,
+            descending: params.descending,
+        }];
+    }
+    vec![KeyRange {
+        start: bound(&params.start_key, &params.start_key_doc_id),
+        end: bound(&params.end_key, &params.end_key_doc_id),
+        inclusive_end: params.inclusive_end,
+        descending: params.descending,
+    }]
+}
+
+fn push_meta(out: &mut Vec<u8>, group: &IndexGroup, params: &ViewParams) {
+    if params.update_seq {
+        out.extend_from_slice(b"\"update_seq\":");
+        out.extend_from_slice(json_string(&group.update_seq().encode()).as_bytes());
+        out.push(b',');
+    }
+}
+
+fn map_rows(
+    bucket: &Bucket,
+    group: &IndexGroup,
+    view: usize,
+    params: &ViewParams,
+    credentials: &CredentialsShown,
+    out: &mut ChunkWriter,
+) -> ApiResult<()> {
+    let ranges = ranges(params);
+    let offset = match ranges.first() {
+        Some(range) => group.offset_of(view, range)? + params.skip,
+        None => 0,
+    };
+    let head = out.buffer();
+    head.extend_from_slice(
+        format!(
+            "{{\"total_rows\":{},\"offset\":{offset},",
+            group.total_rows(view)
+        )
+        .as_bytes(),
+    );
+    push_meta(head, group, params);
+    head.extend_from_slice(b"\"rows\":[");
+    let mut to_skip = params.skip;
+    let mut left = params.limit.unwrap_or(u64::MAX);
+    let mut first = true;
+    let options = RenderOptions {
+        conflicts: params.conflicts,
+        ..RenderOptions::for_reader(credentials.clone())
+    };
+    'ranges: for range in &ranges {
+        for row in group.scan(view, range) {
+            if left == 0 {
+                break 'ranges;
+            }
+            let row = row?;
+            if to_skip > 0 {
+                to_skip -= 1;
+                continue;
+            }
+            left -= 1;
+            let buffer = out.buffer();
+            buffer.extend_from_slice(if first { b"\r\n" } else { b",\r\n" });
+            first = false;
+            write_row(buffer, &row);
+            if params.include_docs {
+                buffer.extend_from_slice(b",\"doc\":");
+                include_doc(buffer, bucket, &row, &options)?;
+            }
+            buffer.push(b'}');
+            out.flush_when_full()?;
+        }
+    }
+    out.buffer().extend_from_slice(b"\r\n]}\n");
+    Ok(())
+}
+
+fn write_row(out: &mut Vec<u8>, row: &Row) {
+    out.extend_from_slice(b"{\"id\":");
+    out.extend_from_slice(json_string(&row.id_str()).as_bytes());
+    out.extend_from_slice(b",\"key\":");
+    out.extend_from_slice(&row.key_json);
+    out.extend_from_slice(b",\"value\":");
+    out.extend_from_slice(&row.value_json);
+}
+
+/// The row's document, or the document its value links to (`{"_id": ...}`, CouchDB's linked
+/// documents), or `null`.
+fn include_doc(
+    out: &mut Vec<u8>,
+    bucket: &Bucket,
+    row: &Row,
+    options: &RenderOptions,
+) -> ApiResult<()> {
+    let value = row.value();
+    let (id, rev) = match value.get("_id").and_then(Value::as_str) {
+        Some(linked) => (
+            linked.to_string(),
+            value
+                .get("_rev")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        ),
+        None => (row.id_str().into_owned(), None),
+    };
+    // A document whose record does not decode, or whose body is past the document limits,
+    // is `null` here, as a missing one is: one bad document never fails the query (issue 18).
+    let record = read_doc_or_skip(bucket, &id)?;
+    let leaf = record.as_ref().and_then(|record| match &rev {
+        Some(rev) => record
+            .leaves
+            .iter()
+            .find(|leaf| leaf.rev.to_string() == *rev),
+        None => record.winner().filter(|leaf| !leaf.deleted),
+    });
+    let leaf = leaf.filter(|leaf| within_limits(bucket, &id, leaf).is_ok());
+    match (record.as_ref(), leaf) {
+        (Some(record), Some(leaf)) => {
+            let fetch = attachment_fetcher(bucket, &id);
+            out.extend(render_doc(&id, record, leaf, options, &fetch)?);
+        }
+        _ => out.extend_from_slice(b"null"),
+    }
+    Ok(())
+}
+
+fn reduce_rows(
+    group: &IndexGroup,
+    view: usize,
+    params: &ViewParams,
+    grouping: Grouping,
+    reducer: &Reducer,
+    out: &mut ChunkWriter,
+) -> ApiResult<()> {
+    let head = out.buffer();
+    head.push(b'{');
+    push_meta(head, group, params);
+    head.extend_from_slice(b"\"rows\":[");
+    let mut to_skip = params.skip;
+    let mut left = params.limit.unwrap_or(u64::MAX);
+    let mut first = true;
+    // Whether more groups are wanted after this one.
+    let mut emit = |out: &mut ChunkWriter, (key, value): (Value, Value)| -> ApiResult<bool> {
+        if left == 0 {
+            return Ok(false);
+        }
+        if to_skip > 0 {
+            to_skip -= 1;
+            return Ok(true);
+        }
+        left -= 1;
+        let buffer = out.buffer();
+        buffer.extend_from_slice(if first { b"\r\n" } else { b",\r\n" });
+        first = false;
+        buffer.extend_from_slice(format!("{{\"key\":{key},\"value\":{value}}}").as_bytes());
+        out.flush_when_full()?;
+        Ok(true)
+    };
+    // Groups never span two `keys` entries: each key is reduced on its own.
+    'ranges: for range in ranges(params) {
+        let mut grouped = GroupedReduce::new(reducer, grouping);
+        for row in group.scan(view, &range) {
+            if let Some(done) = grouped.push(&row?)? {
+                if !emit(out, done)? {
+                    break 'ranges;
+                }
+            }
+        }
+        if let Some(done) = grouped.finish()? {
+            if !emit(out, done)? {
+                break;
+            }
+        }
+    }
+    out.buffer().extend_from_slice(b"\r\n]}\n");
+    Ok(())
+}
