@@ -66,18 +66,7 @@ impl DocLimits {
             });
         }
         if json {
-            match scan_json(body, self.json_depth_max) {
-                JsonScan::Fine => {}
-                JsonScan::TooDeep => {
-                    return Err(LimitError::TooDeep {
-                        max: self.json_depth_max,
-                    })
-                }
-                JsonScan::NumberOutOfRange => {
-                    return Err(LimitError::InvalidJson(NUMBER_OUT_OF_RANGE))
-                }
-                JsonScan::LoneSurrogate => return Err(LimitError::InvalidJson(LONE_SURROGATE)),
-            }
+            check_json(body, self.json_depth_max)?;
         }
         Ok(())
     }
@@ -100,6 +89,18 @@ enum JsonScan {
 /// a hostile 100,000-deep value costs no more than `max` levels of scanning plus the prefix.
 pub fn json_deeper_than(bytes: &[u8], max: usize) -> bool {
     scan_json(bytes, max) == JsonScan::TooDeep
+}
+
+/// The JSON checks of [`DocLimits::check`] alone, for any JSON from the network (a door checks
+/// a request body with them before parsing it): nesting past `max`, a number no double can
+/// hold, a lone surrogate escape. Syntax is not validated.
+pub fn check_json(bytes: &[u8], max: usize) -> Result<(), LimitError> {
+    match scan_json(bytes, max) {
+        JsonScan::Fine => Ok(()),
+        JsonScan::TooDeep => Err(LimitError::TooDeep { max }),
+        JsonScan::NumberOutOfRange => Err(LimitError::InvalidJson(NUMBER_OUT_OF_RANGE)),
+        JsonScan::LoneSurrogate => Err(LimitError::InvalidJson(LONE_SURROGATE)),
+    }
 }
 
 /// The UTF-16 code unit of four hex digits, if they are.

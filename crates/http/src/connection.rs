@@ -15,7 +15,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -37,8 +37,6 @@ pub const MAX_CONNECTIONS_DEFAULT: usize = 2048;
 const REFUSALS_ANSWERING_MAX: usize = 64;
 /// How long a refused connection is given to read its 503 before it is closed.
 const REFUSAL_LINGER: Duration = Duration::from_secs(2);
-/// Refusals are logged at most this often, with the count since the last line.
-const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
 /// The watchdog wakes at least this often while it has nothing to time, so a request
 /// starting after a long response is timed soon enough.
 const CHECK_PERIOD_MIN: Duration = Duration::from_millis(10);
@@ -283,81 +281,28 @@ pub async fn watch<F: Future>(
     }
 }
 
-/// The door's open connections, against its maximum.
-pub struct Slots {
-    open: Arc<AtomicUsize>,
-    max: usize,
+/// Answers connections the door has no room for ([`settee_door::Slots`] counts and logs
+/// them): 503 with CouchDB's error body, then close; at most [`REFUSALS_ANSWERING_MAX`] at
+/// once, past that they are closed at once.
+pub struct Refusals {
     answering: Arc<tokio::sync::Semaphore>,
-    started: Instant,
-    last_logged_ms: AtomicU64,
-    since_logged: AtomicU64,
 }
 
-/// One open connection's place, given back when dropped.
-pub struct Slot {
-    open: Arc<AtomicUsize>,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.open.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl Slots {
-    pub fn new(max: usize) -> Slots {
-        Slots {
-            open: Arc::new(AtomicUsize::new(0)),
-            max,
+impl Refusals {
+    pub fn new() -> Refusals {
+        Refusals {
             answering: Arc::new(tokio::sync::Semaphore::new(REFUSALS_ANSWERING_MAX)),
-            started: Instant::now(),
-            last_logged_ms: AtomicU64::new(0),
-            since_logged: AtomicU64::new(0),
         }
     }
 
-    /// A place for a new connection, or `None` when the door is full.
-    pub fn take(&self) -> Option<Slot> {
-        let before = self.open.fetch_add(1, Ordering::AcqRel);
-        let slot = Slot {
-            open: self.open.clone(),
-        };
-        (before < self.max).then_some(slot)
-    }
-
-    /// Answers a connection the door has no room for: 503 with CouchDB's error body, then
-    /// close. Logged at most once per [`REFUSAL_LOG_EVERY`].
-    pub fn refuse(&self, stream: TcpStream) {
-        self.log_refusal();
+    pub fn answer(&self, stream: TcpStream) {
         let Ok(permit) = self.answering.clone().try_acquire_owned() else {
-            // Already answering many: close at once.
             return;
         };
         tokio::spawn(async move {
             let _permit = permit;
             let _ = tokio::time::timeout(REFUSAL_LINGER, answer_refusal(stream)).await;
         });
-    }
-
-    fn log_refusal(&self) {
-        self.since_logged.fetch_add(1, Ordering::Relaxed);
-        let now_ms = self.started.elapsed().as_millis() as u64;
-        let last = self.last_logged_ms.load(Ordering::Relaxed);
-        let due = last == 0 || now_ms.saturating_sub(last) >= REFUSAL_LOG_EVERY.as_millis() as u64;
-        if due
-            && self
-                .last_logged_ms
-                .compare_exchange(last, now_ms.max(1), Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
-            let refused = self.since_logged.swap(0, Ordering::Relaxed);
-            tracing::warn!(
-                door = "http",
-                max_connections = self.max,
-                refused,
-                "connection limit reached: new connections are refused"
-            );
-        }
     }
 }
 
@@ -448,14 +393,5 @@ mod tests {
         assert_eq!(clock.phase(), Phase::Busy);
         drop(next);
         assert!(matches!(clock.phase(), Phase::Idle(_)));
-    }
-
-    #[tokio::test]
-    async fn slots_refuse_past_the_maximum() {
-        let slots = Slots::new(1);
-        let first = slots.take().expect("first");
-        assert!(slots.take().is_none());
-        drop(first);
-        assert!(slots.take().is_some());
     }
 }

@@ -121,7 +121,8 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
-    let slots = connection::Slots::new(state.config.max_connections);
+    let slots = settee_door::Slots::new("http", state.config.max_connections);
+    let refusals = connection::Refusals::new();
     let timeouts = connection::Timeouts {
         idle: state.config.idle_timeout,
         header: state.config.header_timeout,
@@ -141,7 +142,7 @@ pub async fn serve(
             }
         };
         let Some(slot) = slots.take() else {
-            slots.refuse(stream);
+            refusals.answer(stream);
             continue;
         };
         let _ = stream.set_nodelay(true);

@@ -28,11 +28,11 @@ use crate::batch::{dispatch_batch, Limits};
 use crate::budget::{reply_may_carry_document, DOCUMENT_REPLIES_IN_FLIGHT_MAX};
 use crate::deadlines::{write_unless_stuck, Deadlines, Silence};
 use crate::lanes::BusyMeter;
-use crate::limits::Slot;
 use crate::queue::{joined, spawn_later, Documents, Queue, TimingsGuard};
 use crate::session::{Handled, Session};
 use crate::timings::ConnTimings;
 use crate::KvState;
+use settee_door::Slot;
 
 /// Requests a connection may have queued before the server stops reading from it.
 const MAX_IN_FLIGHT: usize = 4096;

@@ -75,7 +75,7 @@ pub struct KvState {
     /// Unsent reply bytes of every connection (`budget.rs`).
     output: budget::NodeOutput,
     /// Open connections, against `limits.max_connections`.
-    slots: limits::Slots,
+    slots: settee_door::Slots,
 }
 
 impl KvState {
@@ -89,7 +89,7 @@ impl KvState {
             heavy: heavy::HeavyPool::for_this_machine()?,
             bulk: config.bulk_lane.map(lanes::BulkLane::new).transpose()?,
             output: budget::NodeOutput::new(config.limits.node_output_bytes_max),
-            slots: limits::Slots::new(config.limits.max_connections),
+            slots: settee_door::Slots::new("kv", config.limits.max_connections),
             engine,
             users,
             config,
