@@ -62,6 +62,11 @@ done
 echo "old: $old"
 echo "new: $new ($(git -C "$root" rev-parse --short HEAD))"
 echo "$rounds round(s), alternating order; medians of ops/s; $(nproc) CPUs shared by client and server"
+echo "ops/s per round:"
+sort -t$'\t' -k2,2 -k1,1 -k3,3n "$results" | awk -F'\t' '
+    { key = $2 " " $1; if (key != last) { if (last != "") print line; line = sprintf("  %-28s", key); last = key }
+      line = line sprintf(" %10.0f", $4) }
+    END { if (last != "") print line }'
 awk -F'\t' '
     function median(key,    k, i, j, v, tmp) {
         k = count[key]

@@ -480,7 +480,7 @@ fn stream_rows(
     include_docs: bool,
     options: RenderOptions,
 ) -> HttpResponse {
-    let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(8);
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(crate::streamed::CHUNKS_IN_FLIGHT);
     tokio::task::spawn_blocking(move || {
         let mut chunk = head.into_bytes();
         let mut emitted = 0usize;

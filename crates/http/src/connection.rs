@@ -57,6 +57,9 @@ pub enum Phase {
     Head(Instant),
     /// A request is being answered.
     Busy,
+    /// A response is being sent, and the socket has taken none of its bytes since this
+    /// instant: the client is not reading.
+    Stalled(Instant),
 }
 
 impl Timeouts {
@@ -77,6 +80,15 @@ impl Timeouts {
                 .max(CHECK_PERIOD_MIN);
         match phase {
             Phase::Busy => Ok(soon),
+            // A client that stops reading a response holds it (and, for a streamed answer,
+            // the thread writing it): the idle timeout applies to it as to a silent one.
+            Phase::Stalled(since) => match idle {
+                Some(timeout) if now.saturating_duration_since(since) >= timeout => {
+                    Err("client not reading its response")
+                }
+                Some(timeout) => Ok((since + timeout).min(soon)),
+                None => Ok(soon),
+            },
             Phase::Head(since) => match header {
                 Some(timeout) if now.saturating_duration_since(since) >= timeout => {
                     Err("request headers incomplete")
@@ -104,6 +116,9 @@ pub struct Clock {
     head: AtomicU32,
     /// Milliseconds since `started` when the current idle or head phase began.
     since_ms: AtomicU64,
+    /// 1 + milliseconds since `started` when a write to the socket was refused for want of
+    /// room, with no write accepted since; 0 when writes go through.
+    write_blocked_ms: AtomicU64,
 }
 
 impl Clock {
@@ -113,6 +128,7 @@ impl Clock {
             in_flight: AtomicU32::new(0),
             head: AtomicU32::new(0),
             since_ms: AtomicU64::new(0),
+            write_blocked_ms: AtomicU64::new(0),
         })
     }
 
@@ -122,7 +138,10 @@ impl Clock {
 
     pub fn phase(&self) -> Phase {
         if self.in_flight.load(Ordering::Relaxed) > 0 {
-            return Phase::Busy;
+            return match self.write_blocked_ms.load(Ordering::Relaxed) {
+                0 => Phase::Busy,
+                blocked => Phase::Stalled(self.started + Duration::from_millis(blocked - 1)),
+            };
         }
         let since = self.started + Duration::from_millis(self.since_ms.load(Ordering::Relaxed));
         if self.head.load(Ordering::Relaxed) > 0 {
@@ -137,6 +156,18 @@ impl Clock {
         if self.in_flight.load(Ordering::Relaxed) == 0 && self.head.load(Ordering::Relaxed) == 0 {
             self.since_ms.store(self.now_ms(), Ordering::Relaxed);
             self.head.store(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A write to the socket was `Pending` (no room) or went through.
+    fn write_polled<T>(&self, polled: &Poll<T>) {
+        let blocked = self.write_blocked_ms.load(Ordering::Relaxed);
+        match (polled.is_pending(), blocked) {
+            (true, 0) => self
+                .write_blocked_ms
+                .store(self.now_ms() + 1, Ordering::Relaxed),
+            (false, blocked) if blocked != 0 => self.write_blocked_ms.store(0, Ordering::Relaxed),
+            _ => {}
         }
     }
 
@@ -234,7 +265,9 @@ impl AsyncWrite for TimedIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        let polled = Pin::new(&mut self.stream).poll_write(cx, buf);
+        self.clock.write_polled(&polled);
+        polled
     }
 
     fn poll_write_vectored(
@@ -242,7 +275,9 @@ impl AsyncWrite for TimedIo {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+        let polled = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        self.clock.write_polled(&polled);
+        polled
     }
 
     fn is_write_vectored(&self) -> bool {

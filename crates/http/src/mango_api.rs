@@ -317,7 +317,7 @@ pub async fn find(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
         }
     }
     let credentials = credentials_shown(&bucket, &req.user);
-    let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(8);
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(crate::streamed::CHUNKS_IN_FLIGHT);
     tokio::task::spawn_blocking(move || {
         let options = RenderOptions {
             conflicts: request.conflicts,

@@ -56,29 +56,22 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    let bench = match cli.command {
+        Command::Serve(args) => return serve::main(args),
+        Command::Bench(bench) => bench,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        match cli.command {
-            Command::Serve(args) => serve::run(args).await,
-            Command::Bench(BenchCommand::Http(args)) => {
-                settee_bench::http::run(args).await.map(|_| ())
-            }
-            Command::Bench(BenchCommand::Ids(args)) => {
-                settee_bench::ids::run(args).await.map(|_| ())
-            }
-            Command::Bench(BenchCommand::Kv(args)) => settee_bench::kv::run(args).await.map(|_| ()),
-            Command::Bench(BenchCommand::Replicate(args)) => {
-                settee_bench::replicate::run(args).await.map(|_| ())
-            }
-            Command::Bench(BenchCommand::Subdoc(args)) => {
-                settee_bench::subdoc::run(args).await.map(|_| ())
-            }
-            Command::Bench(BenchCommand::Soak(args)) => settee_bench::soak::run(args).await,
-            Command::Bench(BenchCommand::Views(args)) => {
-                settee_bench::views::run(args).await.map(|_| ())
-            }
+        match bench {
+            BenchCommand::Http(args) => settee_bench::http::run(args).await.map(|_| ()),
+            BenchCommand::Ids(args) => settee_bench::ids::run(args).await.map(|_| ()),
+            BenchCommand::Kv(args) => settee_bench::kv::run(args).await.map(|_| ()),
+            BenchCommand::Replicate(args) => settee_bench::replicate::run(args).await.map(|_| ()),
+            BenchCommand::Subdoc(args) => settee_bench::subdoc::run(args).await.map(|_| ()),
+            BenchCommand::Soak(args) => settee_bench::soak::run(args).await,
+            BenchCommand::Views(args) => settee_bench::views::run(args).await.map(|_| ()),
         }
     })
 }

@@ -17,7 +17,26 @@ use crate::secrets;
 /// Databases CouchDB 3 expects on a single node.
 const SYSTEM_DBS: [&str; 2] = ["_users", "_replicator"];
 
-pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+/// Blocking threads for everything but the HTTP door's streamed answers (tokio's default cap).
+const BLOCKING_THREADS_BASE: usize = 512;
+
+/// Reads the settings, raises the open-files limit, then runs the node on a runtime sized for
+/// them: a streamed answer (`_all_docs`, `_find`, a view) is written by a blocking thread that
+/// waits while its client does not read, at most one per HTTP connection, so the blocking pool
+/// holds one thread per allowed HTTP connection on top of tokio's default 512. With the default
+/// cap, 512 clients that ask for a long answer and never read took every blocking thread, and
+/// every other request that needed one waited for them (issue 18).
+pub fn main(args: ServeArgs) -> anyhow::Result<()> {
+    let (settings, open_files) = prepare(args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(settings.connections.http_max_connections + BLOCKING_THREADS_BASE)
+        .build()?;
+    runtime.block_on(run(settings, open_files))
+}
+
+/// The settings, with the connection maxima fitted to the open-files limit (also returned).
+fn prepare(args: ServeArgs) -> anyhow::Result<(Settings, u64)> {
     let mut settings = args.settings()?;
     let open_files = fd_limit::raise();
     let (http_max_connections, kv_max_connections) = fd_limit::clamp(
@@ -40,6 +59,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     settings.connections.http_max_connections = http_max_connections;
     settings.connections.kv_max_connections = kv_max_connections;
+    Ok((settings, open_files))
+}
+
+async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
     secrets::prepare_data_dir(&settings.data_dir)?;
     let mut admins: Vec<ServerAdmin> = settings
         .admins
@@ -138,7 +161,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         settings.data_dir.display()
     );
     println!(
-        "settee connections: at most {http_max_connections} http and {kv_max_connections} kv (open files limit {open_files})"
+        "settee connections: at most {} http and {} kv (open files limit {open_files})",
+        settings.connections.http_max_connections, settings.connections.kv_max_connections
     );
     println!(
         "settee couchbase kv on {} and management on http://{}",
