@@ -59,7 +59,10 @@ fn listed(section: Option<&serde_json::Value>, user: &UserCtx) -> (bool, bool) {
 }
 
 pub fn db_access(bucket: &Bucket, user: &UserCtx) -> DbAccess {
-    db_access_in(&bucket.security(), user)
+    if user.is_admin() {
+        return DbAccess::Admin;
+    }
+    bucket.with_security(|security| db_access_in(security, user))
 }
 
 /// [`db_access`] from a security object already read.
