@@ -88,14 +88,25 @@ enum JsonScan {
 /// than `max`. Brackets inside strings do not count. Stops at the first level past `max`, so
 /// a hostile 100,000-deep value costs no more than `max` levels of scanning plus the prefix.
 pub fn json_deeper_than(bytes: &[u8], max: usize) -> bool {
-    scan_json(bytes, max) == JsonScan::TooDeep
+    scan_json(bytes, max, true) == JsonScan::TooDeep
 }
 
 /// The JSON checks of [`DocLimits::check`] alone, for any JSON from the network (a door checks
 /// a request body with them before parsing it): nesting past `max`, a number no double can
 /// hold, a lone surrogate escape. Syntax is not validated.
 pub fn check_json(bytes: &[u8], max: usize) -> Result<(), LimitError> {
-    match scan_json(bytes, max) {
+    check_json_scan(bytes, max, true)
+}
+
+/// [`check_json`] without the surrogate check: for an envelope whose members are checked one
+/// by one (a `_bulk_docs` body: a lone surrogate is one document's error, a number no double
+/// holds makes the whole body invalid JSON, as for CouchDB).
+pub fn check_json_numbers(bytes: &[u8]) -> Result<(), LimitError> {
+    check_json_scan(bytes, usize::MAX, false)
+}
+
+fn check_json_scan(bytes: &[u8], max: usize, surrogates: bool) -> Result<(), LimitError> {
+    match scan_json(bytes, max, surrogates) {
         JsonScan::Fine => Ok(()),
         JsonScan::TooDeep => Err(LimitError::TooDeep { max }),
         JsonScan::NumberOutOfRange => Err(LimitError::InvalidJson(NUMBER_OUT_OF_RANGE)),
@@ -110,7 +121,7 @@ fn hex_unit(digits: Option<&[u8]>) -> Option<u16> {
 
 /// One pass over `bytes`: nesting past `max` (stops there), a number token no double can hold,
 /// or a `\u` escape of a lone surrogate. Nothing else is validated.
-fn scan_json(bytes: &[u8], max: usize) -> JsonScan {
+fn scan_json(bytes: &[u8], max: usize, surrogates: bool) -> JsonScan {
     let mut depth = 0usize;
     let mut in_string = false;
     let mut at = 0;
@@ -123,7 +134,7 @@ fn scan_json(bytes: &[u8], max: usize) -> JsonScan {
                 b'\\' => {
                     let escape = bytes.get(at).copied();
                     at += 1;
-                    if escape == Some(b'u') {
+                    if escape == Some(b'u') && surrogates {
                         let unit = hex_unit(bytes.get(at..at + 4));
                         at += 4;
                         match unit {
