@@ -323,13 +323,15 @@ pub struct Refusals {
     answering: Arc<tokio::sync::Semaphore>,
 }
 
-impl Refusals {
-    pub fn new() -> Refusals {
+impl Default for Refusals {
+    fn default() -> Refusals {
         Refusals {
             answering: Arc::new(tokio::sync::Semaphore::new(REFUSALS_ANSWERING_MAX)),
         }
     }
+}
 
+impl Refusals {
     pub fn answer(&self, stream: TcpStream) {
         let Ok(permit) = self.answering.clone().try_acquire_owned() else {
             return;

@@ -122,7 +122,7 @@ pub async fn serve(
 ) {
     tokio::pin!(shutdown);
     let slots = settee_door::Slots::new("http", state.config.max_connections);
-    let refusals = connection::Refusals::new();
+    let refusals = connection::Refusals::default();
     let timeouts = connection::Timeouts {
         idle: state.config.idle_timeout,
         header: state.config.header_timeout,

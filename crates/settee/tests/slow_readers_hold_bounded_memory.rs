@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use settee_kv_codec::subdoc::{op, put_lookup_spec};
 use settee_kv_codec::{encode_request, feature, opcode};
 use support::kv::{store_extras, Kv};
-use support::{Client, Server};
+use support::{put_big_documents, Client, Server};
 
 const DOC_BYTES: usize = 2 << 20;
 const PIPELINED: usize = 300;
@@ -151,18 +151,7 @@ fn http_slow_readers_of_streamed_documents_hold_bounded_memory() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start_with(dir.path(), &["--max-document-size", "2000000"]);
     let mut http = Client::connect(&server.addr).unwrap();
-    assert_eq!(http.request("PUT", "/db", None).unwrap().status, 201);
-    let blob = "y".repeat(1 << 20);
-    for batch in 0..5 {
-        let docs: Vec<String> = (0..20)
-            .map(|index| format!("{{\"_id\":\"doc-{batch}-{index:02}\",\"blob\":\"{blob}\"}}"))
-            .collect();
-        let body = format!("{{\"docs\":[{}]}}", docs.join(","));
-        let response = http
-            .request("POST", "/db/_bulk_docs", Some(body.as_bytes()))
-            .unwrap();
-        assert_eq!(response.status, 201);
-    }
+    put_big_documents(&mut http, 100);
     // Read everything once, so the baseline includes what reading it costs anyway (caches).
     let all = http
         .request("GET", "/db/_all_docs?include_docs=true", None)
@@ -198,22 +187,6 @@ fn http_slow_readers_of_streamed_documents_hold_bounded_memory() {
     let text = String::from_utf8_lossy(&body);
     assert_eq!(text.matches("\"blob\":").count(), 100);
     server.stop();
-}
-
-/// 100 documents of 1 MB each in `db`.
-fn put_big_documents(http: &mut Client) {
-    assert_eq!(http.request("PUT", "/db", None).unwrap().status, 201);
-    let blob = "y".repeat(1 << 20);
-    for batch in 0..5 {
-        let docs: Vec<String> = (0..20)
-            .map(|index| format!("{{\"_id\":\"doc-{batch}-{index:02}\",\"blob\":\"{blob}\"}}"))
-            .collect();
-        let body = format!("{{\"docs\":[{}]}}", docs.join(","));
-        let response = http
-            .request("POST", "/db/_bulk_docs", Some(body.as_bytes()))
-            .unwrap();
-        assert_eq!(response.status, 201);
-    }
 }
 
 /// Asks for `path` on a connection that then does not read while the server's memory is
@@ -253,7 +226,7 @@ fn http_slow_readers_of_views_and_descending_changes_hold_bounded_memory() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start_with(dir.path(), &["--max-document-size", "2000000"]);
     let mut http = Client::connect(&server.addr).unwrap();
-    put_big_documents(&mut http);
+    put_big_documents(&mut http, 100);
     let design = br#"{"views": {
         "blobs": {"map": "function (doc) { emit(doc._id, doc.blob); }"},
         "ids": {"map": "function (doc) { emit(doc._id, null); }"}

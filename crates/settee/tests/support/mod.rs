@@ -291,3 +291,21 @@ pub mod base64_engine {
         out
     }
 }
+
+/// Creates `/db` and puts `count` documents of 1 MB each in it (ids `doc-000`, `doc-001`...),
+/// ten per `_bulk_docs`: answers over them outgrow any socket buffer.
+#[allow(dead_code)]
+pub fn put_big_documents(http: &mut Client, count: usize) {
+    assert_eq!(http.request("PUT", "/db", None).unwrap().status, 201);
+    let blob = "z".repeat(1 << 20);
+    for first in (0..count).step_by(10) {
+        let docs: Vec<String> = (first..count.min(first + 10))
+            .map(|index| format!("{{\"_id\":\"doc-{index:03}\",\"blob\":\"{blob}\"}}"))
+            .collect();
+        let body = format!("{{\"docs\":[{}]}}", docs.join(","));
+        let response = http
+            .request("POST", "/db/_bulk_docs", Some(body.as_bytes()))
+            .unwrap();
+        assert_eq!(response.status, 201);
+    }
+}
