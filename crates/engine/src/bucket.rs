@@ -197,17 +197,29 @@ pub(crate) struct BucketAccess {
     pub writes_move_epoch: bool,
 }
 
+/// What every bucket of the node shares.
+pub(crate) struct NodeParts {
+    pub store: Arc<Store>,
+    pub clock: Arc<dyn Clock>,
+    pub hlc: Arc<Hlc>,
+    pub limits: DocLimits,
+    pub skip_total: Arc<SkipCounters>,
+}
+
 impl Bucket {
     pub(crate) fn load(
-        store: Arc<Store>,
-        clock: Arc<dyn Clock>,
-        hlc: Arc<Hlc>,
+        node: NodeParts,
         id: u32,
         config: BucketConfig,
         access: BucketAccess,
-        limits: DocLimits,
-        skip_total: Arc<SkipCounters>,
     ) -> Result<Bucket, EngineError> {
+        let NodeParts {
+            store,
+            clock,
+            hlc,
+            limits,
+            skip_total,
+        } = node;
         let mut vb_states = Vec::with_capacity(config.vbuckets as usize);
         // Read before the disk: a write failing meanwhile makes the first writer reload.
         let epoch = store.epoch();

@@ -9,7 +9,7 @@ use parking_lot::RwLock;
 use settee_storage::{Batch, Cf, Store, StoreOptions};
 
 use crate::access_epoch::AccessEpoch;
-use crate::bucket::{Bucket, BucketAccess, BucketConfig};
+use crate::bucket::{Bucket, BucketAccess, BucketConfig, NodeParts};
 use crate::clock::{Clock, Hlc, SystemClock};
 use crate::error::EngineError;
 use crate::keys;
@@ -100,16 +100,14 @@ impl Engine {
                 epoch: access_epoch.clone(),
                 writes_move_epoch: options.access_buckets.contains(&name),
             };
-            let bucket = Bucket::load(
-                store.clone(),
-                options.clock.clone(),
-                hlc.clone(),
-                id,
-                config,
-                access,
-                options.limits,
-                skip_total.clone(),
-            )?;
+            let node = NodeParts {
+                store: store.clone(),
+                clock: options.clock.clone(),
+                hlc: hlc.clone(),
+                limits: options.limits,
+                skip_total: skip_total.clone(),
+            };
+            let bucket = Bucket::load(node, id, config, access)?;
             buckets.insert(name, Arc::new(bucket));
         }
         Ok(Engine {
@@ -245,16 +243,14 @@ impl Engine {
             epoch: self.access_epoch.clone(),
             writes_move_epoch: self.access_buckets.iter().any(|bucket| bucket == name),
         };
-        let bucket = Bucket::load(
-            self.store.clone(),
-            self.clock.clone(),
-            self.hlc.clone(),
-            id,
-            config,
-            access,
-            self.limits,
-            self.skip_total.clone(),
-        )?;
+        let node = NodeParts {
+            store: self.store.clone(),
+            clock: self.clock.clone(),
+            hlc: self.hlc.clone(),
+            limits: self.limits,
+            skip_total: self.skip_total.clone(),
+        };
+        let bucket = Bucket::load(node, id, config, access)?;
         self.buckets
             .write()
             .insert(name.to_string(), Arc::new(bucket));

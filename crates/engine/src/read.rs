@@ -11,8 +11,11 @@ use crate::keys;
 use crate::record::DocRecord;
 use crate::skips::SkippedRecord;
 
-/// Records read from one vbucket per refill.
+/// Records read from one vbucket per refill, at most.
 const CHUNK: usize = 128;
+/// A refill stops once it has read this many bytes of records (and always takes one), so a
+/// scan over large documents holds about one per vbucket, not `CHUNK` (issue 18).
+const REFILL_BYTES_MAX: usize = 64 << 10;
 
 /// Which keys a [`DocScan`] visits. Bounds are raw document keys; `end` is inclusive when
 /// `inclusive_end` is set. With `descending`, `start` is the high end, as in CouchDB.
@@ -32,7 +35,8 @@ struct VbScan {
 }
 
 /// Yields `(key, record)` in key order (raw bytes), live and deleted documents alike; callers
-/// filter. Memory stays bounded by `vbuckets * CHUNK` records. A record that does not decode is
+/// filter. Memory stays bounded by `vbuckets * CHUNK` records and about `vbuckets *
+/// REFILL_BYTES_MAX` bytes (one record per vbucket past that). A record that does not decode is
 /// skipped (counted and logged once, `skips.rs`), never the end of the scan.
 pub struct DocScan<'a> {
     bucket: &'a Bucket,
@@ -117,40 +121,46 @@ impl DocScan<'_> {
         }
         if descending {
             upper = upper.min(scan.resume.clone());
+            scan.resume = upper.clone();
         } else {
             lower = lower.max(scan.resume.clone());
+            scan.resume = lower.clone();
         }
         if lower >= upper {
             scan.exhausted = true;
             return Ok(());
         }
-        let mut read = 0;
-        for item in self
-            .bucket
-            .store
-            .scan(Cf::Doc, &lower, &upper, descending)
-            .take(CHUNK)
-        {
-            let (raw_key, value) = item?;
-            read += 1;
-            scan.resume = if descending {
-                raw_key.to_vec()
-            } else {
-                let mut next = raw_key.to_vec();
-                next.push(0);
-                next
-            };
-            let key = keys::key_of_doc_key(&raw_key);
-            match DocRecord::decode(&value) {
-                Ok(record) => scan.buffer.push_back((key.to_vec(), record)),
-                // One record that does not decode must not end the scan of all the others.
-                Err(error) => self
-                    .bucket
-                    .skip(SkippedRecord::Document, vbucket, key, &error),
+        // Records that do not decode are skipped: read on until one does or the range ends,
+        // or this vbucket would leave the merge early.
+        while scan.buffer.is_empty() && !scan.exhausted {
+            let lower = if descending { &lower } else { &scan.resume };
+            let upper = if descending { &scan.resume } else { &upper };
+            let (mut read, mut bytes) = (0, 0);
+            let mut entries = self.bucket.store.scan(Cf::Doc, lower, upper, descending);
+            while read < CHUNK && bytes < REFILL_BYTES_MAX {
+                let Some(item) = entries.next() else {
+                    scan.exhausted = true;
+                    break;
+                };
+                let (raw_key, value) = item?;
+                read += 1;
+                bytes += value.len();
+                scan.resume = if descending {
+                    raw_key.to_vec()
+                } else {
+                    let mut next = raw_key.to_vec();
+                    next.push(0);
+                    next
+                };
+                let key = keys::key_of_doc_key(&raw_key);
+                match DocRecord::decode(&value) {
+                    Ok(record) => scan.buffer.push_back((key.to_vec(), record)),
+                    // One record that does not decode must not end the scan of all the others.
+                    Err(error) => self
+                        .bucket
+                        .skip(SkippedRecord::Document, vbucket, key, &error),
+                }
             }
-        }
-        if read < CHUNK {
-            scan.exhausted = true;
         }
         if let Some((key, _)) = scan.buffer.front() {
             if descending {

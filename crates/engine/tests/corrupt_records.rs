@@ -251,3 +251,40 @@ async fn generations_past_u32_are_stored_and_bad_histories_refused() {
         .expect("edit");
     assert!(matches!(outcome, UpdateOutcome::Invalid(_)), "{outcome:?}");
 }
+
+/// A scan refills each vbucket's buffer a bounded number of records (and bytes) at a time: a
+/// refill that meets only records that do not decode must read on, not take the vbucket out of
+/// the merge with every sound document after them; one of large documents takes a few.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_of_bad_records_longer_than_a_refill_does_not_end_its_vbucket() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = Engine::open(dir.path(), EngineOptions::default()).expect("open");
+    engine.create_bucket("db", 1).await.expect("create");
+    let bucket = engine.bucket("db").expect("bucket");
+    let large = |key: &str| DocUpdate {
+        body: Bytes::from(format!("{{\"pad\":\"{}\"}}", "x".repeat(100 << 10))),
+        ..update(key)
+    };
+    let updates = (0..5)
+        .map(|index| large(&format!("big{index}")))
+        .chain((0..5).map(|index| update(&format!("good{index}"))))
+        .collect();
+    bucket.update_docs(updates, true).await.expect("save");
+    let mut batch = Batch::new();
+    for index in 0..300 {
+        let key = format!("bad{index:03}");
+        batch.put(Cf::Doc, doc_key(&bucket, key.as_bytes()), vec![1u8, 0, 0]);
+    }
+    engine
+        .store()
+        .commit(batch)
+        .await
+        .expect("write bad records");
+    let mut expected: Vec<Vec<u8>> = (0..5)
+        .map(|index| format!("big{index}").into_bytes())
+        .chain((0..5).map(|index| format!("good{index}").into_bytes()))
+        .collect();
+    assert_eq!(scanned_keys(&bucket, false), expected);
+    expected.reverse();
+    assert_eq!(scanned_keys(&bucket, true), expected);
+}

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -18,14 +17,10 @@ use crate::doc_api::{
 use crate::error::{ApiError, ApiResult};
 use crate::replicator_docs::prepare_replicator_doc;
 use crate::request::{check_json_limits, Req};
-use crate::response::{
-    channel_body, json, json_bytes, json_string, HttpResponse, STREAM_CHUNK_BYTES_MAX,
-};
+use crate::response::{json, json_bytes, json_string, HttpResponse};
 use crate::router::not_allowed;
+use crate::streamed::delayed_json;
 use crate::HttpState;
-
-/// Rows per chunk when streaming `_all_docs`.
-const STREAM_ROWS_PER_CHUNK: usize = 256;
 
 #[derive(serde::Deserialize)]
 struct BulkDocsBody<'a> {
@@ -384,15 +379,14 @@ pub async fn all_docs(
         inclusive_end,
         descending,
     };
-    Ok(stream_rows(
-        bucket,
+    let rows = RowsQuery {
         range,
-        head,
         skip,
         limit,
         include_docs,
         options,
-    ))
+    };
+    stream_rows(&state.streams, bucket, head, rows).await
 }
 
 fn key_row(
@@ -473,30 +467,43 @@ fn key_row(
     Ok(())
 }
 
-/// Streams the rows of a range scan; the scan runs on a blocking thread, feeding a channel.
-fn stream_rows(
-    bucket: Arc<Bucket>,
+/// Which rows of a range scan `_all_docs` answers with, and how.
+struct RowsQuery {
     range: ScanRange,
-    head: String,
     skip: usize,
     limit: Option<usize>,
     include_docs: bool,
     options: RenderOptions,
-) -> HttpResponse {
-    let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(crate::streamed::CHUNKS_IN_FLIGHT);
-    tokio::task::spawn_blocking(move || {
-        let mut chunk = head.into_bytes();
+}
+
+/// Streams the rows of a range scan, written on a blocking thread (`streamed.rs`). A scan that
+/// fails is an error response, or an aborted body once rows were sent: never a short list that
+/// looks complete.
+async fn stream_rows(
+    budget: &Arc<crate::streamed::StreamBudget>,
+    bucket: Arc<Bucket>,
+    head: String,
+    rows: RowsQuery,
+) -> ApiResult<HttpResponse> {
+    let RowsQuery {
+        range,
+        skip,
+        limit,
+        include_docs,
+        options,
+    } = rows;
+    delayed_json(budget, move |out| {
+        out.buffer().extend_from_slice(head.as_bytes());
         let mut emitted = 0usize;
         let mut skipped = 0usize;
-        let mut in_chunk = 0usize;
         let limit = limit.unwrap_or(usize::MAX);
         for item in bucket.scan_docs(range) {
             if emitted >= limit {
                 break;
             }
-            let Ok((key, record)) = item else {
-                break;
-            };
+            let (key, record) = item.inspect_err(|error| {
+                tracing::warn!(%error, bucket = bucket.name(), "_all_docs scan failed");
+            })?;
             let Some(winner) = record.winner() else {
                 continue;
             };
@@ -508,6 +515,7 @@ fn stream_rows(
                 continue;
             }
             let id = String::from_utf8_lossy(&key);
+            let chunk = out.buffer();
             if emitted > 0 {
                 chunk.extend_from_slice(b",\r\n");
             }
@@ -536,26 +544,12 @@ fn stream_rows(
             }
             chunk.push(b'}');
             emitted += 1;
-            in_chunk += 1;
-            if in_chunk >= STREAM_ROWS_PER_CHUNK || chunk.len() >= STREAM_CHUNK_BYTES_MAX {
-                in_chunk = 0;
-                if sender
-                    .blocking_send(Bytes::from(std::mem::take(&mut chunk)))
-                    .is_err()
-                {
-                    return;
-                }
-            }
+            out.flush_when_full()?;
         }
-        chunk.extend_from_slice(b"\r\n]}\n");
-        let _ = sender.blocking_send(Bytes::from(chunk));
-    });
-    let mut response = hyper::Response::new(channel_body(receiver));
-    response.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
-    response
+        out.buffer().extend_from_slice(b"\r\n]}");
+        Ok(())
+    })
+    .await
 }
 
 fn revs_request(body: &Value) -> ApiResult<Vec<(String, Vec<RevId>)>> {

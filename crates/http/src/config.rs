@@ -40,6 +40,9 @@ pub struct HttpConfig {
     /// A request body that stalls this long between two reads is answered 408 (mochiweb:
     /// 300 s).
     pub body_timeout: Option<std::time::Duration>,
+    /// Bytes of streamed answers (views, `_all_docs`, `_find`) the door may hold unsent, all
+    /// connections together, before each answer is held to one chunk in flight.
+    pub stream_bytes_max: usize,
 }
 
 impl Default for HttpConfig {
@@ -61,6 +64,7 @@ impl Default for HttpConfig {
             idle_timeout: Some(crate::connection::IDLE_TIMEOUT_DEFAULT),
             header_timeout: Some(crate::connection::HEADER_TIMEOUT_DEFAULT),
             body_timeout: Some(crate::connection::BODY_TIMEOUT_DEFAULT),
+            stream_bytes_max: crate::streamed::STREAM_BYTES_MAX_DEFAULT,
         }
     }
 }

@@ -88,6 +88,8 @@ pub struct HttpState {
     pub replicator: std::sync::OnceLock<Arc<settee_replicator::Replicator>>,
     /// JavaScript changes filters (the JavaScript pool starts on first use).
     pub js_filters: js_filter::JsFilters,
+    /// Unsent bytes of the streamed answers of every connection.
+    pub streams: Arc<streamed::StreamBudget>,
 }
 
 impl HttpState {
@@ -100,6 +102,7 @@ impl HttpState {
         views: Arc<settee_views::Views>,
     ) -> HttpState {
         let auth = auth::Auth::new(users, cookie_secret, config.session_timeout_secs);
+        let streams = Arc::new(streamed::StreamBudget::new(config.stream_bytes_max));
         HttpState {
             engine,
             config,
@@ -110,6 +113,7 @@ impl HttpState {
             js_filters: js_filter::JsFilters::new(views.js().clone()),
             views,
             replicator: std::sync::OnceLock::new(),
+            streams,
         }
     }
 }

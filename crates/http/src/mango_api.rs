@@ -22,12 +22,10 @@ use crate::doc_api::{attachment_fetcher, read_doc};
 use crate::error::{ApiError, ApiResult};
 use crate::replicator_docs::credentials_shown;
 use crate::request::Req;
-use crate::response::{channel_body, json, HttpResponse, STREAM_CHUNK_BYTES_MAX};
+use crate::response::{json, HttpResponse};
 use crate::router::not_allowed;
+use crate::streamed::delayed_json;
 use crate::HttpState;
-
-/// Documents per chunk of a streamed `_find` response.
-const FIND_DOCS_PER_CHUNK: usize = 64;
 
 /// Every index of the database: `_all_docs`, then the JSON indexes of its `"language":
 /// "query"` design documents, in CouchDB's listing order.
@@ -317,8 +315,7 @@ pub async fn find(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
         }
     }
     let credentials = credentials_shown(&bucket, &req.user);
-    let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(crate::streamed::CHUNKS_IN_FLIGHT);
-    tokio::task::spawn_blocking(move || {
+    delayed_json(&state.streams, move |out| {
         let options = RenderOptions {
             conflicts: request.conflicts,
             ..RenderOptions::for_reader(credentials)
@@ -330,21 +327,15 @@ pub async fn find(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
             }
             render_doc(id, record, leaf, &options, &attachment_fetcher(&bucket, id)).ok()
         };
-        let mut chunk = b"{\"docs\":[".to_vec();
-        let mut in_chunk = 0usize;
+        out.buffer().extend_from_slice(b"{\"docs\":[");
         let mut first = true;
+        // Whether to go on: false once the client has gone.
         let mut emit = |doc: &[u8]| -> bool {
+            let chunk = out.buffer();
             chunk.extend_from_slice(if first { b"\r\n" } else { b",\r\n" });
             first = false;
             chunk.extend_from_slice(doc);
-            in_chunk += 1;
-            if in_chunk < FIND_DOCS_PER_CHUNK && chunk.len() < STREAM_CHUNK_BYTES_MAX {
-                return true;
-            }
-            in_chunk = 0;
-            sender
-                .blocking_send(Bytes::from(std::mem::take(&mut chunk)))
-                .is_ok()
+            out.flush_when_full().is_ok()
         };
         let outcome = execute(
             &bucket,
@@ -353,35 +344,21 @@ pub async fn find(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
             &plan,
             &render,
             &mut emit,
-        );
-        let mut tail = std::mem::take(&mut chunk);
-        match outcome {
-            Ok(outcome) => {
-                tail.extend_from_slice(b"\r\n],\r\n\"bookmark\": ");
-                tail.extend_from_slice(json!(outcome.bookmark).to_string().as_bytes());
-                if request.execution_stats {
-                    tail.extend_from_slice(b",\r\n\"execution_stats\": ");
-                    tail.extend_from_slice(outcome.stats.to_json().to_string().as_bytes());
-                }
-                if let Some(warning) = outcome.warning {
-                    tail.extend_from_slice(b",\r\n\"warning\": ");
-                    tail.extend_from_slice(json!(warning).to_string().as_bytes());
-                }
-                tail.extend_from_slice(b"}\r\n");
-            }
-            // The status line is gone; like CouchDB, end the body unfinished so the client
-            // sees a broken response rather than a short result.
-            Err(error) => {
-                tracing::warn!(%error, "_find failed while streaming");
-                return;
-            }
+        )
+        .inspect_err(|error| tracing::warn!(%error, "_find failed while streaming"))?;
+        let tail = out.buffer();
+        tail.extend_from_slice(b"\r\n],\r\n\"bookmark\": ");
+        tail.extend_from_slice(json!(outcome.bookmark).to_string().as_bytes());
+        if request.execution_stats {
+            tail.extend_from_slice(b",\r\n\"execution_stats\": ");
+            tail.extend_from_slice(outcome.stats.to_json().to_string().as_bytes());
         }
-        let _ = sender.blocking_send(Bytes::from(tail));
-    });
-    let mut response = hyper::Response::new(channel_body(receiver));
-    response.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
-    Ok(response)
+        if let Some(warning) = outcome.warning {
+            tail.extend_from_slice(b",\r\n\"warning\": ");
+            tail.extend_from_slice(json!(warning).to_string().as_bytes());
+        }
+        tail.extend_from_slice(b"}\r");
+        Ok(())
+    })
+    .await
 }

@@ -126,7 +126,10 @@ pub async fn view(
     }
     let query = view_rows::plan(state, &bucket, &found, view, params).await?;
     let group = found.group.clone();
-    delayed_json(move |out| view_rows::write(&bucket, &group, &query, &credentials, out)).await
+    delayed_json(&state.streams, move |out| {
+        view_rows::write(&bucket, &group, &query, &credentials, out)
+    })
+    .await
 }
 
 /// `POST /{db}/_design/{ddoc}/_view/{view}/queries`.
@@ -191,7 +194,7 @@ async fn run_queries(
     }
     let bucket = bucket.clone();
     let group = found.group.clone();
-    delayed_json(move |out| {
+    delayed_json(&state.streams, move |out| {
         out.buffer().extend_from_slice(b"{\"results\":[");
         for (index, query) in planned.iter().enumerate() {
             if index > 0 {

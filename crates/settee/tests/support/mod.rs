@@ -247,8 +247,21 @@ pub fn read_response(reader: &mut BufReader<TcpStream>) -> std::io::Result<Respo
     } else if find("transfer-encoding").is_some_and(|value| value.contains("chunked")) {
         loop {
             line.clear();
-            reader.read_line(&mut line)?;
-            let size = usize::from_str_radix(line.trim(), 16).unwrap_or(0);
+            if reader.read_line(&mut line)? == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "closed before the chunked body ended ({} bytes)",
+                        body.len()
+                    ),
+                ));
+            }
+            let size = usize::from_str_radix(line.trim(), 16).map_err(|_| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("not a chunk size: {line:?}"),
+                )
+            })?;
             if size == 0 {
                 line.clear();
                 reader.read_line(&mut line)?;
