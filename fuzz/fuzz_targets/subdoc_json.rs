@@ -22,17 +22,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(start <= end && end <= doc.len());
         }
     }
-    let edits = [
-        json::Edit::DictAdd,
-        json::Edit::DictUpsert,
-        json::Edit::Delete,
-        json::Edit::Replace,
-        json::Edit::PushLast,
-        json::Edit::PushFirst,
-        json::Edit::Insert,
-        json::Edit::AddUnique,
-        json::Edit::Counter,
-    ];
+    let edits = json::Edit::ALL;
     let edit = edits[op as usize % edits.len()];
     let mkdir_p = op & 0x80 != 0;
     if let Ok((edited, _)) = json::apply(doc, edit, path_bytes, value, mkdir_p) {

@@ -359,6 +359,21 @@ pub enum Edit {
     Counter,
 }
 
+impl Edit {
+    /// Every kind, for tests and fuzz targets that pick one.
+    pub const ALL: [Edit; 9] = [
+        Edit::DictAdd,
+        Edit::DictUpsert,
+        Edit::Delete,
+        Edit::Replace,
+        Edit::PushLast,
+        Edit::PushFirst,
+        Edit::Insert,
+        Edit::AddUnique,
+        Edit::Counter,
+    ];
+}
+
 /// Applies one edit to `doc`; returns the new document and, for counters, the new value.
 pub fn apply(
     doc: &[u8],
