@@ -53,6 +53,12 @@ pub enum LimitError {
 /// [`LimitError::InvalidJson`]'s reasons.
 const NUMBER_OUT_OF_RANGE: &str = "JSON number out of range";
 const LONE_SURROGATE: &str = "JSON string with a lone UTF-16 surrogate escape";
+const RESERVED_NAME: &str = "the JSON string \"$serde_json::private::RawValue\" is reserved";
+/// serde_json reads an object with this member name as its private raw-value marker: a reader
+/// of such a document (views, feeds, replication) fails on it, however it is spelled.
+const RAW_VALUE_TOKEN: &[u8] = b"$serde_json::private::RawValue";
+/// The longest spelling of the token in JSON: every byte a six-byte `\u` escape.
+const RAW_VALUE_TOKEN_ESCAPED_MAX: usize = RAW_VALUE_TOKEN.len() * 6;
 
 impl DocLimits {
     /// Checks a document: `body` (JSON when `json`) and `xattrs_len` bytes of extended
@@ -82,6 +88,7 @@ enum JsonScan {
     TooDeep,
     NumberOutOfRange,
     LoneSurrogate,
+    ReservedName,
 }
 
 /// Whether `bytes` (JSON, or anything: it is not validated) nests objects and arrays deeper
@@ -111,6 +118,7 @@ fn check_json_scan(bytes: &[u8], max: usize, surrogates: bool) -> Result<(), Lim
         JsonScan::TooDeep => Err(LimitError::TooDeep { max }),
         JsonScan::NumberOutOfRange => Err(LimitError::InvalidJson(NUMBER_OUT_OF_RANGE)),
         JsonScan::LoneSurrogate => Err(LimitError::InvalidJson(LONE_SURROGATE)),
+        JsonScan::ReservedName => Err(LimitError::InvalidJson(RESERVED_NAME)),
     }
 }
 
@@ -119,19 +127,42 @@ fn hex_unit(digits: Option<&[u8]>) -> Option<u16> {
     u16::from_str_radix(std::str::from_utf8(digits?).ok()?, 16).ok()
 }
 
+/// Whether the string token `quoted` (with its quotes) is serde_json's raw-value marker.
+fn is_raw_value_token(quoted: &[u8], escaped: bool) -> bool {
+    let inner = &quoted[1..quoted.len() - 1];
+    if !escaped {
+        return inner == RAW_VALUE_TOKEN;
+    }
+    quoted.len() <= RAW_VALUE_TOKEN_ESCAPED_MAX + 2
+        && serde_json::from_slice::<String>(quoted)
+            .is_ok_and(|text| text.as_bytes() == RAW_VALUE_TOKEN)
+}
+
 /// One pass over `bytes`: nesting past `max` (stops there), a number token no double can hold,
-/// or a `\u` escape of a lone surrogate. Nothing else is validated.
+/// a `\u` escape of a lone surrogate, or a string that is serde_json's raw-value marker.
+/// Nothing else is validated.
 fn scan_json(bytes: &[u8], max: usize, surrogates: bool) -> JsonScan {
     let mut depth = 0usize;
     let mut in_string = false;
+    let (mut string_start, mut escaped) = (0, false);
     let mut at = 0;
     while at < bytes.len() {
         let byte = bytes[at];
         at += 1;
         if in_string {
             match byte {
-                b'"' => in_string = false,
+                b'"' => {
+                    in_string = false;
+                    let length = at - string_start;
+                    if (RAW_VALUE_TOKEN.len() + 2..=RAW_VALUE_TOKEN_ESCAPED_MAX + 2)
+                        .contains(&length)
+                        && is_raw_value_token(&bytes[string_start..at], escaped)
+                    {
+                        return JsonScan::ReservedName;
+                    }
+                }
                 b'\\' => {
+                    escaped = true;
                     let escape = bytes.get(at).copied();
                     at += 1;
                     if escape == Some(b'u') && surrogates {
@@ -158,7 +189,10 @@ fn scan_json(bytes: &[u8], max: usize, surrogates: bool) -> JsonScan {
             continue;
         }
         match byte {
-            b'"' => in_string = true,
+            b'"' => {
+                in_string = true;
+                (string_start, escaped) = (at - 1, false);
+            }
             b'{' | b'[' => {
                 depth += 1;
                 if depth > max {
@@ -253,6 +287,35 @@ mod tests {
             assert!(serde_json::from_slice::<serde_json::Value>(fine).is_ok());
         }
         assert_eq!(limits.check(br#"1e999"#, false, 0), Ok(()));
+    }
+
+    #[test]
+    fn serde_json_raw_value_marker_is_refused_however_spelled() {
+        let limits = DocLimits::default();
+        for bad in [
+            &br#"{"$serde_json::private::RawValue":2}"#[..],
+            br#"{"a":{"$serde_json::private::RawValue" :"x"}}"#,
+            br#"{"\u0024serde_json::private::RawValue":2}"#,
+            br#"{"$serde_json::private::Raw\u0056alue":2}"#,
+        ] {
+            assert_eq!(
+                limits.check(bad, true, 0),
+                Err(LimitError::InvalidJson(RESERVED_NAME)),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        // Found by the kv_values fuzz target: the marker parses as a raw value, not a map.
+        let found = br#"{"$serde_json::private::RawValue" 		  :2   }"#;
+        assert!(serde_json::from_slice::<serde_json::Value>(found).is_err());
+        assert!(limits.check(found, true, 0).is_err());
+        for fine in [
+            &br#"{"$serde_json::private::RawValu":2}"#[..],
+            br#"{"x$serde_json::private::RawValue":2}"#,
+            br#"{"a\u0062":"$serde_json::private::RawValueX"}"#,
+        ] {
+            assert_eq!(limits.check(fine, true, 0), Ok(()));
+        }
     }
 
     #[test]

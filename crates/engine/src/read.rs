@@ -13,9 +13,12 @@ use crate::skips::SkippedRecord;
 
 /// Records read from one vbucket per refill, at most.
 const CHUNK: usize = 128;
-/// A refill stops once it has read this many bytes of records (and always takes one), so a
-/// scan over large documents holds about one per vbucket, not `CHUNK` (issue 18).
-const REFILL_BYTES_MAX: usize = 64 << 10;
+/// The bytes of records a scan holds across its vbuckets: each refill stops at its share (at
+/// least [`REFILL_BYTES_MIN`], and always takes one record), so a scan over large documents
+/// holds about one per vbucket, not `CHUNK` (issue 18: 600 clients that stopped reading an
+/// `_all_docs` of 2 KB documents held 4.8 MB of the node's memory each, mostly these buffers).
+const SCAN_BYTES_MAX: usize = 1 << 20;
+const REFILL_BYTES_MIN: usize = 4 << 10;
 
 /// Which keys a [`DocScan`] visits. Bounds are raw document keys; `end` is inclusive when
 /// `inclusive_end` is set. With `descending`, `start` is the high end, as in CouchDB.
@@ -35,8 +38,8 @@ struct VbScan {
 }
 
 /// Yields `(key, record)` in key order (raw bytes), live and deleted documents alike; callers
-/// filter. Memory stays bounded by `vbuckets * CHUNK` records and about `vbuckets *
-/// REFILL_BYTES_MAX` bytes (one record per vbucket past that). A record that does not decode is
+/// filter. Memory stays bounded by `vbuckets * CHUNK` records and about [`SCAN_BYTES_MAX`]
+/// bytes (one record per vbucket past that). A record that does not decode is
 /// skipped (counted and logged once, `skips.rs`), never the end of the scan.
 pub struct DocScan<'a> {
     bucket: &'a Bucket,
@@ -45,6 +48,8 @@ pub struct DocScan<'a> {
     forward_heap: BinaryHeap<Reverse<(Vec<u8>, u16)>>,
     reverse_heap: BinaryHeap<(Vec<u8>, u16)>,
     started: bool,
+    /// Bytes of records one refill reads at most (after its first record).
+    refill_bytes: usize,
 }
 
 impl Bucket {
@@ -66,6 +71,8 @@ impl Bucket {
             forward_heap: BinaryHeap::new(),
             reverse_heap: BinaryHeap::new(),
             started: false,
+            refill_bytes: (SCAN_BYTES_MAX / usize::from(self.vbuckets.max(1)))
+                .max(REFILL_BYTES_MIN),
         }
     }
 }
@@ -137,7 +144,7 @@ impl DocScan<'_> {
             let upper = if descending { &scan.resume } else { &upper };
             let (mut read, mut bytes) = (0, 0);
             let mut entries = self.bucket.store.scan(Cf::Doc, lower, upper, descending);
-            while read < CHUNK && bytes < REFILL_BYTES_MAX {
+            while read < CHUNK && bytes < self.refill_bytes {
                 let Some(item) = entries.next() else {
                     scan.exhausted = true;
                     break;

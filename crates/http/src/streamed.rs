@@ -29,8 +29,9 @@ use crate::error::{ApiError, ApiResult};
 use crate::response::{full, HttpResponse, STREAM_CHUNK_BYTES_MAX};
 
 /// Chunks waiting for the client: with the one being written and hyper's own buffer, what a
-/// client that stops reading holds in the node.
-pub const CHUNKS_IN_FLIGHT: usize = 4;
+/// client that stops reading holds in the node. Two keep the socket busy while the next is
+/// written.
+pub const CHUNKS_IN_FLIGHT: usize = 2;
 
 /// The door's default [`StreamBudget`] maximum: the KV door's total for unsent replies.
 pub const STREAM_BYTES_MAX_DEFAULT: usize = 256 << 20;
