@@ -53,7 +53,7 @@ pub enum LimitError {
 /// [`LimitError::InvalidJson`]'s reasons.
 const NUMBER_OUT_OF_RANGE: &str = "JSON number out of range";
 const LONE_SURROGATE: &str = "JSON string with a lone UTF-16 surrogate escape";
-const RESERVED_NAME: &str = "the JSON string \"$serde_json::private::RawValue\" is reserved";
+const RESERVED_NAME: &str = "the JSON member name \"$serde_json::private::RawValue\" is reserved";
 /// serde_json reads an object with this member name as its private raw-value marker: a reader
 /// of such a document (views, feeds, replication) fails on it, however it is spelled.
 const RAW_VALUE_TOKEN: &[u8] = b"$serde_json::private::RawValue";
@@ -127,6 +127,14 @@ fn hex_unit(digits: Option<&[u8]>) -> Option<u16> {
     u16::from_str_radix(std::str::from_utf8(digits?).ok()?, 16).ok()
 }
 
+/// Whether a string token followed by `after` is a member name (a `:` follows it).
+fn is_member_name(after: &[u8]) -> bool {
+    after
+        .iter()
+        .find(|byte| !matches!(byte, b' ' | b'\t' | b'\n' | b'\r'))
+        == Some(&b':')
+}
+
 /// Whether the string token `quoted` (with its quotes) is serde_json's raw-value marker.
 fn is_raw_value_token(quoted: &[u8], escaped: bool) -> bool {
     let inner = &quoted[1..quoted.len() - 1];
@@ -139,7 +147,7 @@ fn is_raw_value_token(quoted: &[u8], escaped: bool) -> bool {
 }
 
 /// One pass over `bytes`: nesting past `max` (stops there), a number token no double can hold,
-/// a `\u` escape of a lone surrogate, or a string that is serde_json's raw-value marker.
+/// a `\u` escape of a lone surrogate, or a member name that is serde_json's raw-value marker.
 /// Nothing else is validated.
 fn scan_json(bytes: &[u8], max: usize, surrogates: bool) -> JsonScan {
     let mut depth = 0usize;
@@ -156,6 +164,7 @@ fn scan_json(bytes: &[u8], max: usize, surrogates: bool) -> JsonScan {
                     let length = at - string_start;
                     if (RAW_VALUE_TOKEN.len() + 2..=RAW_VALUE_TOKEN_ESCAPED_MAX + 2)
                         .contains(&length)
+                        && is_member_name(&bytes[at..])
                         && is_raw_value_token(&bytes[string_start..at], escaped)
                     {
                         return JsonScan::ReservedName;
@@ -313,7 +322,11 @@ mod tests {
             &br#"{"$serde_json::private::RawValu":2}"#[..],
             br#"{"x$serde_json::private::RawValue":2}"#,
             br#"{"a\u0062":"$serde_json::private::RawValueX"}"#,
+            br#"["$serde_json::private::RawValue"]"#,
+            br#"{"a":"$serde_json::private::RawValue"}"#,
+            br#""$serde_json::private::RawValue""#,
         ] {
+            assert!(serde_json::from_slice::<serde_json::Value>(fine).is_ok());
             assert_eq!(limits.check(fine, true, 0), Ok(()));
         }
     }
