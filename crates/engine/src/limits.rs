@@ -105,15 +105,16 @@ pub fn check_json(bytes: &[u8], max: usize) -> Result<(), LimitError> {
     check_json_scan(bytes, max, true)
 }
 
-/// [`check_json`] without the surrogate check: for an envelope whose members are checked one
-/// by one (a `_bulk_docs` body: a lone surrogate is one document's error, a number no double
-/// holds makes the whole body invalid JSON, as for CouchDB).
+/// [`check_json`] without the string checks (lone surrogates, the reserved member name): for an
+/// envelope whose members are checked one by one (a `_bulk_docs` body: such a string is one
+/// document's error, a number no double holds makes the whole body invalid JSON, as for
+/// CouchDB).
 pub fn check_json_numbers(bytes: &[u8]) -> Result<(), LimitError> {
     check_json_scan(bytes, usize::MAX, false)
 }
 
-fn check_json_scan(bytes: &[u8], max: usize, surrogates: bool) -> Result<(), LimitError> {
-    match scan_json(bytes, max, surrogates) {
+fn check_json_scan(bytes: &[u8], max: usize, strings: bool) -> Result<(), LimitError> {
+    match scan_json(bytes, max, strings) {
         JsonScan::Fine => Ok(()),
         JsonScan::TooDeep => Err(LimitError::TooDeep { max }),
         JsonScan::NumberOutOfRange => Err(LimitError::InvalidJson(NUMBER_OUT_OF_RANGE)),
@@ -149,7 +150,7 @@ fn is_raw_value_token(quoted: &[u8], escaped: bool) -> bool {
 /// One pass over `bytes`: nesting past `max` (stops there), a number token no double can hold,
 /// a `\u` escape of a lone surrogate, or a member name that is serde_json's raw-value marker.
 /// Nothing else is validated.
-fn scan_json(bytes: &[u8], max: usize, surrogates: bool) -> JsonScan {
+fn scan_json(bytes: &[u8], max: usize, strings: bool) -> JsonScan {
     let mut depth = 0usize;
     let mut in_string = false;
     let (mut string_start, mut escaped) = (0, false);
@@ -162,8 +163,9 @@ fn scan_json(bytes: &[u8], max: usize, surrogates: bool) -> JsonScan {
                 b'"' => {
                     in_string = false;
                     let length = at - string_start;
-                    if (RAW_VALUE_TOKEN.len() + 2..=RAW_VALUE_TOKEN_ESCAPED_MAX + 2)
-                        .contains(&length)
+                    if strings
+                        && (RAW_VALUE_TOKEN.len() + 2..=RAW_VALUE_TOKEN_ESCAPED_MAX + 2)
+                            .contains(&length)
                         && is_member_name(&bytes[at..])
                         && is_raw_value_token(&bytes[string_start..at], escaped)
                     {
@@ -174,7 +176,7 @@ fn scan_json(bytes: &[u8], max: usize, surrogates: bool) -> JsonScan {
                     escaped = true;
                     let escape = bytes.get(at).copied();
                     at += 1;
-                    if escape == Some(b'u') && surrogates {
+                    if escape == Some(b'u') && strings {
                         let unit = hex_unit(bytes.get(at..at + 4));
                         at += 4;
                         match unit {

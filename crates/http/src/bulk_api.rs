@@ -47,10 +47,10 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
     let bytes = req.body_bytes(state.config.max_request_size_bytes).await?;
     // The envelope is parsed without descending into the documents (raw values), so the depth
     // check is made per document (`prepare_bulk_doc`): one document too deep, or holding a
-    // lone surrogate escape, is that document's error, not the whole batch's, and a
+    // lone surrogate escape or serde_json's reserved member name, is that document's error,
+    // not the whole batch's, and a
     // replication writing the batch goes on with the others. A number no double holds makes
     // the body invalid JSON, as for CouchDB.
-    crate::request::refuse_raw_value_token(&bytes)?;
     settee_engine::limits::check_json_numbers(&bytes)
         .map_err(|error| ApiError::over_limit(&error, ""))?;
     let body: BulkDocsBody = serde_json::from_slice(&bytes)

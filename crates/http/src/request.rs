@@ -147,27 +147,14 @@ pub fn parse_json(bytes: &[u8], max_depth: usize) -> ApiResult<serde_json::Value
     serde_json::from_slice(bytes).map_err(|_| ApiError::invalid_json())
 }
 
-const RAW_VALUE_TOKEN: &[u8] = b"$serde_json::private::RawValue";
-
-/// serde_json treats this one name as its raw-value marker: a body using it would be
-/// re-emitted as something that is not JSON (found by the couch_doc fuzz target).
-pub(crate) fn refuse_raw_value_token(bytes: &[u8]) -> ApiResult<()> {
-    if memchr::memmem::find(bytes, RAW_VALUE_TOKEN).is_some() {
-        return Err(ApiError::BadRequest(
-            "the member name \"$serde_json::private::RawValue\" is reserved".to_string(),
-        ));
-    }
-    Ok(())
-}
-
 /// Rejects JSON no reader could use, without parsing it: nested deeper than `max_depth`, a
-/// number no double can represent (`1e999`), a lone UTF-16 surrogate escape (`"\udc00"`).
-/// serde's raw-value and skipping parsers accept the last two, a full parse does not, so such
-/// a body would be stored and then fail every later reader. The engine checks every stored
+/// number no double can represent (`1e999`), a lone UTF-16 surrogate escape (`"\udc00"`), a
+/// member named `$serde_json::private::RawValue` however escaped (serde_json's private
+/// marker). serde's raw-value and skipping parsers accept the last three, a full parse does
+/// not, so such a body would be stored and then fail every later reader. The engine checks every stored
 /// document the same way ([`settee_engine::limits::check_json`]); the door checks first so a
 /// request fails before any work, with CouchDB's 400.
 pub fn check_json_limits(bytes: &[u8], max_depth: usize) -> ApiResult<()> {
-    refuse_raw_value_token(bytes)?;
     settee_engine::limits::check_json(bytes, max_depth)
         .map_err(|error| ApiError::over_limit(&error, ""))
 }

@@ -62,6 +62,30 @@ def test_a_value_nested_past_the_depth_limit_is_refused(settee, collection, key,
     assert_not_stored(settee, collection, key)
 
 
+@pytest.mark.parametrize(
+    "value",
+    ['{"$serde_json::private::RawValue":2}', '{"a":{"\\u0024serde_json::private::RawValue":"x"}}'],
+    ids=["plain", "escaped"],
+)
+def test_a_value_naming_serde_jsons_raw_value_marker_is_refused(settee, collection, key, value):
+    """Found by the kv_values fuzz target: no reader of the stored document could parse it."""
+    with pytest.raises(InvalidArgumentException):
+        collection.upsert(key, value, UpsertOptions(transcoder=RawJSONTranscoder()))
+    assert_not_stored(settee, collection, key)
+    # The same words as a string value, or in a document id, are only a string: such a
+    # document is stored, listed and written over both doors.
+    marker_id = f"{key}::$serde_json::private::RawValue"
+    collection.upsert(marker_id, {"a": "$serde_json::private::RawValue"})
+    assert collection.get(marker_id).content_as[dict] == {"a": "$serde_json::private::RawValue"}
+    status, body = settee.http("POST", "/default/_all_docs", {"keys": [marker_id]})
+    assert status == 200, body
+    assert [row["id"] for row in body["rows"]] == [marker_id]
+    status, body = settee.http("POST", "/default/_bulk_docs", {"docs": [{"_id": marker_id + "2"}]})
+    assert status == 201 and body[0].get("ok") is True, body
+    collection.remove(marker_id)
+    collection.remove(marker_id + "2")
+
+
 def test_append_cannot_grow_a_value_past_the_limit(settee, collection, key):
     collection.upsert(key, padded(DOC_BYTES_MAX - 10), UpsertOptions(transcoder=RawJSONTranscoder()))
     binary = collection.binary()
