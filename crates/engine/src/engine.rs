@@ -11,6 +11,7 @@ use settee_storage::{Batch, Cf, Store, StoreOptions};
 use crate::access_epoch::AccessEpoch;
 use crate::bucket::{Bucket, BucketAccess, BucketConfig, NodeParts};
 use crate::clock::{Clock, Hlc, SystemClock};
+use crate::collections::{ManifestLimits, FORMAT_VERSION};
 use crate::error::EngineError;
 use crate::keys;
 use crate::limits::DocLimits;
@@ -33,7 +34,16 @@ pub struct EngineOptions {
     pub access_buckets: Vec<String>,
     /// The document limits of every bucket, for writes through either door.
     pub limits: DocLimits,
+    /// Most scopes a bucket may hold, `_default` included.
+    pub scopes_per_bucket_max: usize,
+    /// Most collections a bucket may hold, `_default._default` included.
+    pub collections_per_bucket_max: usize,
 }
+
+/// Couchbase's default limit on collections (per cluster there; per bucket here), and the
+/// same for scopes.
+pub const COLLECTIONS_PER_BUCKET_MAX: usize = 1000;
+pub const SCOPES_PER_BUCKET_MAX: usize = 1000;
 
 impl Default for EngineOptions {
     fn default() -> Self {
@@ -42,8 +52,39 @@ impl Default for EngineOptions {
             clock: Arc::new(SystemClock),
             access_buckets: vec![USERS_BUCKET.to_string()],
             limits: DocLimits::default(),
+            scopes_per_bucket_max: SCOPES_PER_BUCKET_MAX,
+            collections_per_bucket_max: COLLECTIONS_PER_BUCKET_MAX,
         }
     }
+}
+
+impl EngineOptions {
+    fn manifest_limits(&self) -> ManifestLimits {
+        ManifestLimits {
+            scopes_max: self.scopes_per_bucket_max,
+            collections_max: self.collections_per_bucket_max,
+        }
+    }
+}
+
+/// Refuses a data directory written by a newer binary (`node/format_version` above
+/// [`FORMAT_VERSION`]; absent = 1).
+fn check_format_version(store: &Store) -> Result<(), EngineError> {
+    let Some(raw) = store.get(Cf::Meta, keys::meta::FORMAT_VERSION)? else {
+        return Ok(());
+    };
+    let version = raw
+        .as_slice()
+        .try_into()
+        .map(u32::from_be_bytes)
+        .map_err(|_| EngineError::Corrupt("format version".into()))?;
+    if version > FORMAT_VERSION {
+        return Err(EngineError::Invalid(format!(
+            "the data directory has format version {version}; this binary reads up to \
+             {FORMAT_VERSION}"
+        )));
+    }
+    Ok(())
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -65,6 +106,7 @@ pub struct Engine {
     access_epoch: Arc<AccessEpoch>,
     access_buckets: Vec<String>,
     limits: DocLimits,
+    manifest_limits: ManifestLimits,
     /// Records skipped by readers of every bucket, dropped ones included.
     skip_total: Arc<SkipCounters>,
 }
@@ -72,6 +114,7 @@ pub struct Engine {
 impl Engine {
     pub fn open(path: &Path, options: EngineOptions) -> Result<Engine, EngineError> {
         let store = Arc::new(Store::open(path, &options.store)?);
+        check_format_version(&store)?;
         let hlc = Arc::new(Hlc::default());
         let skip_total = Arc::new(SkipCounters::default());
         let mut buckets = BTreeMap::new();
@@ -106,10 +149,12 @@ impl Engine {
                 hlc: hlc.clone(),
                 limits: options.limits,
                 skip_total: skip_total.clone(),
+                manifest_limits: options.manifest_limits(),
             };
             let bucket = Bucket::load(node, id, config, access)?;
             buckets.insert(name, Arc::new(bucket));
         }
+        let manifest_limits = options.manifest_limits();
         Ok(Engine {
             store,
             clock: options.clock,
@@ -117,6 +162,7 @@ impl Engine {
             buckets: RwLock::new(buckets),
             admin: tokio::sync::Mutex::new(()),
             access_epoch,
+            manifest_limits,
             access_buckets: options.access_buckets,
             limits: options.limits,
             skip_total,
@@ -221,6 +267,7 @@ impl Engine {
             vbuckets,
             created_ms: self.clock.now_ns() / 1_000_000,
             revs_limit: REVS_LIMIT_DEFAULT,
+            max_ttl: 0,
         };
         let mut batch = Batch::new();
         batch.put(
@@ -249,6 +296,7 @@ impl Engine {
             hlc: self.hlc.clone(),
             limits: self.limits,
             skip_total: self.skip_total.clone(),
+            manifest_limits: self.manifest_limits,
         };
         let bucket = Bucket::load(node, id, config, access)?;
         self.buckets

@@ -94,6 +94,7 @@ fn check_scans(engine: &Engine, oracle: &Oracle, rng: &mut Rng, keys: &[String],
     let bucket = engine.bucket("db").expect("bucket");
     for _ in 0..4 {
         let range = ScanRange {
+            collection: 0,
             start: bound(rng, keys).map(String::into_bytes),
             end: bound(rng, keys).map(String::into_bytes),
             inclusive_end: rng.below(2) == 0,
