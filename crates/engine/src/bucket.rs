@@ -231,6 +231,8 @@ pub struct Bucket {
     pub(crate) manifest_lock: tokio::sync::Mutex<()>,
     /// Limits on scopes and collections (engine-wide, set at open).
     pub(crate) manifest_limits: ManifestLimits,
+    /// Woken when a collection is dropped, so the node's background purger starts on it.
+    pub(crate) purge_wake: Arc<tokio::sync::Notify>,
     /// The bucket's max TTL in seconds (0: none); rarely written (`set_max_ttl`).
     max_ttl: std::sync::atomic::AtomicU32,
 }
@@ -250,6 +252,7 @@ pub(crate) struct NodeParts {
     pub limits: DocLimits,
     pub skip_total: Arc<SkipCounters>,
     pub manifest_limits: ManifestLimits,
+    pub purge_wake: Arc<tokio::sync::Notify>,
 }
 
 impl Bucket {
@@ -266,6 +269,7 @@ impl Bucket {
             limits,
             skip_total,
             manifest_limits,
+            purge_wake,
         } = node;
         let mut vb_states = Vec::with_capacity(config.vbuckets as usize);
         // Read before the disk: a write failing meanwhile makes the first writer reload.
@@ -340,6 +344,7 @@ impl Bucket {
             manifest_lock: tokio::sync::Mutex::new(()),
             manifest_limits,
             max_ttl: std::sync::atomic::AtomicU32::new(config.max_ttl),
+            purge_wake,
         })
     }
 

@@ -107,6 +107,9 @@ pub struct Engine {
     access_buckets: Vec<String>,
     limits: DocLimits,
     manifest_limits: ManifestLimits,
+    /// Woken by a dropped collection: the background purger (`run_expiry_purger`) starts on
+    /// it without waiting for its next tick.
+    purge_wake: Arc<tokio::sync::Notify>,
     /// Records skipped by readers of every bucket, dropped ones included.
     skip_total: Arc<SkipCounters>,
 }
@@ -121,6 +124,7 @@ impl Engine {
         let prefix = keys::meta::BUCKET_NAME_PREFIX;
         let upper = keys::prefix_end(prefix);
         let access_epoch = Arc::new(AccessEpoch::default());
+        let purge_wake = Arc::new(tokio::sync::Notify::new());
         let mut found = Vec::new();
         for item in store.scan(Cf::Meta, prefix, &upper, false) {
             let (key, value) = item?;
@@ -150,6 +154,7 @@ impl Engine {
                 limits: options.limits,
                 skip_total: skip_total.clone(),
                 manifest_limits: options.manifest_limits(),
+                purge_wake: purge_wake.clone(),
             };
             let bucket = Bucket::load(node, id, config, access)?;
             buckets.insert(name, Arc::new(bucket));
@@ -163,6 +168,7 @@ impl Engine {
             admin: tokio::sync::Mutex::new(()),
             access_epoch,
             manifest_limits,
+            purge_wake,
             access_buckets: options.access_buckets,
             limits: options.limits,
             skip_total,
@@ -297,6 +303,7 @@ impl Engine {
             limits: self.limits,
             skip_total: self.skip_total.clone(),
             manifest_limits: self.manifest_limits,
+            purge_wake: self.purge_wake.clone(),
         };
         let bucket = Bucket::load(node, id, config, access)?;
         self.buckets
@@ -332,7 +339,10 @@ impl Engine {
         Ok(true)
     }
 
-    /// Runs the expiry purger every `interval` until `shutdown` resolves.
+    /// Runs the node's background purgers until `shutdown` resolves: expired documents every
+    /// `interval`; dropped collections' data as soon as a collection is dropped (or pending at
+    /// start, after a restart), in rounds of [`PURGE_VBUCKETS_PER_ROUND`] vbuckets with
+    /// [`PURGE_ROUND_PAUSE`] between them, so the purge never takes the disk from the doors.
     pub async fn run_expiry_purger(
         self: Arc<Self>,
         interval: std::time::Duration,
@@ -340,17 +350,59 @@ impl Engine {
     ) {
         tokio::pin!(shutdown);
         let mut ticker = tokio::time::interval(interval);
+        // Drops left pending by the previous run are resumed at once.
+        let mut drops_pending = true;
         loop {
+            let wake = self.purge_wake.notified();
             tokio::select! {
                 _ = &mut shutdown => return,
-                _ = ticker.tick() => {}
-            }
-            let buckets: Vec<Arc<Bucket>> = self.buckets.read().values().cloned().collect();
-            for bucket in buckets {
-                if let Err(error) = bucket.purge_expired().await {
-                    tracing::warn!(bucket = bucket.name(), %error, "expiry purge failed");
+                _ = ticker.tick() => {
+                    self.purge_expired_documents().await;
+                    // A round that failed is tried again from here.
+                    drops_pending |= self.has_pending_drops();
+                }
+                _ = wake, if !drops_pending => drops_pending = true,
+                _ = tokio::time::sleep(PURGE_ROUND_PAUSE), if drops_pending => {
+                    drops_pending = self.purge_dropped_round().await;
                 }
             }
         }
     }
+
+    fn has_pending_drops(&self) -> bool {
+        self.buckets
+            .read()
+            .values()
+            .any(|bucket| !bucket.dropped_collections().is_empty())
+    }
+
+    async fn purge_expired_documents(&self) {
+        let buckets: Vec<Arc<Bucket>> = self.buckets.read().values().cloned().collect();
+        for bucket in buckets {
+            if let Err(error) = bucket.purge_expired().await {
+                tracing::warn!(bucket = bucket.name(), %error, "expiry purge failed");
+            }
+        }
+    }
+
+    /// One round of the drop purger in every bucket with pending drops; whether any remain.
+    async fn purge_dropped_round(&self) -> bool {
+        let buckets: Vec<Arc<Bucket>> = self.buckets.read().values().cloned().collect();
+        let mut pending = false;
+        for bucket in buckets {
+            match bucket.purge_dropped_round(PURGE_VBUCKETS_PER_ROUND).await {
+                Ok(more) => pending |= more,
+                // Tried again at the next tick, not in a loop.
+                Err(error) => {
+                    tracing::warn!(bucket = bucket.name(), %error, "collection purge failed")
+                }
+            }
+        }
+        pending
+    }
 }
+
+/// Vbuckets one round of the drop purger covers in a bucket.
+pub const PURGE_VBUCKETS_PER_ROUND: u16 = 16;
+/// The pause between two rounds of the drop purger.
+pub const PURGE_ROUND_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);

@@ -31,8 +31,10 @@ const ABBREVIATE_WINDOW: usize = 1 << 18;
 pub struct DiskSizes {
     /// Everything the bucket's data takes on disk, garbage included.
     pub file: u64,
-    /// The live part of `file` (what a compaction would leave).
+    /// The live part of `file` (what a compaction would leave), dropped collections excluded.
     pub active: u64,
+    /// The part of `file` dropped collections hold until the purger removes it.
+    pub pending_purge: u64,
 }
 
 /// What one compaction did.
@@ -514,6 +516,7 @@ impl Bucket {
     /// ranges' SST files, plus its writes not flushed yet, which are in the write-ahead log)
     /// and the live part of them. Approximate; `active <= file` always.
     pub fn disk_sizes(&self) -> Result<DiskSizes, EngineError> {
+        // The bucket's range holds both key forms (every collection).
         let (lower, upper) = keys::bucket_range(self.id);
         let mut sizes = DiskSizes::default();
         for cf in [Cf::Doc, Cf::Seq, Cf::Att, Cf::Exp, Cf::Local] {
@@ -521,6 +524,20 @@ impl Bucket {
             sizes.file += bytes.files + bytes.unflushed;
             sizes.active += bytes.files_live + bytes.unflushed;
         }
+        for cid in self.dropped_collections().keys() {
+            for vbucket in 0..self.vbuckets {
+                let (lower, upper) = keys::coll_range(self.id, vbucket, *cid);
+                for cf in [Cf::Doc, Cf::Att, Cf::Exp, Cf::Local] {
+                    let bytes = self.store.range_bytes(cf, &lower, &upper)?;
+                    sizes.pending_purge += bytes.files + bytes.unflushed;
+                }
+            }
+        }
+        sizes.pending_purge = sizes.pending_purge.min(sizes.file);
+        sizes.active = sizes
+            .active
+            .saturating_sub(sizes.pending_purge)
+            .min(sizes.file);
         Ok(sizes)
     }
 

@@ -197,6 +197,9 @@ impl Bucket {
         for (visible, high) in self.visible_high.iter().zip(highs) {
             visible.fetch_max(high, std::sync::atomic::Ordering::AcqRel);
         }
+        if !next.dropped.is_empty() {
+            self.purge_wake.notify_one();
+        }
         self.changed.send_modify(|version| *version += 1);
         Ok(next.manifest)
     }

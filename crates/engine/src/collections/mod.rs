@@ -15,6 +15,7 @@
 mod change;
 mod event;
 mod manifest;
+mod purge;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,6 +30,8 @@ pub use manifest::{
     check_new_name, Collection, Manifest, ManifestChange, ManifestLimits, Scope, SystemEventKind,
     DEFAULT_NAME, MAX_TTL_MAX, NAME_BYTES_MAX,
 };
+
+pub use purge::{plan_purge_round, PurgeRound};
 
 use crate::bucket::Bucket;
 use crate::error::EngineError;
