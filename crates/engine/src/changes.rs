@@ -472,10 +472,15 @@ impl<'a> ChangeCursor<'a> {
                 read_up_to: since.get(vbucket),
             })
             .collect();
+        // The collection's own high seqnos: a feed's end position does not move with other
+        // collections' writes (and is the bucket's for a bucket without collections).
+        let high_at_start = bucket
+            .high_seqnos_in(collection)
+            .unwrap_or_else(|_| bucket.high_seqnos());
         ChangeCursor {
             bucket,
             collection,
-            high_at_start: bucket.high_seqnos(),
+            high_at_start,
             position: since,
             feeds,
             heap: BinaryHeap::new(),
@@ -512,7 +517,8 @@ impl<'a> ChangeCursor<'a> {
     }
 
     /// The resume point once the cursor is exhausted: also covers seqnos whose entries were
-    /// superseded by later writes, up to the high seqnos seen when the cursor started.
+    /// superseded by later writes, up to the collection's high seqnos seen when the cursor
+    /// started.
     pub fn end_position(&self) -> SeqVector {
         let mut end = self.position.clone();
         end.max_with(&self.high_at_start);
