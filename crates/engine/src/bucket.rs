@@ -710,10 +710,12 @@ impl Bucket {
             {
                 return Err(manifest.unknown_collection());
             }
-            let live = manifest.collection_ids();
-            for (vbucket, slot) in guards.iter_mut() {
-                if slot.epoch != epoch {
-                    self.reload_vb_state(*vbucket, slot, epoch, &live)?;
+            if guards.iter().any(|(_, slot)| slot.epoch != epoch) {
+                let live = manifest.collection_ids();
+                for (vbucket, slot) in guards.iter_mut() {
+                    if slot.epoch != epoch {
+                        self.reload_vb_state(*vbucket, slot, epoch, &live)?;
+                    }
                 }
             }
             let now = self.now_secs();
@@ -733,13 +735,17 @@ impl Bucket {
             // changed at least once); before that, the vbucket's are collection 0's.
             let with_collections = manifest.uid() > 0;
             for (vbucket, slot) in &guards {
-                let mut touched: Vec<u32> = writes
-                    .iter()
-                    .filter(|write| write.vbucket == *vbucket)
-                    .map(|write| write.collection)
-                    .collect();
-                touched.sort_unstable();
-                touched.dedup();
+                let mut touched: Vec<u32> = Vec::new();
+                if with_collections {
+                    touched.extend(
+                        writes
+                            .iter()
+                            .filter(|write| write.vbucket == *vbucket)
+                            .map(|write| write.collection),
+                    );
+                    touched.sort_unstable();
+                    touched.dedup();
+                }
                 slot.persist(
                     &mut batch,
                     self.id,
