@@ -19,6 +19,8 @@ use settee_storage::{Batch, Cf, Store};
 
 use crate::access_epoch::AccessEpoch;
 use crate::clock::{Clock, Hlc};
+use crate::collections::{CollectionsState, ManifestLimits};
+use crate::doc_key::DocKey;
 use crate::error::EngineError;
 use crate::key_locks::{KeyGuard, KeyLocks};
 use crate::keys;
@@ -26,6 +28,7 @@ use crate::limits::{DocLimits, LimitError};
 use crate::record::{DocRecord, Header};
 use crate::seqvec::SeqVector;
 use crate::skips::{SkipCounters, SkipStats, SkippedRecord, Skips};
+use crate::vb_state::{read_collection_states, read_vb_state, VbSlot, VbState};
 use crate::vbucket::vbucket_of;
 
 /// Longest document key, in bytes (Couchbase's limit; CouchDB ids are held to it too).
@@ -42,12 +45,51 @@ pub(crate) fn check_key(key: &[u8]) -> Result<(), EngineError> {
     Ok(())
 }
 
+/// Longest document key in a collection other than `_default._default` (kv_engine's rule: the
+/// key and the longest LEB128 collection id fit 251 bytes).
+pub const COLLECTION_KEY_BYTES_MAX: usize = 246;
+
+/// [`check_key`] for a document of collection `cid`.
+pub(crate) fn check_key_in(cid: u32, key: &[u8]) -> Result<(), EngineError> {
+    check_key(key)?;
+    if cid != 0 && key.len() > COLLECTION_KEY_BYTES_MAX {
+        return Err(EngineError::Invalid(format!(
+            "key must be 1..={COLLECTION_KEY_BYTES_MAX} bytes in a collection, got {}",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
 /// A document record's decode error, as [`EngineError::CorruptDocument`].
 pub(crate) fn corrupt_document(error: EngineError) -> EngineError {
     match error {
         EngineError::Corrupt(reason) => EngineError::CorruptDocument(reason),
         other => other,
     }
+}
+
+/// The purge sequences of collections other than 0, as stored.
+fn read_collection_purge_seqs(
+    store: &Store,
+    bucket_id: u32,
+) -> Result<std::collections::BTreeMap<u32, u64>, EngineError> {
+    let prefix = keys::meta::collection_purge_seq_prefix(bucket_id);
+    let upper = keys::prefix_end(&prefix);
+    let mut seqs = std::collections::BTreeMap::new();
+    for item in store.scan(Cf::Meta, &prefix, &upper, false) {
+        let (key, value) = item?;
+        let cid = key
+            .get(prefix.len()..)
+            .and_then(|rest| rest.try_into().ok())
+            .map(u32::from_be_bytes);
+        let seq = value.as_ref().try_into().ok().map(u64::from_be_bytes);
+        match (cid, seq) {
+            (Some(cid), Some(seq)) => seqs.insert(cid, seq),
+            _ => return Err(EngineError::Corrupt("collection purge seq".into())),
+        };
+    }
+    Ok(seqs)
 }
 
 /// Bucket settings persisted in `meta` (`bucket/conf/{id}`).
@@ -57,54 +99,38 @@ pub struct BucketConfig {
     pub vbuckets: u16,
     pub created_ms: u64,
     pub revs_limit: u32,
+    /// Seconds a mutation's expiry is capped at (0: none), for collections that set no
+    /// `max_ttl` of their own (collections.md). Not written while 0, so a bucket that never
+    /// sets it keeps the configuration bytes of 0.1.0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_ttl: u32,
 }
 
-/// In-memory state of one vbucket, persisted in `meta` (`bucket/vbstats/{id}{vb}`) by every
-/// write batch that changes it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct VbState {
-    pub high_seqno: u64,
-    pub live: u64,
-    pub deleted: u64,
-    /// Bytes of the document records (live and deleted) as stored, before compression.
-    pub record_bytes: u64,
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
-impl VbState {
-    fn encode(&self) -> [u8; 32] {
-        let mut out = [0u8; 32];
-        out[..8].copy_from_slice(&self.high_seqno.to_be_bytes());
-        out[8..16].copy_from_slice(&self.live.to_be_bytes());
-        out[16..24].copy_from_slice(&self.deleted.to_be_bytes());
-        out[24..].copy_from_slice(&self.record_bytes.to_be_bytes());
-        out
+/// The expiry a mutation stores under a max TTL of `max_ttl` seconds (0: none), at `now`: a
+/// later one (or none) is brought down to now + max_ttl (kv_engine's rule).
+pub(crate) fn capped_expiry(expiry: u32, max_ttl: u32, now: u32) -> u32 {
+    if max_ttl == 0 {
+        return expiry;
     }
-
-    fn decode(raw: &[u8]) -> Option<VbState> {
-        let field = |at: usize| -> Option<u64> {
-            Some(u64::from_be_bytes(raw.get(at..at + 8)?.try_into().ok()?))
-        };
-        Some(VbState {
-            high_seqno: field(0)?,
-            live: field(8)?,
-            deleted: field(16)?,
-            record_bytes: field(24)?,
-        })
+    let limit = now.saturating_add(max_ttl);
+    if expiry == 0 || expiry > limit {
+        limit
+    } else {
+        expiry
     }
-}
-
-/// A vbucket's state in memory, and the store epoch it was last known to match the disk in
-/// (`settee_storage::health`): after a failed write it may count writes that never happened.
-#[derive(Debug)]
-struct VbSlot {
-    state: VbState,
-    epoch: u64,
 }
 
 /// What a planned write does to one document.
 #[derive(Debug)]
 pub(crate) struct PlannedWrite {
     pub vbucket: u16,
+    /// The document's collection: checked live under the vbucket lock before anything is
+    /// staged.
+    pub collection: u32,
     pub key: Vec<u8>,
     /// The record as it was (seqno, expiry, deleted) — `None` for a new document.
     pub previous: Option<Previous>,
@@ -115,6 +141,9 @@ pub(crate) struct PlannedWrite {
     pub new_attachments: Vec<([u8; 16], Bytes)>,
     /// Sub-document mutation macros to expand in the xattrs once CAS and seqno are assigned.
     pub macro_nonce: Option<u64>,
+    /// Whether the collection's max TTL caps the new record's expiry (a mutation by a client;
+    /// not a purge, nor the expiry purger's tombstone).
+    pub apply_max_ttl: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -154,17 +183,17 @@ pub struct Bucket {
     pub(crate) hlc: Arc<Hlc>,
     /// One mutex per vbucket; held only while assigning seqnos and enqueueing a batch, never
     /// across an await, so a parking_lot mutex is right.
-    vb_states: Vec<Mutex<VbSlot>>,
+    pub(crate) vb_states: Vec<Mutex<VbSlot>>,
     /// Per vbucket, the highest seqno whose write is durable and readable. `VbState::high_seqno`
     /// runs ahead of it while a group waits for its fsync; change feeds must only ever report
     /// positions up to this one, or a client resuming there would skip the pending change.
     /// Raised with `fetch_max` after each commit: the committer applies groups in order, so
     /// everything at or below the maximum is visible.
-    visible_high: Vec<std::sync::atomic::AtomicU64>,
+    pub(crate) visible_high: Vec<std::sync::atomic::AtomicU64>,
     /// Held across the fsync wait.
     key_locks: KeyLocks,
     /// Bumped after every committed write; change feeds wait on it.
-    changed: tokio::sync::watch::Sender<u64>,
+    pub(crate) changed: tokio::sync::watch::Sender<u64>,
     /// Rarely written (PUT _revs_limit); read on every write.
     pub(crate) revs_limit: RwLock<u32>,
     /// Rarely written (PUT _security); read on every authorised request.
@@ -178,6 +207,9 @@ pub struct Bucket {
     /// across its commit so the persisted value never goes backwards.
     pub(crate) purge_seq: std::sync::atomic::AtomicU64,
     pub(crate) purge_lock: tokio::sync::Mutex<()>,
+    /// The purge sequences of collections other than 0 (`meta` `bucket/cpurge_seq/`), written
+    /// under `purge_lock` like `purge_seq`.
+    pub(crate) collection_purge_seqs: Mutex<std::collections::BTreeMap<u32, u64>>,
     /// True while `compact` runs (CouchDB's `compact_running`).
     pub(crate) compacting: std::sync::atomic::AtomicBool,
     /// `GET_LOCKED` locks by key; in memory only (a restart releases them, as on Couchbase).
@@ -188,6 +220,21 @@ pub struct Bucket {
     pub(crate) limits: DocLimits,
     /// Records readers skipped because they do not decode or pass the limits.
     skips: Skips,
+    /// The live manifest and the dropped collections not purged yet. Written only by a
+    /// manifest change (holding every vbucket lock) or by a writer that finds it older than
+    /// the store's epoch (reading it from disk again); read by every writer of a collection
+    /// other than 0 under its vbucket locks, and by readers. Lock order: vbucket locks first.
+    pub(crate) collections: RwLock<CollectionsState>,
+    /// Serialises writes of the bucket's configuration (`revs_limit`, `max_ttl`).
+    config_lock: tokio::sync::Mutex<()>,
+    /// Serialises manifest changes (held across their fsync wait).
+    pub(crate) manifest_lock: tokio::sync::Mutex<()>,
+    /// Limits on scopes and collections (engine-wide, set at open).
+    pub(crate) manifest_limits: ManifestLimits,
+    /// Woken when a collection is dropped, so the node's background purger starts on it.
+    pub(crate) purge_wake: Arc<tokio::sync::Notify>,
+    /// The bucket's max TTL in seconds (0: none); rarely written (`set_max_ttl`).
+    max_ttl: std::sync::atomic::AtomicU32,
 }
 
 /// How a bucket takes part in the node's access epoch.
@@ -204,6 +251,8 @@ pub(crate) struct NodeParts {
     pub hlc: Arc<Hlc>,
     pub limits: DocLimits,
     pub skip_total: Arc<SkipCounters>,
+    pub manifest_limits: ManifestLimits,
+    pub purge_wake: Arc<tokio::sync::Notify>,
 }
 
 impl Bucket {
@@ -219,27 +268,34 @@ impl Bucket {
             hlc,
             limits,
             skip_total,
+            manifest_limits,
+            purge_wake,
         } = node;
         let mut vb_states = Vec::with_capacity(config.vbuckets as usize);
         // Read before the disk: a write failing meanwhile makes the first writer reload.
         let epoch = store.epoch();
+        let collections = CollectionsState::read(&store, id)?;
+        let live = collections.manifest.collection_ids();
         for vbucket in 0..config.vbuckets {
-            let mut state = match store.get(Cf::Meta, &keys::meta::vb_stats(id, vbucket))? {
-                Some(raw) => VbState::decode(&raw)
-                    .ok_or_else(|| EngineError::Corrupt("vbucket stats".into()))?,
-                None => VbState::default(),
-            };
+            let mut state = read_vb_state(&store, id, vbucket)?;
             let (lower, upper) = keys::vb_range(id, vbucket);
             if let Some((key, value)) = store.last_in_range(Cf::Seq, &lower, &upper)? {
                 let seqno = keys::seqno_of_seq_key(&key).unwrap_or(0);
                 state.high_seqno = state.high_seqno.max(seqno);
-                if let Some((entry, _)) =
-                    crate::changes::ChangeEntry::decode(vbucket, seqno, &value)
-                {
-                    hlc.observe(entry.cas);
+                match crate::change_entry::StoredEntry::decode(vbucket, seqno, &value) {
+                    Some(crate::change_entry::StoredEntry::Change(entry, _)) => {
+                        hlc.observe(entry.cas)
+                    }
+                    Some(crate::change_entry::StoredEntry::Event(event)) => hlc.observe(event.cas),
+                    None => {}
                 }
             }
-            vb_states.push(Mutex::new(VbSlot { state, epoch }));
+            let collection_states = read_collection_states(&store, id, vbucket, &state, &live)?;
+            vb_states.push(Mutex::new(VbSlot {
+                state,
+                collections: collection_states,
+                epoch,
+            }));
         }
         let security = match store.get(Cf::Meta, &keys::meta::bucket_security(id))? {
             Some(raw) => serde_json::from_slice(&raw)
@@ -254,6 +310,7 @@ impl Bucket {
             ),
             None => 0,
         };
+        let collection_purge_seqs = read_collection_purge_seqs(&store, id)?;
         let (changed, _) = tokio::sync::watch::channel(0);
         Ok(Bucket {
             id,
@@ -276,11 +333,18 @@ impl Bucket {
             dropped: std::sync::atomic::AtomicBool::new(false),
             purge_seq: std::sync::atomic::AtomicU64::new(purge_seq),
             purge_lock: tokio::sync::Mutex::new(()),
+            collection_purge_seqs: Mutex::new(collection_purge_seqs),
             compacting: std::sync::atomic::AtomicBool::new(false),
             kv_locks: Mutex::new(std::collections::HashMap::new()),
             kv_lock_count: std::sync::atomic::AtomicUsize::new(0),
             limits,
             skips: Skips::new(skip_total),
+            collections: RwLock::new(collections),
+            config_lock: tokio::sync::Mutex::new(()),
+            manifest_lock: tokio::sync::Mutex::new(()),
+            manifest_limits,
+            max_ttl: std::sync::atomic::AtomicU32::new(config.max_ttl),
+            purge_wake,
         })
     }
 
@@ -318,10 +382,14 @@ impl Bucket {
 
     /// [`Bucket::read_record`] for readers of many documents: a record that does not decode is
     /// skipped (counted, logged once) and reads as absent, so the reader goes on with the rest.
-    pub fn read_record_or_skip(&self, key: &[u8]) -> Result<Option<DocRecord>, EngineError> {
+    pub fn read_record_or_skip<'k>(
+        &self,
+        key: impl Into<DocKey<'k>>,
+    ) -> Result<Option<DocRecord>, EngineError> {
+        let key = key.into();
         match self.read_record(key) {
             Err(EngineError::CorruptDocument(reason)) => {
-                self.skip_corrupt_document(key, &reason);
+                self.skip_corrupt_document(key.key, &reason);
                 Ok(None)
             }
             other => other,
@@ -330,10 +398,14 @@ impl Bucket {
 
     /// [`Bucket::read_winner`] for readers of many documents, like
     /// [`Bucket::read_record_or_skip`].
-    pub fn read_winner_or_skip(&self, key: &[u8]) -> Result<Option<(Header, Bytes)>, EngineError> {
+    pub fn read_winner_or_skip<'k>(
+        &self,
+        key: impl Into<DocKey<'k>>,
+    ) -> Result<Option<(Header, Bytes)>, EngineError> {
+        let key = key.into();
         match self.read_winner(key) {
             Err(EngineError::CorruptDocument(reason)) => {
-                self.skip_corrupt_document(key, &reason);
+                self.skip_corrupt_document(key.key, &reason);
                 Ok(None)
             }
             other => other,
@@ -404,7 +476,7 @@ impl Bucket {
             .sum()
     }
 
-    /// (live documents, deleted documents).
+    /// (live documents, deleted documents) of every live collection.
     pub fn doc_counts(&self) -> (u64, u64) {
         (0..self.vbuckets)
             .filter_map(|vbucket| self.current_state(vbucket))
@@ -413,23 +485,31 @@ impl Bucket {
             })
     }
 
-    /// (live documents, deleted documents) of one vbucket.
-    pub(crate) fn vbucket_doc_counts(&self, vbucket: u16) -> (u64, u64) {
-        self.current_state(vbucket)
-            .map_or((0, 0), |state| (state.live, state.deleted))
-    }
-
     /// A vbucket's state, reloaded from disk first if a write failed since it was last checked
     /// (see [`Bucket::reload_vb_state`]).
     fn current_state(&self, vbucket: u16) -> Option<VbState> {
+        self.with_current_slot(vbucket, |slot| slot.state)
+    }
+
+    /// Collection `cid`'s counts in `vbucket` (`None`: not live, or no such vbucket).
+    pub(crate) fn collection_state(&self, cid: u32, vbucket: u16) -> Option<VbState> {
+        self.with_current_slot(vbucket, |slot| slot.collection(cid).copied())
+            .flatten()
+    }
+
+    fn with_current_slot<R>(&self, vbucket: u16, read: impl FnOnce(&VbSlot) -> R) -> Option<R> {
         let mut slot = self.vb_states.get(vbucket as usize)?.lock();
         let epoch = self.store.epoch();
         if slot.epoch != epoch {
-            if let Err(error) = self.reload_vb_state(vbucket, &mut slot, epoch) {
+            let reloaded = self.collections_for_write(epoch).and_then(|collections| {
+                let live = collections.manifest.collection_ids();
+                self.reload_vb_state(vbucket, &mut slot, epoch, &live)
+            });
+            if let Err(error) = reloaded {
                 tracing::warn!(%error, vbucket, "cannot reload vbucket stats after a failed write");
             }
         }
-        Some(slot.state)
+        Some(read(&slot))
     }
 
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
@@ -473,11 +553,41 @@ impl Bucket {
     }
 
     pub async fn set_revs_limit(&self, limit: u32) -> Result<(), EngineError> {
+        let _config = self.config_lock.lock().await;
+        self.write_config(limit, self.max_ttl()).await?;
+        *self.revs_limit.write() = limit;
+        Ok(())
+    }
+
+    /// The bucket's max TTL in seconds (0: none): the cap on mutations' expiry in collections
+    /// that set none of their own, `_default._default` included.
+    pub fn max_ttl(&self) -> u32 {
+        self.max_ttl.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Sets the bucket's max TTL (seconds, at most `i32::MAX`; 0: none). Mutations from now on
+    /// are capped; stored expiries are not changed.
+    pub async fn set_max_ttl(&self, seconds: u32) -> Result<(), EngineError> {
+        if seconds > crate::collections::MAX_TTL_MAX {
+            return Err(EngineError::Invalid(format!(
+                "max_ttl must be at most {} seconds",
+                crate::collections::MAX_TTL_MAX
+            )));
+        }
+        let _config = self.config_lock.lock().await;
+        self.write_config(self.revs_limit(), seconds).await?;
+        self.max_ttl
+            .store(seconds, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    async fn write_config(&self, revs_limit: u32, max_ttl: u32) -> Result<(), EngineError> {
         let config = BucketConfig {
             name: self.name.clone(),
             vbuckets: self.vbuckets,
             created_ms: self.created_ms,
-            revs_limit: limit,
+            revs_limit,
+            max_ttl,
         };
         let mut batch = Batch::new();
         batch.put(
@@ -485,31 +595,32 @@ impl Bucket {
             keys::meta::bucket_conf(self.id),
             serde_json::to_vec(&config).unwrap_or_default(),
         );
-        self.store.commit(batch).await?;
-        *self.revs_limit.write() = limit;
-        Ok(())
+        Ok(self.store.commit(batch).await?)
     }
 
     /// Reads a document's record as stored (deleted and expired ones included). A record that
-    /// does not decode is [`EngineError::CorruptDocument`].
-    pub fn read_record(&self, key: &[u8]) -> Result<Option<DocRecord>, EngineError> {
-        let vbucket = self.vbucket_of(key);
-        match self
-            .store
-            .get(Cf::Doc, &keys::doc_key(self.id, vbucket, key))?
-        {
+    /// does not decode is [`EngineError::CorruptDocument`]; a collection that is not live is
+    /// [`EngineError::UnknownCollection`].
+    pub fn read_record<'k>(
+        &self,
+        key: impl Into<DocKey<'k>>,
+    ) -> Result<Option<DocRecord>, EngineError> {
+        let key = key.into();
+        self.check_live(key.collection)?;
+        match self.store.get(Cf::Doc, &self.doc_storage_key(key))? {
             Some(raw) => DocRecord::decode(&raw).map(Some).map_err(corrupt_document),
             None => Ok(None),
         }
     }
 
     /// The winner's header and body bytes, without decoding the revision tree.
-    pub fn read_winner(&self, key: &[u8]) -> Result<Option<(Header, Bytes)>, EngineError> {
-        let vbucket = self.vbucket_of(key);
-        match self
-            .store
-            .get(Cf::Doc, &keys::doc_key(self.id, vbucket, key))?
-        {
+    pub fn read_winner<'k>(
+        &self,
+        key: impl Into<DocKey<'k>>,
+    ) -> Result<Option<(Header, Bytes)>, EngineError> {
+        let key = key.into();
+        self.check_live(key.collection)?;
+        match self.store.get(Cf::Doc, &self.doc_storage_key(key))? {
             Some(raw) => {
                 let header = Header::decode(&raw).map_err(corrupt_document)?;
                 let body = Bytes::copy_from_slice(header.body(&raw).map_err(corrupt_document)?);
@@ -519,16 +630,22 @@ impl Bucket {
         }
     }
 
+    /// The `doc` key of a document.
+    pub(crate) fn doc_storage_key(&self, key: DocKey<'_>) -> Vec<u8> {
+        keys::doc_key(self.id, self.vbucket_of(key.key), key.collection, key.key)
+    }
+
     pub(crate) fn is_expired(&self, expiry: u32) -> bool {
         expiry != 0 && expiry <= self.clock.now_secs()
     }
 
-    /// Locks `keys` until the guard is dropped (see `key_locks.rs`).
+    /// Locks the documents `keys` until the guard is dropped (see `key_locks.rs`).
     pub(crate) async fn lock_keys<'a, 'k>(
         &'a self,
-        keys: impl Iterator<Item = &'k [u8]>,
+        keys: impl Iterator<Item = DocKey<'k>>,
     ) -> KeyGuard<'a> {
-        self.key_locks.lock(keys).await
+        let names: Vec<Vec<u8>> = keys.map(|key| key.lock_name()).collect();
+        self.key_locks.lock(names.iter().map(Vec::as_slice)).await
     }
 
     /// Assigns seqnos and CASes to `writes`, commits them as one durable batch, and returns
@@ -550,7 +667,7 @@ impl Bucket {
             return Err(EngineError::Invalid("database was deleted".into()));
         }
         for write in writes.iter_mut() {
-            check_key(&write.key)?;
+            check_key_in(write.collection, &write.key)?;
             // Defence in depth behind the doors' checks: a record that would not decode is
             // never written (0.1.0 stored empty trees, and every scan then failed on them).
             if let Some(record) = write.record.as_ref() {
@@ -582,22 +699,59 @@ impl Bucket {
                 .map(|vbucket| (*vbucket, self.vb_states[*vbucket as usize].lock()))
                 .collect();
             let epoch = self.store.epoch();
-            for (vbucket, slot) in guards.iter_mut() {
-                if slot.epoch != epoch {
-                    self.reload_vb_state(*vbucket, slot, epoch)?;
+            // Checked under the vbucket locks, which a manifest change takes all of: no write
+            // to a collection is staged against a manifest that changed since the check, nor
+            // gets a seqno above the collection's drop event.
+            let collections = self.collections_for_write(epoch)?;
+            let manifest = &collections.manifest;
+            if writes
+                .iter()
+                .any(|write| !manifest.is_live(write.collection))
+            {
+                return Err(manifest.unknown_collection());
+            }
+            if guards.iter().any(|(_, slot)| slot.epoch != epoch) {
+                let live = manifest.collection_ids();
+                for (vbucket, slot) in guards.iter_mut() {
+                    if slot.epoch != epoch {
+                        self.reload_vb_state(*vbucket, slot, epoch, &live)?;
+                    }
                 }
             }
+            let now = self.now_secs();
             for write in writes.iter_mut() {
                 let Some((_, slot)) = guards.iter_mut().find(|(vb, _)| *vb == write.vbucket) else {
                     return Err(EngineError::Invalid("vbucket out of range".into()));
                 };
-                committed.push(self.stage_write(&mut batch, &mut slot.state, write));
+                if let (true, Some(record)) = (write.apply_max_ttl, write.record.as_mut()) {
+                    if !record.is_deleted() {
+                        let max_ttl = self.effective_max_ttl(manifest, write.collection);
+                        record.expiry = capped_expiry(record.expiry, max_ttl, now);
+                    }
+                }
+                committed.push(self.stage_write(&mut batch, slot, write));
             }
+            // Collection counters are written once the bucket has collections (its manifest
+            // changed at least once); before that, the vbucket's are collection 0's.
+            let with_collections = manifest.uid() > 0;
             for (vbucket, slot) in &guards {
-                batch.put(
-                    Cf::Meta,
-                    keys::meta::vb_stats(self.id, *vbucket),
-                    slot.state.encode().to_vec(),
+                let mut touched: Vec<u32> = Vec::new();
+                if with_collections {
+                    touched.extend(
+                        writes
+                            .iter()
+                            .filter(|write| write.vbucket == *vbucket)
+                            .map(|write| write.collection),
+                    );
+                    touched.sort_unstable();
+                    touched.dedup();
+                }
+                slot.persist(
+                    &mut batch,
+                    self.id,
+                    *vbucket,
+                    with_collections,
+                    touched.into_iter(),
                 );
             }
             // Enqueued while the vbucket states are locked: queue order is seqno order. Staged
@@ -618,85 +772,105 @@ impl Bucket {
         Ok(committed)
     }
 
-    /// After a failed write (the store's epoch moved), reloads a vbucket's counts from disk:
-    /// the ones in memory may count writes that never happened. The high seqno keeps its value
-    /// in memory when that is higher, so a seqno handed to a failed write is never handed out
-    /// again (a gap in seqnos is harmless; a seqno naming two different writes is not).
-    fn reload_vb_state(
+    /// Enqueues `batch`, a write of collection `cid` in `vbucket` that changes no counters (a
+    /// `_local` document), checking under the vbucket's lock that the collection is live, as
+    /// [`Bucket::commit_writes`] does. Returns the commit to await.
+    pub(crate) fn commit_in_collection(
+        &self,
+        vbucket: u16,
+        cid: u32,
+        batch: Batch,
+    ) -> Result<
+        impl std::future::Future<Output = Result<(), settee_storage::StoreError>>,
+        EngineError,
+    > {
+        let slot = self
+            .vb_states
+            .get(vbucket as usize)
+            .ok_or_else(|| EngineError::Invalid("vbucket out of range".into()))?;
+        let _slot = slot.lock();
+        let collections = self.collections_for_write(self.store.epoch())?;
+        if !collections.manifest.is_live(cid) {
+            return Err(collections.manifest.unknown_collection());
+        }
+        Ok(self.store.commit(batch))
+    }
+
+    /// After a failed write (the store's epoch moved), reloads a vbucket's counts (and those of
+    /// its `live` collections) from disk: the ones in memory may count writes that never
+    /// happened. High seqnos keep their value in memory when that is higher, so a seqno handed
+    /// to a failed write is never handed out again (a gap in seqnos is harmless; a seqno naming
+    /// two different writes is not).
+    pub(crate) fn reload_vb_state(
         &self,
         vbucket: u16,
         slot: &mut VbSlot,
         epoch: u64,
+        live: &[u32],
     ) -> Result<(), EngineError> {
-        let on_disk = match self
-            .store
-            .get(Cf::Meta, &keys::meta::vb_stats(self.id, vbucket))?
-        {
-            Some(raw) => {
-                VbState::decode(&raw).ok_or_else(|| EngineError::Corrupt("vbucket stats".into()))?
-            }
-            None => VbState::default(),
-        };
-        slot.state = VbState {
+        let on_disk = read_vb_state(&self.store, self.id, vbucket)?;
+        let state = VbState {
             high_seqno: slot.state.high_seqno.max(on_disk.high_seqno),
             ..on_disk
         };
-        slot.epoch = epoch;
+        let mut collections = read_collection_states(&self.store, self.id, vbucket, &state, live)?;
+        for (cid, stats) in collections.iter_mut() {
+            if let Some(in_memory) = slot.collection(*cid) {
+                stats.high_seqno = stats.high_seqno.max(in_memory.high_seqno);
+            }
+        }
+        *slot = VbSlot {
+            state,
+            collections,
+            epoch,
+        };
         Ok(())
     }
 
     fn stage_write(
         &self,
         batch: &mut Batch,
-        state: &mut VbState,
+        slot: &mut VbSlot,
         write: &mut PlannedWrite,
     ) -> Committed {
-        let (id, vbucket) = (self.id, write.vbucket);
-        let doc_key = keys::doc_key(id, vbucket, &write.key);
+        let (id, vbucket, cid) = (self.id, write.vbucket, write.collection);
+        let doc_key = keys::doc_key(id, vbucket, cid, &write.key);
         if let Some(previous) = write.previous {
             batch.delete(Cf::Seq, keys::seq_key(id, vbucket, previous.seqno));
             if previous.expiry != 0 {
                 batch.delete(
                     Cf::Exp,
-                    keys::exp_key(id, vbucket, previous.expiry, &write.key),
+                    keys::exp_key(id, vbucket, cid, previous.expiry, &write.key),
                 );
             }
-            state.record_bytes = state.record_bytes.saturating_sub(previous.record_bytes);
-            if previous.deleted {
-                state.deleted = state.deleted.saturating_sub(1);
-            } else {
-                state.live = state.live.saturating_sub(1);
-            }
+            slot.state.remove(previous.deleted, previous.record_bytes);
+            slot.collection_mut(cid)
+                .remove(previous.deleted, previous.record_bytes);
         }
         for (md5, body) in write.new_attachments.drain(..) {
             batch.put(
                 Cf::Att,
-                keys::att_key(id, vbucket, &write.key, &md5),
+                keys::att_key(id, vbucket, cid, &write.key, &md5),
                 body.to_vec(),
             );
         }
         let Some(record) = write.record.as_mut() else {
             batch.delete(Cf::Doc, doc_key);
             let (lower, upper) = {
-                let prefix = keys::att_prefix(id, vbucket, &write.key);
+                let prefix = keys::att_prefix(id, vbucket, cid, &write.key);
                 let upper = keys::prefix_end(&prefix);
                 (prefix, upper)
             };
             batch.delete_range(Cf::Att, lower, upper);
             return Committed { seqno: 0, cas: 0 };
         };
-        state.high_seqno += 1;
-        record.seqno = state.high_seqno;
+        slot.state.high_seqno += 1;
+        record.seqno = slot.state.high_seqno;
         record.cas = self.hlc.next(self.clock.as_ref());
-        if record.is_deleted() {
-            state.deleted += 1;
-        } else {
-            state.live += 1;
-        }
         if record.expiry != 0 {
             batch.put(
                 Cf::Exp,
-                keys::exp_key(id, vbucket, record.expiry, &write.key),
+                keys::exp_key(id, vbucket, cid, record.expiry, &write.key),
                 Vec::new(),
             );
         }
@@ -717,14 +891,18 @@ impl Bucket {
                 &body,
             );
         }
-        let entry = crate::changes::ChangeEntry::of_record(vbucket, &write.key, record);
+        let entry = crate::change_entry::ChangeEntry::of_record(vbucket, cid, &write.key, record);
         batch.put(
             Cf::Seq,
             keys::seq_key(id, vbucket, record.seqno),
             entry.encode(),
         );
         let encoded = record.encode();
-        state.record_bytes += encoded.len() as u64;
+        let record_bytes = encoded.len() as u64;
+        slot.state.add(record.is_deleted(), record_bytes);
+        let stats = slot.collection_mut(cid);
+        stats.add(record.is_deleted(), record_bytes);
+        stats.high_seqno = record.seqno;
         batch.put(Cf::Doc, doc_key, encoded);
         Committed {
             seqno: record.seqno,

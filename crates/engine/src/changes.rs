@@ -5,20 +5,17 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use settee_revtree::RevId;
 use settee_storage::Cf;
 
 use crate::bucket::Bucket;
+use crate::change_entry::{is_abbreviated, ChangeEntry, HoldsChange, StoredEntry, StreamEntry};
+use crate::collections::{Liveness, SystemEventKind};
 use crate::error::EngineError;
 use crate::keys;
-use crate::record::{DocRecord, Header};
+use crate::record::Header;
 use crate::seqvec::SeqVector;
 use crate::skips::SkippedRecord;
 
-const VERSION: u8 = 1;
-/// Same layout as [`VERSION`], but the key field holds only a prefix of the id (keys.md).
-const VERSION_ABBREVIATED: u8 = 2;
-const FLAG_DELETED: u8 = 1;
 /// Entries read from one vbucket per refill.
 const CHUNK: usize = 256;
 /// A cursor resolves a vbucket's abbreviated entries with one pass over its `doc` range (and
@@ -30,123 +27,115 @@ const PASS_SHARE: u64 = 16;
 /// Ids one pass holds at most (the lowest seqnos; a further pass reads on from there).
 const PASS_IDS_MAX: usize = 1 << 18;
 
-/// One entry of a vbucket's change stream (value layout in `docs/format/keys.md`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ChangeEntry {
-    pub vbucket: u16,
-    pub seqno: u64,
-    pub cas: u64,
-    pub deleted: bool,
-    pub key: Vec<u8>,
-    /// The winning revision.
-    pub rev: RevId,
-}
-
-impl ChangeEntry {
-    pub(crate) fn of_record(vbucket: u16, key: &[u8], record: &DocRecord) -> ChangeEntry {
-        let winner = record.winner();
-        ChangeEntry {
-            vbucket,
-            seqno: record.seqno,
-            cas: record.cas,
-            deleted: record.is_deleted(),
-            key: key.to_vec(),
-            rev: winner.map(|leaf| leaf.rev.clone()).unwrap_or(RevId {
-                pos: 0,
-                hash: String::new(),
-            }),
-        }
-    }
-
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        self.encode_abbreviated(self.key.len())
-    }
-
-    /// The stored form with the id cut to its first `prefix_len` bytes: an abbreviated entry
-    /// (version 2), or a whole one when the prefix would not be shorter than the id.
-    pub(crate) fn encode_abbreviated(&self, prefix_len: usize) -> Vec<u8> {
-        let stored = &self.key[..prefix_len.min(self.key.len())];
-        let rev = self.rev.to_string();
-        let mut out = Vec::with_capacity(11 + stored.len() + rev.len());
-        out.push(if stored.len() < self.key.len() {
-            VERSION_ABBREVIATED
-        } else {
-            VERSION
-        });
-        out.push(if self.deleted { FLAG_DELETED } else { 0 });
-        out.extend_from_slice(&self.cas.to_be_bytes());
-        out.push(stored.len() as u8);
-        out.extend_from_slice(stored);
-        out.extend_from_slice(rev.as_bytes());
-        out
-    }
-
-    /// Decodes a stored entry. The flag says whether `key` is only a prefix of the id, to be
-    /// resolved against the `doc` column family ([`Bucket::vbucket_changes`] does that).
-    pub(crate) fn decode(vbucket: u16, seqno: u64, raw: &[u8]) -> Option<(ChangeEntry, bool)> {
-        let abbreviated = match *raw.first()? {
-            VERSION => false,
-            VERSION_ABBREVIATED => true,
-            _ => return None,
-        };
-        let flags = *raw.get(1)?;
-        let cas = u64::from_be_bytes(raw.get(2..10)?.try_into().ok()?);
-        let key_len = *raw.get(10)? as usize;
-        let key = raw.get(11..11 + key_len)?.to_vec();
-        let rev = RevId::parse(std::str::from_utf8(raw.get(11 + key_len..)?).ok()?)?;
-        let entry = ChangeEntry {
-            vbucket,
-            seqno,
-            cas,
-            deleted: flags & FLAG_DELETED != 0,
-            key,
-            rev,
-        };
-        Some((entry, abbreviated))
-    }
-}
-
 impl Bucket {
-    /// Up to `limit` entries of one vbucket's stream with seqno > `since`, in seqno order;
-    /// fewer only when the stream has no more.
+    /// Up to `limit` entries of collection 0's documents in one vbucket's stream with seqno >
+    /// `since`, in seqno order; fewer only when the stream has no more.
     pub fn vbucket_changes(
         &self,
         vbucket: u16,
         since: u64,
         limit: usize,
     ) -> Result<Vec<ChangeEntry>, EngineError> {
-        self.read_vbucket_changes(vbucket, since, limit, None)
+        self.read_vbucket_changes(0, vbucket, since, limit, None)
     }
 
-    /// [`Bucket::vbucket_changes`], resolving abbreviated entries through `pass` (built or
-    /// rebuilt here when it does not cover them) when one is given, with a seek each otherwise
-    /// and for any entry the pass does not know.
-    fn read_vbucket_changes(
+    /// [`Bucket::vbucket_changes`] of one collection's documents: other collections' entries
+    /// and system events are passed over. [`EngineError::UnknownCollection`] unless the
+    /// collection is live.
+    pub fn vbucket_changes_in(
+        &self,
+        collection: u32,
+        vbucket: u16,
+        since: u64,
+        limit: usize,
+    ) -> Result<Vec<ChangeEntry>, EngineError> {
+        self.check_live(collection)?;
+        self.read_vbucket_changes(collection, vbucket, since, limit, None)
+    }
+
+    /// Up to `limit` entries of one vbucket's whole stream with seqno > `since`: every live
+    /// collection's documents and the system events (for DCP). Entries of dropped collections
+    /// not purged yet, and their create and modify events, are passed over; drop events stay.
+    /// Fewer than `limit` only when the stream has no more.
+    pub fn vbucket_stream(
         &self,
         vbucket: u16,
         since: u64,
         limit: usize,
-        mut pass: Option<PassSlot<'_>>,
+    ) -> Result<Vec<StreamEntry>, EngineError> {
+        let mut view = self.collections_view();
+        let select = |stored: StoredEntry, seqno: u64| -> Option<StreamEntry> {
+            match stored {
+                StoredEntry::Change(entry, _) => match view.classify(self, entry.collection) {
+                    Liveness::Live => Some(StreamEntry::Change(entry)),
+                    Liveness::Dropped => None,
+                    Liveness::Unknown => {
+                        self.skip(
+                            SkippedRecord::ChangeEntry,
+                            vbucket,
+                            format!("seqno {seqno}").as_bytes(),
+                            &"change entry of an unknown collection",
+                        );
+                        None
+                    }
+                },
+                StoredEntry::Event(event) => {
+                    let keep = !event.kind.is_collection_event()
+                        || event.kind == SystemEventKind::CollectionDropped
+                        || view.classify(self, event.collection_id) == Liveness::Live;
+                    keep.then_some(StreamEntry::Event(event))
+                }
+            }
+        };
+        self.read_vbucket(vbucket, since, limit, select, None)
+    }
+
+    /// A collection's document entries of one vbucket, resolving abbreviated ones through
+    /// `pass` when one is given (see [`Bucket::read_vbucket`]).
+    fn read_vbucket_changes(
+        &self,
+        collection: u32,
+        vbucket: u16,
+        since: u64,
+        limit: usize,
+        pass: Option<PassSlot<'_>>,
     ) -> Result<Vec<ChangeEntry>, EngineError> {
+        let select = |stored: StoredEntry, _: u64| match stored {
+            StoredEntry::Change(entry, _) if entry.collection == collection => Some(entry),
+            _ => None,
+        };
+        self.read_vbucket(vbucket, since, limit, select, pass)
+    }
+
+    /// Up to `limit` entries of `vbucket`'s stream after `since` that `select` keeps, in seqno
+    /// order; fewer only when the stream has no more. Abbreviated ids are resolved through
+    /// `pass` (built or rebuilt here when it does not cover them) when one is given, with a
+    /// seek each otherwise and for any entry the pass does not know. An entry that does not
+    /// decode is skipped (counted), never the end of the feed.
+    fn read_vbucket<T: HoldsChange>(
+        &self,
+        vbucket: u16,
+        since: u64,
+        limit: usize,
+        mut select: impl FnMut(StoredEntry, u64) -> Option<T>,
+        mut pass: Option<PassSlot<'_>>,
+    ) -> Result<Vec<T>, EngineError> {
         let (_, upper) = keys::vb_range(self.id, vbucket);
-        let mut out: Vec<ChangeEntry> = Vec::new();
+        let mut out: Vec<T> = Vec::new();
         // The next read starts here: just past the last key read, whether or not that entry
-        // decoded, so a bad entry is passed over instead of read again.
+        // decoded or was kept, so nothing is read twice.
         let mut lower = keys::seq_key(self.id, vbucket, since.saturating_add(1));
         while out.len() < limit {
-            let wanted = limit - out.len();
-            let mut read = 0;
+            let mut ended = true;
             let mut abbreviated = Vec::new();
-            for item in self.store.scan(Cf::Seq, &lower, &upper, false).take(wanted) {
+            for item in self.store.scan(Cf::Seq, &lower, &upper, false) {
                 let (key, value) = item?;
-                read += 1;
                 lower = key.to_vec();
                 lower.push(0);
-                // One entry that does not decode must not end the feed of all the others.
-                let decoded = keys::seqno_of_seq_key(&key)
-                    .and_then(|seqno| ChangeEntry::decode(vbucket, seqno, &value));
-                let Some((entry, short)) = decoded else {
-                    let at = keys::seqno_of_seq_key(&key).map_or_else(
+                let seqno = keys::seqno_of_seq_key(&key);
+                let decoded = seqno.and_then(|seqno| StoredEntry::decode(vbucket, seqno, &value));
+                let (Some(seqno), Some(stored)) = (seqno, decoded) else {
+                    let at = seqno.map_or_else(
                         || key[keys::PREFIX_LEN.min(key.len())..].to_vec(),
                         |seqno| format!("seqno {seqno}").into_bytes(),
                     );
@@ -158,10 +147,17 @@ impl Bucket {
                     );
                     continue;
                 };
-                if short {
-                    abbreviated.push(out.len());
+                let short = matches!(stored, StoredEntry::Change(_, true));
+                if let Some(kept) = select(stored, seqno) {
+                    if short {
+                        abbreviated.push(out.len());
+                    }
+                    out.push(kept);
                 }
-                out.push(entry);
+                if out.len() == limit {
+                    ended = false;
+                    break;
+                }
             }
             if let Some(pass) = pass.as_mut() {
                 abbreviated = self.resolve_by_pass(vbucket, &mut out, abbreviated, pass)?;
@@ -169,7 +165,7 @@ impl Bucket {
             if !abbreviated.is_empty() {
                 self.resolve_abbreviated(vbucket, &mut out, &abbreviated)?;
             }
-            if read < wanted {
+            if ended {
                 break;
             }
         }
@@ -179,28 +175,36 @@ impl Bucket {
     /// Resolves the abbreviated entries at `indexes` (in seqno order) from `pass`, first
     /// (re)building it from the first seqno it does not cover. Returns the indexes it could not
     /// resolve: documents that moved on since, or entries abbreviated after the pass ran.
-    fn resolve_by_pass(
+    fn resolve_by_pass<T: HoldsChange>(
         &self,
         vbucket: u16,
-        entries: &mut [ChangeEntry],
+        entries: &mut [T],
         indexes: Vec<usize>,
         slot: &mut PassSlot<'_>,
     ) -> Result<Vec<usize>, EngineError> {
         let mut unresolved = Vec::new();
         for index in indexes {
-            let seqno = entries[index].seqno;
-            let covered = slot
-                .pass
-                .as_ref()
-                .is_some_and(|pass| pass.vbucket == vbucket && pass.covers(seqno));
+            let Some(entry) = entries[index].change_mut() else {
+                continue;
+            };
+            let (seqno, collection) = (entry.seqno, entry.collection);
+            let covered = slot.pass.as_ref().is_some_and(|pass| {
+                pass.vbucket == vbucket && pass.collection == collection && pass.covers(seqno)
+            });
             if !covered {
-                *slot.pass = Some(IdPass::read(self, vbucket, seqno - 1, slot.max)?);
+                *slot.pass = Some(IdPass::read(
+                    self,
+                    vbucket,
+                    collection,
+                    seqno - 1,
+                    slot.max,
+                )?);
                 *slot.made += 1;
             }
             let id = slot.pass.as_ref().and_then(|pass| pass.id_of(seqno));
             match id {
-                Some(id) if id.starts_with(&entries[index].key) => {
-                    entries[index].key = id.to_vec();
+                Some(id) if id.starts_with(&entry.key) => {
+                    entry.key = id.to_vec();
                 }
                 _ => unresolved.push(index),
             }
@@ -215,44 +219,49 @@ impl Bucket {
         let lower = keys::seq_key(self.id, vbucket, since.saturating_add(1));
         let (_, upper) = keys::vb_range(self.id, vbucket);
         match self.store.scan(Cf::Seq, &lower, &upper, false).next() {
-            Some(item) => Ok(item?.1.first() == Some(&VERSION_ABBREVIATED)),
+            Some(item) => Ok(is_abbreviated(&item?.1)),
             None => Ok(false),
         }
     }
 
     /// Replaces each abbreviated entry's id prefix (at `indexes` of `entries`) by the id of the
-    /// document in `vbucket` that starts with it and holds the entry's seqno. An entry no
-    /// document holds any more (written over since the `seq` read) is removed: its document's
-    /// later entry follows in the stream.
-    pub(crate) fn resolve_abbreviated(
+    /// document of its collection in `vbucket` that starts with it and holds the entry's
+    /// seqno. An entry no document holds any more (written over since the `seq` read) is
+    /// removed: its document's later entry follows in the stream.
+    pub(crate) fn resolve_abbreviated<T: HoldsChange>(
         &self,
         vbucket: u16,
-        entries: &mut Vec<ChangeEntry>,
+        entries: &mut Vec<T>,
         indexes: &[usize],
     ) -> Result<(), EngineError> {
-        let ranges: Vec<(Vec<u8>, Vec<u8>)> = indexes
+        let wanted: Vec<(usize, u64, Vec<u8>, Vec<u8>)> = indexes
             .iter()
-            .map(|&index| {
-                let lower = keys::doc_key(self.id, vbucket, &entries[index].key);
+            .filter_map(|&index| {
+                let entry = entries[index].change()?;
+                let lower = keys::doc_key(self.id, vbucket, entry.collection, &entry.key);
                 let upper = keys::prefix_end(&lower);
-                (lower, upper)
+                Some((index, entry.seqno, lower, upper))
             })
             .collect();
-        let mut ids: Vec<Option<Vec<u8>>> = vec![None; indexes.len()];
+        let ranges: Vec<(Vec<u8>, Vec<u8>)> = wanted
+            .iter()
+            .map(|(_, _, lower, upper)| (lower.clone(), upper.clone()))
+            .collect();
+        let mut ids: Vec<Option<Vec<u8>>> = vec![None; wanted.len()];
         self.store
             .seek_each(Cf::Doc, &ranges, |range, key, value| {
-                let holds = Header::decode(value)
-                    .is_ok_and(|header| header.seqno == entries[indexes[range]].seqno);
+                let holds =
+                    Header::decode(value).is_ok_and(|header| header.seqno == wanted[range].1);
                 if holds {
-                    ids[range] = Some(key[keys::PREFIX_LEN..].to_vec());
+                    ids[range] = Some(keys::key_of_doc_key(key).to_vec());
                 }
                 holds
             })?;
         let mut gone = vec![false; entries.len()];
-        for (id, &index) in ids.into_iter().zip(indexes) {
-            match id {
-                Some(id) => entries[index].key = id,
-                None => gone[index] = true,
+        for (id, (index, ..)) in ids.into_iter().zip(&wanted) {
+            match (id, entries[*index].change_mut()) {
+                (Some(id), Some(entry)) => entry.key = id,
+                _ => gone[*index] = true,
             }
         }
         let mut position = 0;
@@ -263,23 +272,30 @@ impl Bucket {
         Ok(())
     }
 
-    /// Documents (live and deleted) stored in `vbucket`.
-    fn vbucket_docs(&self, vbucket: u16) -> u64 {
-        let (live, deleted) = self.vbucket_doc_counts(vbucket);
-        live + deleted
+    /// A cursor over collection 0's changes after `since`, every vbucket merged.
+    pub fn changes(&self, since: SeqVector) -> ChangeCursor<'_> {
+        ChangeCursor::new(self, 0, since)
     }
 
-    /// A cursor over the whole bucket's changes after `since`.
-    pub fn changes(&self, since: SeqVector) -> ChangeCursor<'_> {
-        ChangeCursor::new(self, since)
+    /// A cursor over one collection's changes after `since` ([`Bucket::changes`] of any
+    /// collection). [`EngineError::UnknownCollection`] unless the collection is live.
+    pub fn changes_in(
+        &self,
+        collection: u32,
+        since: SeqVector,
+    ) -> Result<ChangeCursor<'_>, EngineError> {
+        self.check_live(collection)?;
+        Ok(ChangeCursor::new(self, collection, since))
     }
 }
 
-/// One vbucket's document ids by seqno, read in one pass over its `doc` range, so that a long
-/// read of compacted (abbreviated) entries resolves them without a seek each. Holds every
-/// document whose seqno was in `(after, upto]` when it was read, at most [`PASS_IDS_MAX`].
+/// One vbucket's document ids of one collection by seqno, read in one pass over its `doc`
+/// range, so that a long read of compacted (abbreviated) entries resolves them without a seek
+/// each. Holds every document whose seqno was in `(after, upto]` when it was read, at most
+/// [`PASS_IDS_MAX`].
 struct IdPass {
     vbucket: u16,
+    collection: u32,
     after: u64,
     upto: u64,
     /// Sorted by seqno.
@@ -287,19 +303,32 @@ struct IdPass {
 }
 
 impl IdPass {
-    fn read(bucket: &Bucket, vbucket: u16, after: u64, max: usize) -> Result<IdPass, EngineError> {
+    fn read(
+        bucket: &Bucket,
+        vbucket: u16,
+        collection: u32,
+        after: u64,
+        max: usize,
+    ) -> Result<IdPass, EngineError> {
         let mut lowest = LowestSeqnos::new(after, max);
-        let bad = scan_doc_seqnos(&bucket.store, bucket.id, vbucket, |id, seqno| {
-            if lowest.wants(seqno) {
-                lowest.push(seqno, id.to_vec());
-            }
-        })?;
+        let bad = scan_doc_seqnos(
+            &bucket.store,
+            bucket.id,
+            vbucket,
+            collection,
+            |id, seqno| {
+                if lowest.wants(seqno) {
+                    lowest.push(seqno, id.to_vec());
+                }
+            },
+        )?;
         for (id, error) in bad {
             bucket.skip(SkippedRecord::Document, vbucket, &id, &error);
         }
         let (ids, _, upto) = lowest.finish();
         Ok(IdPass {
             vbucket,
+            collection,
             after,
             upto,
             ids,
@@ -319,19 +348,20 @@ impl IdPass {
     }
 }
 
-/// Visits every document of `vbucket` in id order with its id and the seqno its record holds:
-/// one pass over the vbucket's `doc` range. Records whose header does not decode are passed
-/// over and returned (id, reason), for the caller to count as skipped.
+/// Visits every document of one collection in `vbucket` in id order with its id and the seqno
+/// its record holds: one pass over the collection's `doc` range. Records whose header does not
+/// decode are passed over and returned (id, reason), for the caller to count as skipped.
 pub(crate) fn scan_doc_seqnos(
     store: &settee_storage::Store,
     bucket_id: u32,
     vbucket: u16,
+    collection: u32,
     mut visit: impl FnMut(&[u8], u64),
 ) -> Result<Vec<(Vec<u8>, EngineError)>, EngineError> {
-    let (lower, upper) = keys::vb_range(bucket_id, vbucket);
+    let (lower, upper) = keys::coll_range(bucket_id, vbucket, collection);
     let mut bad = Vec::new();
     store.seek_each(Cf::Doc, &[(lower, upper)], |_, key, value| {
-        let id = key.get(keys::PREFIX_LEN..).unwrap_or_default();
+        let id = keys::key_of_doc_key(key);
         match Header::decode(value) {
             Ok(header) => visit(id, header.seqno),
             Err(error) => bad.push((id.to_vec(), error)),
@@ -418,6 +448,8 @@ struct VbFeed {
 /// only that vbucket's ids in memory.
 pub struct ChangeCursor<'a> {
     bucket: &'a Bucket,
+    /// The collection whose documents' entries the cursor yields.
+    collection: u32,
     position: SeqVector,
     feeds: Vec<VbFeed>,
     heap: BinaryHeap<Reverse<(u64, u16)>>,
@@ -432,7 +464,7 @@ pub struct ChangeCursor<'a> {
 }
 
 impl<'a> ChangeCursor<'a> {
-    fn new(bucket: &'a Bucket, since: SeqVector) -> ChangeCursor<'a> {
+    fn new(bucket: &'a Bucket, collection: u32, since: SeqVector) -> ChangeCursor<'a> {
         let feeds = (0..bucket.vbuckets)
             .map(|vbucket| VbFeed {
                 buffer: VecDeque::new(),
@@ -440,9 +472,15 @@ impl<'a> ChangeCursor<'a> {
                 read_up_to: since.get(vbucket),
             })
             .collect();
+        // The collection's own high seqnos: a feed's end position does not move with other
+        // collections' writes (and is the bucket's for a bucket without collections).
+        let high_at_start = bucket
+            .high_seqnos_in(collection)
+            .unwrap_or_else(|_| bucket.high_seqnos());
         ChangeCursor {
             bucket,
-            high_at_start: bucket.high_seqnos(),
+            collection,
+            high_at_start,
             position: since,
             feeds,
             heap: BinaryHeap::new(),
@@ -479,7 +517,8 @@ impl<'a> ChangeCursor<'a> {
     }
 
     /// The resume point once the cursor is exhausted: also covers seqnos whose entries were
-    /// superseded by later writes, up to the high seqnos seen when the cursor started.
+    /// superseded by later writes, up to the collection's high seqnos seen when the cursor
+    /// started.
     pub fn end_position(&self) -> SeqVector {
         let mut end = self.position.clone();
         end.max_with(&self.high_at_start);
@@ -491,7 +530,10 @@ impl<'a> ChangeCursor<'a> {
         let since = self.feeds[vbucket as usize].read_up_to;
         let backlog = self.high_at_start.get(vbucket).saturating_sub(since);
         if backlog < PASS_BACKLOG_MIN
-            || backlog.saturating_mul(PASS_SHARE) < self.bucket.vbucket_docs(vbucket)
+            || backlog.saturating_mul(PASS_SHARE)
+                < self
+                    .bucket
+                    .collection_vbucket_docs(self.collection, vbucket)
         {
             return Ok(false);
         }
@@ -513,7 +555,8 @@ impl<'a> ChangeCursor<'a> {
             made: &mut self.passes,
             missed: &mut self.missed,
         });
-        let entries = bucket.read_vbucket_changes(vbucket, feed.read_up_to, CHUNK, pass)?;
+        let entries =
+            bucket.read_vbucket_changes(self.collection, vbucket, feed.read_up_to, CHUNK, pass)?;
         if entries.len() < CHUNK {
             feed.exhausted = true;
         }

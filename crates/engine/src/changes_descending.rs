@@ -13,7 +13,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use settee_storage::Cf;
 
 use crate::bucket::Bucket;
-use crate::changes::ChangeEntry;
+use crate::change_entry::{ChangeEntry, StoredEntry};
 use crate::error::EngineError;
 use crate::keys;
 use crate::seqvec::SeqVector;
@@ -35,6 +35,8 @@ struct VbBackward {
 /// Yields a bucket's changes after `since`, newest first; see the module documentation.
 pub struct DescendingCursor<'a> {
     bucket: &'a Bucket,
+    /// The collection whose documents' entries the cursor yields.
+    collection: u32,
     feeds: Vec<VbBackward>,
     /// `(cas, vbucket)` of each vbucket's newest unread entry: the greatest is yielded next.
     heap: BinaryHeap<(u64, u16)>,
@@ -47,8 +49,23 @@ pub struct DescendingCursor<'a> {
 }
 
 impl Bucket {
-    /// A cursor over the bucket's changes after `since`, newest first.
+    /// A cursor over collection 0's changes after `since`, newest first.
     pub fn changes_descending(&self, since: SeqVector) -> DescendingCursor<'_> {
+        self.descending_cursor(0, since)
+    }
+
+    /// [`Bucket::changes_descending`] of one collection. [`EngineError::UnknownCollection`]
+    /// unless the collection is live.
+    pub fn changes_descending_in(
+        &self,
+        collection: u32,
+        since: SeqVector,
+    ) -> Result<DescendingCursor<'_>, EngineError> {
+        self.check_live(collection)?;
+        Ok(self.descending_cursor(collection, since))
+    }
+
+    fn descending_cursor(&self, collection: u32, since: SeqVector) -> DescendingCursor<'_> {
         let feeds = (0..self.vbuckets)
             .map(|vbucket| VbBackward {
                 buffer: VecDeque::new(),
@@ -59,6 +76,7 @@ impl Bucket {
             .collect();
         DescendingCursor {
             bucket: self,
+            collection,
             feeds,
             heap: BinaryHeap::new(),
             heads: since.clone(),
@@ -78,7 +96,7 @@ impl DescendingCursor<'_> {
     /// Reads the next chunk of `vbucket` (backwards) if its buffer is empty, and puts its
     /// newest entry on the heap.
     fn refill(&mut self, vbucket: u16) -> Result<(), EngineError> {
-        let bucket = self.bucket;
+        let (bucket, collection) = (self.bucket, self.collection);
         let feed = &mut self.feeds[vbucket as usize];
         while feed.buffer.is_empty() && !feed.exhausted {
             let lower = keys::seq_key(bucket.id, vbucket, feed.floor.saturating_add(1));
@@ -90,7 +108,7 @@ impl DescendingCursor<'_> {
                 feed.exhausted = true;
                 break;
             }
-            let mut entries = Vec::with_capacity(CHUNK);
+            let mut entries: Vec<ChangeEntry> = Vec::with_capacity(CHUNK);
             let mut abbreviated = Vec::new();
             let mut read = 0;
             for item in bucket.store.scan(Cf::Seq, &lower, &upper, true).take(CHUNK) {
@@ -101,13 +119,15 @@ impl DescendingCursor<'_> {
                     continue;
                 };
                 feed.below = Some(seqno);
-                match ChangeEntry::decode(vbucket, seqno, &value) {
-                    Some((entry, short)) => {
+                match StoredEntry::decode(vbucket, seqno, &value) {
+                    Some(StoredEntry::Change(entry, short)) if entry.collection == collection => {
                         if short {
                             abbreviated.push(entries.len());
                         }
                         entries.push(entry);
                     }
+                    // Another collection's entry, or a system event.
+                    Some(_) => {}
                     None => tracing::warn!(vbucket, seqno, "skipping a corrupt change entry"),
                 }
             }

@@ -11,6 +11,7 @@ use settee_storage::{Batch, Cf, Store, StoreOptions};
 use crate::access_epoch::AccessEpoch;
 use crate::bucket::{Bucket, BucketAccess, BucketConfig, NodeParts};
 use crate::clock::{Clock, Hlc, SystemClock};
+use crate::collections::{ManifestLimits, FORMAT_VERSION};
 use crate::error::EngineError;
 use crate::keys;
 use crate::limits::DocLimits;
@@ -33,7 +34,16 @@ pub struct EngineOptions {
     pub access_buckets: Vec<String>,
     /// The document limits of every bucket, for writes through either door.
     pub limits: DocLimits,
+    /// Most scopes a bucket may hold, `_default` included.
+    pub scopes_per_bucket_max: usize,
+    /// Most collections a bucket may hold, `_default._default` included.
+    pub collections_per_bucket_max: usize,
 }
+
+/// Couchbase's default limit on collections (per cluster there; per bucket here), and the
+/// same for scopes.
+pub const COLLECTIONS_PER_BUCKET_MAX: usize = 1000;
+pub const SCOPES_PER_BUCKET_MAX: usize = 1000;
 
 impl Default for EngineOptions {
     fn default() -> Self {
@@ -42,8 +52,39 @@ impl Default for EngineOptions {
             clock: Arc::new(SystemClock),
             access_buckets: vec![USERS_BUCKET.to_string()],
             limits: DocLimits::default(),
+            scopes_per_bucket_max: SCOPES_PER_BUCKET_MAX,
+            collections_per_bucket_max: COLLECTIONS_PER_BUCKET_MAX,
         }
     }
+}
+
+impl EngineOptions {
+    fn manifest_limits(&self) -> ManifestLimits {
+        ManifestLimits {
+            scopes_max: self.scopes_per_bucket_max,
+            collections_max: self.collections_per_bucket_max,
+        }
+    }
+}
+
+/// Refuses a data directory written by a newer binary (`node/format_version` above
+/// [`FORMAT_VERSION`]; absent = 1).
+fn check_format_version(store: &Store) -> Result<(), EngineError> {
+    let Some(raw) = store.get(Cf::Meta, keys::meta::FORMAT_VERSION)? else {
+        return Ok(());
+    };
+    let version = raw
+        .as_slice()
+        .try_into()
+        .map(u32::from_be_bytes)
+        .map_err(|_| EngineError::Corrupt("format version".into()))?;
+    if version > FORMAT_VERSION {
+        return Err(EngineError::Invalid(format!(
+            "the data directory has format version {version}; this binary reads up to \
+             {FORMAT_VERSION}"
+        )));
+    }
+    Ok(())
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -65,6 +106,10 @@ pub struct Engine {
     access_epoch: Arc<AccessEpoch>,
     access_buckets: Vec<String>,
     limits: DocLimits,
+    manifest_limits: ManifestLimits,
+    /// Woken by a dropped collection: the background purger (`run_expiry_purger`) starts on
+    /// it without waiting for its next tick.
+    purge_wake: Arc<tokio::sync::Notify>,
     /// Records skipped by readers of every bucket, dropped ones included.
     skip_total: Arc<SkipCounters>,
 }
@@ -72,12 +117,14 @@ pub struct Engine {
 impl Engine {
     pub fn open(path: &Path, options: EngineOptions) -> Result<Engine, EngineError> {
         let store = Arc::new(Store::open(path, &options.store)?);
+        check_format_version(&store)?;
         let hlc = Arc::new(Hlc::default());
         let skip_total = Arc::new(SkipCounters::default());
         let mut buckets = BTreeMap::new();
         let prefix = keys::meta::BUCKET_NAME_PREFIX;
         let upper = keys::prefix_end(prefix);
         let access_epoch = Arc::new(AccessEpoch::default());
+        let purge_wake = Arc::new(tokio::sync::Notify::new());
         let mut found = Vec::new();
         for item in store.scan(Cf::Meta, prefix, &upper, false) {
             let (key, value) = item?;
@@ -106,10 +153,13 @@ impl Engine {
                 hlc: hlc.clone(),
                 limits: options.limits,
                 skip_total: skip_total.clone(),
+                manifest_limits: options.manifest_limits(),
+                purge_wake: purge_wake.clone(),
             };
             let bucket = Bucket::load(node, id, config, access)?;
             buckets.insert(name, Arc::new(bucket));
         }
+        let manifest_limits = options.manifest_limits();
         Ok(Engine {
             store,
             clock: options.clock,
@@ -117,6 +167,8 @@ impl Engine {
             buckets: RwLock::new(buckets),
             admin: tokio::sync::Mutex::new(()),
             access_epoch,
+            manifest_limits,
+            purge_wake,
             access_buckets: options.access_buckets,
             limits: options.limits,
             skip_total,
@@ -221,6 +273,7 @@ impl Engine {
             vbuckets,
             created_ms: self.clock.now_ns() / 1_000_000,
             revs_limit: REVS_LIMIT_DEFAULT,
+            max_ttl: 0,
         };
         let mut batch = Batch::new();
         batch.put(
@@ -249,6 +302,8 @@ impl Engine {
             hlc: self.hlc.clone(),
             limits: self.limits,
             skip_total: self.skip_total.clone(),
+            manifest_limits: self.manifest_limits,
+            purge_wake: self.purge_wake.clone(),
         };
         let bucket = Bucket::load(node, id, config, access)?;
         self.buckets
@@ -284,7 +339,10 @@ impl Engine {
         Ok(true)
     }
 
-    /// Runs the expiry purger every `interval` until `shutdown` resolves.
+    /// Runs the node's background purgers until `shutdown` resolves: expired documents every
+    /// `interval`; dropped collections' data as soon as a collection is dropped (or pending at
+    /// start, after a restart), in rounds of [`PURGE_VBUCKETS_PER_ROUND`] vbuckets with
+    /// [`PURGE_ROUND_PAUSE`] between them, so the purge never takes the disk from the doors.
     pub async fn run_expiry_purger(
         self: Arc<Self>,
         interval: std::time::Duration,
@@ -292,17 +350,59 @@ impl Engine {
     ) {
         tokio::pin!(shutdown);
         let mut ticker = tokio::time::interval(interval);
+        // Drops left pending by the previous run are resumed at once.
+        let mut drops_pending = true;
         loop {
+            let wake = self.purge_wake.notified();
             tokio::select! {
                 _ = &mut shutdown => return,
-                _ = ticker.tick() => {}
-            }
-            let buckets: Vec<Arc<Bucket>> = self.buckets.read().values().cloned().collect();
-            for bucket in buckets {
-                if let Err(error) = bucket.purge_expired().await {
-                    tracing::warn!(bucket = bucket.name(), %error, "expiry purge failed");
+                _ = ticker.tick() => {
+                    self.purge_expired_documents().await;
+                    // A round that failed is tried again from here.
+                    drops_pending |= self.has_pending_drops();
+                }
+                _ = wake, if !drops_pending => drops_pending = true,
+                _ = tokio::time::sleep(PURGE_ROUND_PAUSE), if drops_pending => {
+                    drops_pending = self.purge_dropped_round().await;
                 }
             }
         }
     }
+
+    fn has_pending_drops(&self) -> bool {
+        self.buckets
+            .read()
+            .values()
+            .any(|bucket| !bucket.dropped_collections().is_empty())
+    }
+
+    async fn purge_expired_documents(&self) {
+        let buckets: Vec<Arc<Bucket>> = self.buckets.read().values().cloned().collect();
+        for bucket in buckets {
+            if let Err(error) = bucket.purge_expired().await {
+                tracing::warn!(bucket = bucket.name(), %error, "expiry purge failed");
+            }
+        }
+    }
+
+    /// One round of the drop purger in every bucket with pending drops; whether any remain.
+    async fn purge_dropped_round(&self) -> bool {
+        let buckets: Vec<Arc<Bucket>> = self.buckets.read().values().cloned().collect();
+        let mut pending = false;
+        for bucket in buckets {
+            match bucket.purge_dropped_round(PURGE_VBUCKETS_PER_ROUND).await {
+                Ok(more) => pending |= more,
+                // Tried again at the next tick, not in a loop.
+                Err(error) => {
+                    tracing::warn!(bucket = bucket.name(), %error, "collection purge failed")
+                }
+            }
+        }
+        pending
+    }
 }
+
+/// Vbuckets one round of the drop purger covers in a bucket.
+pub const PURGE_VBUCKETS_PER_ROUND: u16 = 16;
+/// The pause between two rounds of the drop purger.
+pub const PURGE_ROUND_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);

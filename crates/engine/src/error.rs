@@ -21,6 +21,25 @@ pub enum EngineError {
     InvalidRecord(String),
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// A scope name or id the current manifest does not hold (Couchbase `UNKNOWN_SCOPE`; the
+    /// door sends the manifest uid so the client refreshes its ids).
+    #[error("unknown scope (manifest uid {manifest_uid:x})")]
+    UnknownScope { manifest_uid: u64 },
+    /// A collection name or id the current manifest does not hold, dropped ones included
+    /// (Couchbase `UNKNOWN_COLLECTION`).
+    #[error("unknown collection (manifest uid {manifest_uid:x})")]
+    UnknownCollection { manifest_uid: u64 },
+    #[error("scope {0} already exists")]
+    ScopeExists(String),
+    #[error("collection {0} already exists")]
+    CollectionExists(String),
+    /// A create beyond `scopes_per_bucket_max` / `collections_per_bucket_max`, or past the
+    /// last id.
+    #[error("limit reached: {0}")]
+    LimitReached(String),
+    /// A scope or collection name (or a `scope.collection` path) that is not well formed.
+    #[error("invalid name: {0}")]
+    InvalidName(String),
 }
 
 impl EngineError {

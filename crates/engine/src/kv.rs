@@ -6,6 +6,7 @@ use bytes::Bytes;
 use settee_revtree::RevId;
 
 use crate::bucket::{Bucket, PlannedWrite, Previous};
+use crate::doc_key::DocKey;
 use crate::error::EngineError;
 use crate::limits::{DocLimits, LimitError};
 use crate::record::{DocRecord, Header, Leaf};
@@ -134,7 +135,7 @@ pub enum KvOutcome {
 }
 
 /// A live document: present, not deleted, not past its expiry.
-fn live(record: Option<&DocRecord>, now_secs: u32) -> Option<&DocRecord> {
+pub(crate) fn live(record: Option<&DocRecord>, now_secs: u32) -> Option<&DocRecord> {
     record.filter(|record| !record.is_deleted() && (record.expiry == 0 || record.expiry > now_secs))
 }
 
@@ -320,11 +321,12 @@ pub(crate) fn plan_kv(
 }
 
 impl Bucket {
-    pub async fn kv_mutate(
+    pub async fn kv_mutate<'k>(
         &self,
-        key: &[u8],
+        key: impl Into<DocKey<'k>>,
         mut mutation: KvMutation,
     ) -> Result<KvOutcome, EngineError> {
+        let key = key.into();
         let _guards = self.lock_keys(std::iter::once(key)).await;
         let current = self.read_record(key)?;
         let lock = self.current_lock(key);
@@ -346,13 +348,22 @@ impl Bucket {
             Ok(planned) => planned,
             Err(outcome) => return Ok(outcome),
         };
+        // kv_engine caps a new expiry (a store, a touch, a counter's create); APPEND and
+        // PREPEND keep the stored one as it is.
+        let apply_max_ttl = match &mutation {
+            KvMutation::Store { .. } | KvMutation::Touch { .. } => true,
+            KvMutation::Counter { .. } => live(current.as_ref(), self.now_secs()).is_none(),
+            KvMutation::Remove { .. } | KvMutation::Concat { .. } => false,
+        };
         let mut writes = [PlannedWrite {
-            vbucket: self.vbucket_of(key),
-            key: key.to_vec(),
+            vbucket: self.vbucket_of(key.key),
+            collection: key.collection,
+            key: key.key.to_vec(),
             previous: current.as_ref().map(Previous::of),
             record: Some(record),
             new_attachments: Vec::new(),
             macro_nonce: None,
+            apply_max_ttl,
         }];
         let counter = counter_result(current.as_ref(), &mutation, self.now_secs());
         let committed = self.commit_writes(&mut writes).await?;
@@ -373,19 +384,20 @@ impl Bucket {
         })
     }
 
-    pub(crate) fn release_kv_lock(&self, key: &[u8]) {
+    pub(crate) fn release_kv_lock(&self, key: DocKey<'_>) {
         let mut locks = self.kv_locks.lock();
-        locks.remove(key);
+        locks.remove(&key.lock_name());
         self.kv_lock_count
             .store(locks.len(), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The unexpired lock on `key`, dropping an expired one.
-    pub(crate) fn current_lock(&self, key: &[u8]) -> Option<KvLock> {
+    pub(crate) fn current_lock(&self, key: DocKey<'_>) -> Option<KvLock> {
+        let name = key.lock_name();
         let mut locks = self.kv_locks.lock();
-        let lock = *locks.get(key)?;
+        let lock = *locks.get(&name)?;
         if lock.until_ns <= self.clock.now_ns() {
-            locks.remove(key);
+            locks.remove(&name);
             self.kv_lock_count
                 .store(locks.len(), std::sync::atomic::Ordering::Relaxed);
             return None;
@@ -395,11 +407,12 @@ impl Bucket {
 
     /// `GET_LOCKED`: the live value, locked for `lock_secs` against writers that do not
     /// present the returned CAS.
-    pub async fn kv_get_and_lock(
+    pub async fn kv_get_and_lock<'k>(
         &self,
-        key: &[u8],
+        key: impl Into<DocKey<'k>>,
         lock_secs: u32,
     ) -> Result<LockOutcome, EngineError> {
+        let key = key.into();
         let _guards = self.lock_keys(std::iter::once(key)).await;
         let Some(mut value) = self.kv_get_unlocked(key)? else {
             return Ok(LockOutcome::NotFound);
@@ -415,7 +428,7 @@ impl Bucket {
                 .saturating_add(u64::from(lock_secs) * 1_000_000_000),
         };
         let mut locks = self.kv_locks.lock();
-        locks.insert(key.to_vec(), lock);
+        locks.insert(key.lock_name(), lock);
         self.kv_lock_count
             .store(locks.len(), std::sync::atomic::Ordering::Relaxed);
         drop(locks);
@@ -424,7 +437,12 @@ impl Bucket {
     }
 
     /// `UNLOCK_KEY` with the CAS `GET_LOCKED` returned.
-    pub async fn kv_unlock(&self, key: &[u8], cas: u64) -> Result<UnlockOutcome, EngineError> {
+    pub async fn kv_unlock<'k>(
+        &self,
+        key: impl Into<DocKey<'k>>,
+        cas: u64,
+    ) -> Result<UnlockOutcome, EngineError> {
+        let key = key.into();
         let _guards = self.lock_keys(std::iter::once(key)).await;
         if self.kv_get_unlocked(key)?.is_none() {
             return Ok(UnlockOutcome::NotFound);
@@ -440,7 +458,7 @@ impl Bucket {
     }
 
     /// Metadata, tombstones included; expired documents read as absent.
-    pub fn kv_meta(&self, key: &[u8]) -> Result<Option<KvMeta>, EngineError> {
+    pub fn kv_meta<'k>(&self, key: impl Into<DocKey<'k>>) -> Result<Option<KvMeta>, EngineError> {
         let Some(record) = self.read_record(key)? else {
             return Ok(None);
         };
@@ -464,7 +482,8 @@ impl Bucket {
     /// absent (lazy expiry); the purger turns them into deletions later.
     /// A locked document reads with CAS `u64::MAX`, as on Couchbase Server, so only the lock
     /// holder can write it.
-    pub fn kv_get(&self, key: &[u8]) -> Result<Option<KvValue>, EngineError> {
+    pub fn kv_get<'k>(&self, key: impl Into<DocKey<'k>>) -> Result<Option<KvValue>, EngineError> {
+        let key = key.into();
         let mut value = self.kv_get_unlocked(key)?;
         if let Some(value) = value.as_mut() {
             if self.is_kv_locked(key) {
@@ -481,19 +500,22 @@ impl Bucket {
     }
 
     /// Whether `key` holds a live `GET_LOCKED` lock.
-    pub(crate) fn is_kv_locked(&self, key: &[u8]) -> bool {
+    pub(crate) fn is_kv_locked(&self, key: DocKey<'_>) -> bool {
         self.has_locks() && self.current_lock(key).is_some()
     }
 
     /// The live value of `key` lent to `read` without copying (the KV door's GET path:
     /// the value goes from RocksDB's pinned block straight into the reply buffer).
-    pub fn kv_read<R>(
+    pub fn kv_read<'k, R>(
         &self,
-        key: &[u8],
+        key: impl Into<DocKey<'k>>,
         read: impl FnOnce(KvRef<'_>) -> R,
     ) -> Result<Option<R>, EngineError> {
-        let vbucket = self.vbucket_of(key);
-        let Some(doc_key) = crate::keys::DocKeyBuf::new(self.id, vbucket, key) else {
+        let key = key.into();
+        self.check_live(key.collection)?;
+        let vbucket = self.vbucket_of(key.key);
+        let Some(doc_key) = crate::keys::DocKeyBuf::new(self.id, vbucket, key.collection, key.key)
+        else {
             return Ok(None);
         };
         let locked = self.is_kv_locked(key);
@@ -516,7 +538,7 @@ impl Bucket {
         result.transpose().map(Option::flatten)
     }
 
-    fn kv_get_unlocked(&self, key: &[u8]) -> Result<Option<KvValue>, EngineError> {
+    fn kv_get_unlocked(&self, key: DocKey<'_>) -> Result<Option<KvValue>, EngineError> {
         let Some((header, body)) = self.read_winner(key)? else {
             return Ok(None);
         };

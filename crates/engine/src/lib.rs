@@ -16,9 +16,12 @@
 
 mod access_epoch;
 mod bucket;
+mod change_entry;
 mod changes;
 mod changes_descending;
 pub mod clock;
+pub mod collections;
+mod doc_key;
 mod engine;
 mod error;
 mod key_locks;
@@ -34,14 +37,21 @@ mod skips;
 pub mod subdoc;
 mod update;
 pub mod vattr;
+mod vb_state;
 pub mod vbucket;
 mod xattrs;
 
 pub use access_epoch::AccessEpoch;
-pub use bucket::{Bucket, BucketConfig, Committed, VbState, KEY_BYTES_MAX};
-pub use changes::{ChangeCursor, ChangeEntry};
+pub use bucket::{Bucket, BucketConfig, Committed, COLLECTION_KEY_BYTES_MAX, KEY_BYTES_MAX};
+pub use change_entry::{ChangeEntry, StreamEntry};
+pub use changes::ChangeCursor;
 pub use changes_descending::DescendingCursor;
-pub use engine::{CreateOutcome, Engine, EngineOptions, REVS_LIMIT_DEFAULT, USERS_BUCKET};
+pub use collections::{DroppedCollection, Manifest, ManifestChange, SystemEvent, SystemEventKind};
+pub use doc_key::DocKey;
+pub use engine::{
+    CreateOutcome, Engine, EngineOptions, COLLECTIONS_PER_BUCKET_MAX, REVS_LIMIT_DEFAULT,
+    SCOPES_PER_BUCKET_MAX, USERS_BUCKET,
+};
 pub use error::EngineError;
 pub use kv::{
     is_json, KvMeta, KvMutation, KvOutcome, KvRef, KvValue, LockOutcome, StoreMode, UnlockOutcome,
@@ -58,3 +68,4 @@ pub use skips::SkipStats;
 pub use update::{
     hex, md5_of, plan_update, revision_hash, AttachmentInput, DocUpdate, UpdateOutcome,
 };
+pub use vb_state::VbState;

@@ -5,6 +5,7 @@ use bytes::Bytes;
 use settee_storage::{Batch, Cf};
 
 use crate::bucket::Bucket;
+use crate::doc_key::DocKey;
 use crate::error::EngineError;
 use crate::keys;
 
@@ -18,12 +19,17 @@ pub enum LocalOutcome {
 }
 
 impl Bucket {
-    fn local_storage_key(&self, key: &[u8]) -> Vec<u8> {
-        keys::local_key(self.id, self.vbucket_of(key), key)
+    fn local_storage_key(&self, key: DocKey<'_>) -> Vec<u8> {
+        keys::local_key(self.id, self.vbucket_of(key.key), key.collection, key.key)
     }
 
-    /// `(generation, body)` of a `_local` document.
-    pub fn get_local(&self, key: &[u8]) -> Result<Option<(u64, Bytes)>, EngineError> {
+    /// `(generation, body)` of a `_local` document (of a collection: each has its own).
+    pub fn get_local<'k>(
+        &self,
+        key: impl Into<DocKey<'k>>,
+    ) -> Result<Option<(u64, Bytes)>, EngineError> {
+        let key = key.into();
+        self.check_live(key.collection)?;
         let Some(raw) = self.store.get(Cf::Local, &self.local_storage_key(key))? else {
             return Ok(None);
         };
@@ -36,12 +42,13 @@ impl Bucket {
 
     /// Writes (or with `body: None`, deletes) a `_local` document. `generation` is the `0-N` the
     /// writer read; CouchDB accepts a missing rev for a create and, like it, checks it otherwise.
-    pub async fn put_local(
+    pub async fn put_local<'k>(
         &self,
-        key: &[u8],
+        key: impl Into<DocKey<'k>>,
         generation: Option<u64>,
         body: Option<Bytes>,
     ) -> Result<LocalOutcome, EngineError> {
+        let key = key.into();
         let _guards = self.lock_keys(std::iter::once(key)).await;
         let current = self.get_local(key)?.map(|(generation, _)| generation);
         let storage_key = self.local_storage_key(key);
@@ -65,13 +72,22 @@ impl Bucket {
                 LocalOutcome::Saved { generation: next }
             }
         };
-        self.store.commit(batch).await?;
+        let vbucket = self.vbucket_of(key.key);
+        self.commit_in_collection(vbucket, key.collection, batch)?
+            .await?;
         Ok(outcome)
     }
 
     /// Bytes of one stored attachment body.
-    pub fn get_attachment(&self, key: &[u8], md5: &[u8; 16]) -> Result<Option<Bytes>, EngineError> {
-        let storage_key = keys::att_key(self.id, self.vbucket_of(key), key, md5);
+    pub fn get_attachment<'k>(
+        &self,
+        key: impl Into<DocKey<'k>>,
+        md5: &[u8; 16],
+    ) -> Result<Option<Bytes>, EngineError> {
+        let key = key.into();
+        self.check_live(key.collection)?;
+        let vbucket = self.vbucket_of(key.key);
+        let storage_key = keys::att_key(self.id, vbucket, key.collection, key.key, md5);
         Ok(self.store.get(Cf::Att, &storage_key)?.map(Bytes::from))
     }
 }

@@ -7,7 +7,10 @@ use settee_revtree::RevId;
 use settee_storage::{Batch, Cf};
 
 use crate::bucket::{Bucket, PlannedWrite, Previous};
-use crate::changes::{scan_doc_seqnos, ChangeEntry, LowestSeqnos};
+use crate::change_entry::{ChangeEntry, StoredEntry};
+use crate::changes::{scan_doc_seqnos, LowestSeqnos};
+use crate::collections::Liveness;
+use crate::doc_key::DocKey;
 use crate::error::EngineError;
 use crate::keys;
 use crate::kv::KvMutation;
@@ -28,8 +31,10 @@ const ABBREVIATE_WINDOW: usize = 1 << 18;
 pub struct DiskSizes {
     /// Everything the bucket's data takes on disk, garbage included.
     pub file: u64,
-    /// The live part of `file` (what a compaction would leave).
+    /// The live part of `file` (what a compaction would leave), dropped collections excluded.
     pub active: u64,
+    /// The part of `file` dropped collections hold until the purger removes it.
+    pub pending_purge: u64,
 }
 
 /// What one compaction did.
@@ -82,15 +87,25 @@ impl Bucket {
         let (lower, upper) = keys::bucket_range(self.id);
         // The digests the current document's leaves reference; `None` keeps every body of a
         // document whose record does not decode (its references are unknown).
-        let mut referenced: Option<(Vec<u8>, Option<Digests>)> = None;
+        let mut referenced: Option<(DocumentId, Option<Digests>)> = None;
         let mut stale = Vec::new();
+        // Both key forms are in the bucket's range; collections that are not live are left to
+        // the drop purger.
+        let mut view = self.collections_view();
         for item in self.store.scan(Cf::Att, &lower, &upper, false) {
             let (raw_key, _) = item?;
-            let Some((key, md5)) = keys::parse_att_key(&raw_key) else {
+            let Some((_, cid, key, md5)) = keys::parse_att_key(&raw_key) else {
                 continue;
             };
-            if referenced.as_ref().is_none_or(|(cached, _)| cached != key) {
-                let digests = match self.read_record(key) {
+            if view.classify(self, cid) != Liveness::Live {
+                continue;
+            }
+            let document = DocKey::new(cid, key);
+            if referenced
+                .as_ref()
+                .is_none_or(|((held_cid, held), _)| *held_cid != cid || held != key)
+            {
+                let digests = match self.read_record(document) {
                     Ok(Some(record)) => Some(
                         record
                             .leaves
@@ -105,7 +120,7 @@ impl Bucket {
                     }
                     Err(error) => return Err(error),
                 };
-                referenced = Some((key.to_vec(), digests));
+                referenced = Some(((cid, key.to_vec()), digests));
             }
             if referenced.as_ref().is_some_and(|(_, digests)| {
                 digests
@@ -148,25 +163,37 @@ impl Bucket {
     /// a few neighbouring blocks instead of one block per entry.
     async fn abbreviate_change_entries(&self) -> Result<u64, EngineError> {
         let mut rewritten = 0;
+        let collections = self.manifest().collection_ids();
         for vbucket in 0..self.vbuckets {
-            let mut after = 0;
-            loop {
-                let (store, bucket_id) = (self.store.clone(), self.id);
-                let (plan, complete, bad) = tokio::task::spawn_blocking(move || {
-                    abbreviation_plan(&store, bucket_id, vbucket, after, ABBREVIATE_WINDOW)
-                })
-                .await
-                .map_err(|error| EngineError::Invalid(format!("compaction task: {error}")))??;
-                for (id, error) in bad {
-                    self.skip(SkippedRecord::Document, vbucket, &id, &error);
-                }
-                for batch in plan.chunks(ABBREVIATE_BATCH) {
-                    rewritten += self.rewrite_change_entries(vbucket, batch).await?;
-                }
-                match plan.last() {
-                    Some(last) if !complete => after = last.seqno,
-                    _ => break,
-                }
+            for &cid in &collections {
+                rewritten += self.abbreviate_collection(vbucket, cid).await?;
+            }
+        }
+        Ok(rewritten)
+    }
+
+    /// [`Bucket::abbreviate_change_entries`] of one collection in one vbucket: prefixes are
+    /// planned against the neighbours in the collection's own `doc` sub-range, where readers
+    /// resolve them.
+    async fn abbreviate_collection(&self, vbucket: u16, cid: u32) -> Result<u64, EngineError> {
+        let mut rewritten = 0;
+        let mut after = 0;
+        loop {
+            let (store, bucket_id) = (self.store.clone(), self.id);
+            let (plan, complete, bad) = tokio::task::spawn_blocking(move || {
+                abbreviation_plan(&store, bucket_id, vbucket, cid, after, ABBREVIATE_WINDOW)
+            })
+            .await
+            .map_err(|error| EngineError::Invalid(format!("compaction task: {error}")))??;
+            for (id, error) in bad {
+                self.skip(SkippedRecord::Document, vbucket, &id, &error);
+            }
+            for batch in plan.chunks(ABBREVIATE_BATCH) {
+                rewritten += self.rewrite_change_entries(vbucket, cid, batch).await?;
+            }
+            match plan.last() {
+                Some(last) if !complete => after = last.seqno,
+                _ => break,
             }
         }
         Ok(rewritten)
@@ -178,10 +205,11 @@ impl Bucket {
     async fn rewrite_change_entries(
         &self,
         vbucket: u16,
+        cid: u32,
         plan: &[Abbreviation],
     ) -> Result<u64, EngineError> {
         let _guards = self
-            .lock_keys(plan.iter().map(|planned| planned.id.as_slice()))
+            .lock_keys(plan.iter().map(|planned| DocKey::new(cid, &planned.id)))
             .await;
         let seq_keys: Vec<Vec<u8>> = plan
             .iter()
@@ -196,6 +224,9 @@ impl Bucket {
             let Some((mut entry, _)) = ChangeEntry::decode(vbucket, planned.seqno, &stored) else {
                 continue;
             };
+            if entry.collection != cid {
+                continue;
+            }
             entry.key = planned.id.clone();
             let wanted = entry.encode_abbreviated(planned.prefix_len);
             if wanted != stored {
@@ -217,7 +248,12 @@ impl Bucket {
     /// A document whose stored record does not decode (issue 18: nothing can tell its leaves)
     /// is removed whole when at least one revision is named, whatever revisions they are: the
     /// documented way for an admin to get rid of it. They are returned as purged.
-    pub async fn purge(&self, key: &[u8], revs: &[RevId]) -> Result<Vec<RevId>, EngineError> {
+    pub async fn purge<'k>(
+        &self,
+        key: impl Into<DocKey<'k>>,
+        revs: &[RevId],
+    ) -> Result<Vec<RevId>, EngineError> {
+        let key = key.into();
         let _guards = self.lock_keys(std::iter::once(key)).await;
         let mut record = match self.read_record(key) {
             Ok(Some(record)) => record,
@@ -226,7 +262,8 @@ impl Bucket {
             Err(EngineError::CorruptDocument(reason)) => {
                 tracing::warn!(
                     bucket = %self.name,
-                    key = %String::from_utf8_lossy(key),
+                    collection = key.collection,
+                    key = %String::from_utf8_lossy(key.key),
                     %reason,
                     "purging a document whose record does not decode"
                 );
@@ -242,25 +279,57 @@ impl Bucket {
         }
         record.normalise_leaves();
         let mut writes = [PlannedWrite {
-            vbucket: self.vbucket_of(key),
-            key: key.to_vec(),
+            vbucket: self.vbucket_of(key.key),
+            collection: key.collection,
+            key: key.key.to_vec(),
             previous: Some(previous),
             record: (!record.leaves.is_empty()).then_some(record),
             new_attachments: Vec::new(),
             macro_nonce: None,
+            apply_max_ttl: false,
         }];
-        let _purging = self.purge_lock.lock().await;
-        let next = self.purge_seq() + 1;
-        let mut counter = Batch::new();
-        counter.put(
-            Cf::Meta,
-            keys::meta::bucket_purge_seq(self.id),
-            next.to_be_bytes().to_vec(),
-        );
-        self.commit_writes_with(&mut writes, counter).await?;
-        self.purge_seq
-            .store(next, std::sync::atomic::Ordering::Release);
+        self.commit_purge(key.collection, &mut writes).await?;
         Ok(purged)
+    }
+
+    /// Commits a purge's writes with the collection's purge sequence raised by one, in the same
+    /// batch; `purge_lock` is held across the commit so the stored value never goes backwards.
+    async fn commit_purge(&self, cid: u32, writes: &mut [PlannedWrite]) -> Result<(), EngineError> {
+        let _purging = self.purge_lock.lock().await;
+        let next = self.purge_seq_of(cid) + 1;
+        let mut counter = Batch::new();
+        let key = if cid == 0 {
+            keys::meta::bucket_purge_seq(self.id)
+        } else {
+            keys::meta::collection_purge_seq(self.id, cid)
+        };
+        counter.put(Cf::Meta, key, next.to_be_bytes().to_vec());
+        self.commit_writes_with(writes, counter).await?;
+        if cid == 0 {
+            self.purge_seq
+                .store(next, std::sync::atomic::Ordering::Release);
+        } else {
+            self.collection_purge_seqs.lock().insert(cid, next);
+        }
+        Ok(())
+    }
+
+    fn purge_seq_of(&self, cid: u32) -> u64 {
+        if cid == 0 {
+            self.purge_seq()
+        } else {
+            self.collection_purge_seqs
+                .lock()
+                .get(&cid)
+                .copied()
+                .unwrap_or(0)
+        }
+    }
+
+    /// How many purges collection `cid` has seen (CouchDB `purge_seq` of its database).
+    pub fn purge_seq_in(&self, cid: u32) -> Result<u64, EngineError> {
+        self.check_live(cid)?;
+        Ok(self.purge_seq_of(cid))
     }
 
     /// Removes the record of `key`, which does not decode, with its change entry, expiry entry
@@ -268,11 +337,11 @@ impl Bucket {
     /// decodes (0.1.0's empty trees) it names the change entry and the counts to adjust;
     /// otherwise a scan of the vbucket's change stream finds the entry naming `key` (an expiry
     /// entry, unknown then, stays: it only costs the expiry purger a lookup that finds nothing).
-    async fn remove_undecodable(&self, key: &[u8]) -> Result<(), EngineError> {
-        let vbucket = self.vbucket_of(key);
+    async fn remove_undecodable(&self, key: DocKey<'_>) -> Result<(), EngineError> {
+        let vbucket = self.vbucket_of(key.key);
         let raw = self
             .store
-            .get(Cf::Doc, &keys::doc_key(self.id, vbucket, key))?
+            .get(Cf::Doc, &self.doc_storage_key(key))?
             .unwrap_or_default();
         let previous = crate::record::Header::decode(&raw)
             .ok()
@@ -289,9 +358,11 @@ impl Bucket {
             for item in self.store.scan(Cf::Seq, &lower, &upper, false) {
                 let (seq_key, value) = item?;
                 let entry = keys::seqno_of_seq_key(&seq_key)
-                    .and_then(|seqno| ChangeEntry::decode(vbucket, seqno, &value))
-                    .filter(|(entry, abbreviated)| !abbreviated && entry.key == key);
-                if let Some((entry, _)) = entry {
+                    .and_then(|seqno| StoredEntry::decode(vbucket, seqno, &value));
+                let Some(StoredEntry::Change(entry, false)) = entry else {
+                    continue;
+                };
+                if entry.key == key.key && entry.collection == key.collection {
                     previous = Some(Previous {
                         seqno: entry.seqno,
                         expiry: 0,
@@ -301,54 +372,82 @@ impl Bucket {
                 }
             }
         }
-        let mut extra = Batch::new();
         let mut writes = [PlannedWrite {
             vbucket,
-            key: key.to_vec(),
+            collection: key.collection,
+            key: key.key.to_vec(),
             previous,
             record: None,
             new_attachments: Vec::new(),
             macro_nonce: None,
+            apply_max_ttl: false,
         }];
-        let _purging = self.purge_lock.lock().await;
-        let next = self.purge_seq() + 1;
-        extra.put(
-            Cf::Meta,
-            keys::meta::bucket_purge_seq(self.id),
-            next.to_be_bytes().to_vec(),
-        );
-        self.commit_writes_with(&mut writes, extra).await?;
-        self.purge_seq
-            .store(next, std::sync::atomic::Ordering::Release);
-        Ok(())
+        self.commit_purge(key.collection, &mut writes).await
     }
 
-    /// Deletes every document of this bucket whose expiry has passed; returns how many.
+    /// Deletes every document of this bucket's live collections whose expiry has passed;
+    /// returns how many.
     pub async fn purge_expired(&self) -> Result<usize, EngineError> {
         let now = self.now_secs();
-        let mut due: Vec<Vec<u8>> = Vec::new();
+        let mut due: Vec<(u32, Vec<u8>)> = Vec::new();
+        let mut view = self.collections_view();
         for vbucket in 0..self.vbuckets {
-            let lower = keys::exp_key(self.id, vbucket, 1, b"");
-            let upper = keys::exp_key(self.id, vbucket, now.saturating_add(1), b"");
-            for item in self.store.scan(Cf::Exp, &lower, &upper, false) {
-                let (raw_key, _) = item?;
-                if let Some((_, key)) = keys::parse_exp_key(&raw_key) {
-                    due.push(key.to_vec());
+            self.collect_expired(vbucket, 0, now, &mut due)?;
+            // The long range, from collection to collection: a seek finds the next collection
+            // with entries, its due entries are read, then the seek steps past it.
+            let (mut lower, upper) = keys::long_range(self.id, vbucket);
+            loop {
+                let next = match self.store.scan(Cf::Exp, &lower, &upper, false).next() {
+                    Some(item) => item?.0,
+                    None => break,
+                };
+                let Some((_, cid, _)) = keys::split_prefix(&next) else {
+                    // A damaged key: step over it.
+                    lower = next.to_vec();
+                    lower.push(0);
+                    continue;
+                };
+                if view.classify(self, cid) == Liveness::Live {
+                    self.collect_expired(vbucket, cid, now, &mut due)?;
                 }
+                lower = keys::coll_range(self.id, vbucket, cid).1;
             }
         }
         let mut expired = 0;
-        for key in due {
-            if self.expire_one(&key).await? {
-                expired += 1;
+        for (cid, key) in due {
+            match self.expire_one(DocKey::new(cid, &key)).await {
+                Ok(true) => expired += 1,
+                Ok(false) => {}
+                // Dropped since the scan: its data goes with the collection.
+                Err(EngineError::UnknownCollection { .. }) => {}
+                Err(error) => return Err(error),
             }
         }
         Ok(expired)
     }
 
+    /// Adds collection `cid`'s documents in `vbucket` whose expiry is at or before `now`.
+    fn collect_expired(
+        &self,
+        vbucket: u16,
+        cid: u32,
+        now: u32,
+        due: &mut Vec<(u32, Vec<u8>)>,
+    ) -> Result<(), EngineError> {
+        let lower = keys::exp_key(self.id, vbucket, cid, 1, b"");
+        let upper = keys::exp_key(self.id, vbucket, cid, now.saturating_add(1), b"");
+        for item in self.store.scan(Cf::Exp, &lower, &upper, false) {
+            let (raw_key, _) = item?;
+            if let Some((_, key)) = keys::parse_exp_key(&raw_key) {
+                due.push((cid, key.to_vec()));
+            }
+        }
+        Ok(())
+    }
+
     /// Turns an expired document into a deletion (a new tombstone revision), re-checking under
     /// the key lock that it is still expired.
-    async fn expire_one(&self, key: &[u8]) -> Result<bool, EngineError> {
+    async fn expire_one(&self, key: DocKey<'_>) -> Result<bool, EngineError> {
         let _guards = self.lock_keys(std::iter::once(key)).await;
         let record = match self.read_record_or_skip(key)? {
             Some(record) => record,
@@ -391,21 +490,23 @@ impl Bucket {
         tombstone.expiry = 0;
         crate::update::finish(&mut tombstone, self.revs_limit());
         let mut writes = [PlannedWrite {
-            vbucket: self.vbucket_of(key),
-            key: key.to_vec(),
+            vbucket: self.vbucket_of(key.key),
+            collection: key.collection,
+            key: key.key.to_vec(),
             previous: Some(Previous::of(&record)),
             record: Some(tombstone),
             new_attachments: Vec::new(),
             macro_nonce: None,
+            apply_max_ttl: false,
         }];
         self.commit_writes(&mut writes).await?;
         Ok(true)
     }
 
     /// Convenience for the KV door and tests: set expiry on a live document.
-    pub async fn touch(
+    pub async fn touch<'k>(
         &self,
-        key: &[u8],
+        key: impl Into<DocKey<'k>>,
         expiry: u32,
     ) -> Result<crate::kv::KvOutcome, EngineError> {
         self.kv_mutate(key, KvMutation::Touch { expiry }).await
@@ -415,6 +516,7 @@ impl Bucket {
     /// ranges' SST files, plus its writes not flushed yet, which are in the write-ahead log)
     /// and the live part of them. Approximate; `active <= file` always.
     pub fn disk_sizes(&self) -> Result<DiskSizes, EngineError> {
+        // The bucket's range holds both key forms (every collection).
         let (lower, upper) = keys::bucket_range(self.id);
         let mut sizes = DiskSizes::default();
         for cf in [Cf::Doc, Cf::Seq, Cf::Att, Cf::Exp, Cf::Local] {
@@ -422,6 +524,20 @@ impl Bucket {
             sizes.file += bytes.files + bytes.unflushed;
             sizes.active += bytes.files_live + bytes.unflushed;
         }
+        for cid in self.dropped_collections().keys() {
+            for vbucket in 0..self.vbuckets {
+                let (lower, upper) = keys::coll_range(self.id, vbucket, *cid);
+                for cf in [Cf::Doc, Cf::Att, Cf::Exp, Cf::Local] {
+                    let bytes = self.store.range_bytes(cf, &lower, &upper)?;
+                    sizes.pending_purge += bytes.files + bytes.unflushed;
+                }
+            }
+        }
+        sizes.pending_purge = sizes.pending_purge.min(sizes.file);
+        sizes.active = sizes
+            .active
+            .saturating_sub(sizes.pending_purge)
+            .min(sizes.file);
         Ok(sizes)
     }
 
@@ -437,6 +553,9 @@ impl Bucket {
 
 /// The attachment digests a document's leaves reference.
 type Digests = HashSet<[u8; 16]>;
+
+/// A document's collection and key.
+type DocumentId = (u32, Vec<u8>);
 
 /// Records passed over because they do not decode: (id, why).
 type Skipped = Vec<(Vec<u8>, EngineError)>;
@@ -456,6 +575,7 @@ fn abbreviation_plan(
     store: &settee_storage::Store,
     bucket_id: u32,
     vbucket: u16,
+    cid: u32,
     after: u64,
     window: usize,
 ) -> Result<(Vec<Abbreviation>, bool, Skipped), EngineError> {
@@ -475,7 +595,7 @@ fn abbreviation_plan(
             lowest.push(seqno, (id.to_vec(), shared + 1));
         }
     };
-    let bad = scan_doc_seqnos(store, bucket_id, vbucket, |id, seqno| {
+    let bad = scan_doc_seqnos(store, bucket_id, vbucket, cid, |id, seqno| {
         if let Some((left_id, left_seqno)) = waiting.take() {
             settle(
                 &mut lowest,
@@ -546,7 +666,7 @@ mod tests {
         };
         for vbucket in 0..2 {
             let (whole, complete, _) =
-                abbreviation_plan(&bucket.store, bucket.id, vbucket, 0, usize::MAX / 4)
+                abbreviation_plan(&bucket.store, bucket.id, vbucket, 0, 0, usize::MAX / 4)
                     .expect("plan");
             assert!(complete);
             assert!(
@@ -565,7 +685,8 @@ mod tests {
             let mut after = 0;
             loop {
                 let (window, complete, _) =
-                    abbreviation_plan(&bucket.store, bucket.id, vbucket, after, 7).expect("plan");
+                    abbreviation_plan(&bucket.store, bucket.id, vbucket, 0, after, 7)
+                        .expect("plan");
                 assert!(window.len() <= 7);
                 pieces.extend(summary(&window));
                 match window.last() {

@@ -20,10 +20,12 @@ const CHUNK: usize = 128;
 const SCAN_BYTES_MAX: usize = 1 << 20;
 const REFILL_BYTES_MIN: usize = 4 << 10;
 
-/// Which keys a [`DocScan`] visits. Bounds are raw document keys; `end` is inclusive when
-/// `inclusive_end` is set. With `descending`, `start` is the high end, as in CouchDB.
+/// Which keys a [`DocScan`] visits: documents of one collection (0: `_default._default`).
+/// Bounds are raw document keys; `end` is inclusive when `inclusive_end` is set. With
+/// `descending`, `start` is the high end, as in CouchDB.
 #[derive(Clone, Debug, Default)]
 pub struct ScanRange {
+    pub collection: u32,
     pub start: Option<Vec<u8>>,
     pub end: Option<Vec<u8>>,
     pub inclusive_end: bool,
@@ -50,13 +52,18 @@ pub struct DocScan<'a> {
     started: bool,
     /// Bytes of records one refill reads at most (after its first record).
     refill_bytes: usize,
+    /// Why the scan cannot run (its collection is not live), yielded first.
+    refused: Option<EngineError>,
 }
 
 impl Bucket {
+    /// Scans one collection's documents (`range.collection`); a collection that is not live
+    /// yields [`EngineError::UnknownCollection`] and nothing else.
     pub fn scan_docs(&self, range: ScanRange) -> DocScan<'_> {
+        let refused = self.check_live(range.collection).err();
         let scans = (0..self.vbuckets)
             .map(|vbucket| {
-                let (lower, upper) = keys::vb_range(self.id, vbucket);
+                let (lower, upper) = keys::coll_range(self.id, vbucket, range.collection);
                 VbScan {
                     buffer: VecDeque::new(),
                     resume: if range.descending { upper } else { lower },
@@ -73,14 +80,15 @@ impl Bucket {
             started: false,
             refill_bytes: (SCAN_BYTES_MAX / usize::from(self.vbuckets.max(1)))
                 .max(REFILL_BYTES_MIN),
+            refused,
         }
     }
 }
 
 impl DocScan<'_> {
     fn bounds(&self, vbucket: u16) -> (Vec<u8>, Vec<u8>) {
-        let id = self.bucket.id;
-        let (vb_lower, vb_upper) = keys::vb_range(id, vbucket);
+        let (id, cid) = (self.bucket.id, self.range.collection);
+        let (vb_lower, vb_upper) = keys::coll_range(id, vbucket, cid);
         let (low, high) = if self.range.descending {
             (&self.range.end, &self.range.start)
         } else {
@@ -98,7 +106,7 @@ impl DocScan<'_> {
         };
         let lower = match low {
             Some(key) => {
-                let mut bound = keys::doc_key(id, vbucket, key);
+                let mut bound = keys::doc_key(id, vbucket, cid, key);
                 if !low_inclusive {
                     bound.push(0);
                 }
@@ -108,7 +116,7 @@ impl DocScan<'_> {
         };
         let upper = match high {
             Some(key) => {
-                let mut bound = keys::doc_key(id, vbucket, key);
+                let mut bound = keys::doc_key(id, vbucket, cid, key);
                 if high_inclusive {
                     bound.push(0);
                 }
@@ -180,6 +188,11 @@ impl DocScan<'_> {
     }
 
     fn next_record(&mut self) -> Result<Option<(Vec<u8>, DocRecord)>, EngineError> {
+        if let Some(refused) = self.refused.take() {
+            self.started = true;
+            self.scans.clear();
+            return Err(refused);
+        }
         if !self.started {
             self.started = true;
             for vbucket in 0..self.bucket.vbuckets {

@@ -8,6 +8,7 @@ use md5::{Digest, Md5};
 use settee_revtree::RevId;
 
 use crate::bucket::{Bucket, PlannedWrite, Previous};
+use crate::doc_key::DocKey;
 use crate::error::EngineError;
 use crate::limits::{DocLimits, LimitError};
 use crate::record::{AttachmentMeta, DocRecord, Leaf};
@@ -322,14 +323,31 @@ pub(crate) fn finish(record: &mut DocRecord, revs_limit: u32) {
 }
 
 impl Bucket {
-    /// Applies CouchDB updates as one durable batch; one outcome per update, in order.
+    /// Applies CouchDB updates to collection 0 (`_default._default`) as one durable batch; one
+    /// outcome per update, in order.
     pub async fn update_docs(
         &self,
         updates: Vec<DocUpdate>,
         new_edits: bool,
     ) -> Result<Vec<UpdateOutcome>, EngineError> {
+        self.update_docs_in(0, updates, new_edits).await
+    }
+
+    /// [`Bucket::update_docs`] in collection `collection` (a CouchDB-door database is one
+    /// collection, so a batch never spans two). [`EngineError::UnknownCollection`] unless the
+    /// collection is live when the batch is staged.
+    pub async fn update_docs_in(
+        &self,
+        collection: u32,
+        updates: Vec<DocUpdate>,
+        new_edits: bool,
+    ) -> Result<Vec<UpdateOutcome>, EngineError> {
+        self.check_live(collection)?;
+        fn doc_key(collection: u32, update: &DocUpdate) -> DocKey<'_> {
+            DocKey::new(collection, &update.key)
+        }
         let _guards = self
-            .lock_keys(updates.iter().map(|update| update.key.as_slice()))
+            .lock_keys(updates.iter().map(|update| doc_key(collection, update)))
             .await;
         let revs_limit = self.revs_limit();
         let mut outcomes: Vec<UpdateOutcome> = Vec::with_capacity(updates.len());
@@ -345,7 +363,7 @@ impl Bucket {
             }
             // A document locked by a KV client (GET_LOCKED) refuses other writers until the
             // lock is released or times out; interactive HTTP edits are other writers.
-            if new_edits && self.is_kv_locked(&update.key) {
+            if new_edits && self.is_kv_locked(doc_key(collection, update)) {
                 outcomes.push(UpdateOutcome::Conflict);
                 write_of_outcome.push(None);
                 continue;
@@ -353,7 +371,7 @@ impl Bucket {
             let stored;
             let (current, previous_write) = match latest.get(&update.key) {
                 Some(index) => (writes[*index].record.as_ref(), Some(*index)),
-                None => match self.read_record(&update.key) {
+                None => match self.read_record(doc_key(collection, update)) {
                     Ok(record) => {
                         stored = record;
                         (stored.as_ref(), None)
@@ -402,11 +420,13 @@ impl Bucket {
                             let previous = current.map(Previous::of);
                             writes.push(PlannedWrite {
                                 vbucket: self.vbucket_of(&update.key),
+                                collection,
                                 key: update.key.clone(),
                                 previous,
                                 record: Some(plan.record),
                                 new_attachments: plan.new_attachments,
                                 macro_nonce: None,
+                                apply_max_ttl: true,
                             });
                             latest.insert(update.key.clone(), writes.len() - 1);
                             write_of_outcome.push(Some(writes.len() - 1));
@@ -434,7 +454,19 @@ impl Bucket {
         update: DocUpdate,
         new_edits: bool,
     ) -> Result<UpdateOutcome, EngineError> {
-        let mut outcomes = self.update_docs(vec![update], new_edits).await?;
+        self.update_doc_in(0, update, new_edits).await
+    }
+
+    /// One update in collection `collection`; see [`Bucket::update_docs_in`].
+    pub async fn update_doc_in(
+        &self,
+        collection: u32,
+        update: DocUpdate,
+        new_edits: bool,
+    ) -> Result<UpdateOutcome, EngineError> {
+        let mut outcomes = self
+            .update_docs_in(collection, vec![update], new_edits)
+            .await?;
         outcomes
             .pop()
             .ok_or_else(|| EngineError::Invalid("no outcome".into()))

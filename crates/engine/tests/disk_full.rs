@@ -214,3 +214,63 @@ async fn racing_writers_keep_memory_and_disk_equal() {
     assert_eq!(bucket.doc_counts(), counts);
     assert_eq!(bucket.record_bytes(), record_bytes);
 }
+
+#[tokio::test]
+async fn a_failed_manifest_change_leaves_the_manifest_and_counts_as_they_were() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let no_space = Arc::new(AtomicBool::new(false));
+    let engine = Engine::open(dir.path(), options(&no_space)).expect("open");
+    engine.create_bucket("db", VBUCKETS).await.expect("create");
+    let bucket = engine.bucket("db").expect("bucket");
+    let kept = bucket
+        .create_collection("_default", "kept", None)
+        .await
+        .expect("kept")
+        .collection_id("_default.kept")
+        .expect("id");
+    bucket
+        .update_doc_in(kept, create("a", r#"{"v":1}"#), true)
+        .await
+        .expect("write");
+    let manifest = bucket.manifest();
+    let counts = bucket.doc_counts_in(kept).expect("counts");
+
+    no_space.store(true, Ordering::Release);
+    let failed = bucket
+        .create_collection("_default", "lost", None)
+        .await
+        .expect_err("the disk is full");
+    assert!(is_no_space(&failed), "{failed:?}");
+    let failed = bucket
+        .drop_collection("_default", "kept")
+        .await
+        .expect_err("the disk is full");
+    assert!(is_no_space(&failed), "{failed:?}");
+    assert_eq!(
+        bucket.manifest(),
+        manifest,
+        "the live manifest is the durable one"
+    );
+    assert!(bucket.dropped_collections().is_empty());
+    assert_eq!(bucket.doc_counts_in(kept).expect("counts"), counts);
+
+    no_space.store(false, Ordering::Release);
+    bucket
+        .update_doc_in(kept, create("b", r#"{"v":2}"#), true)
+        .await
+        .expect("the collection was never dropped");
+    let lost = bucket
+        .create_collection("_default", "lost", None)
+        .await
+        .expect("created now")
+        .collection_id("_default.lost")
+        .expect("id");
+    assert_eq!(bucket.doc_counts_in(lost).expect("counts"), (0, 0));
+    assert_eq!(bucket.doc_counts_in(kept).expect("counts"), (2, 0));
+    drop(bucket);
+    drop(engine);
+    let engine = Engine::open(dir.path(), options(&no_space)).expect("reopen");
+    let bucket = engine.bucket("db").expect("bucket");
+    assert_eq!(bucket.manifest().uid(), manifest.uid() + 1);
+    assert_eq!(bucket.doc_counts_in(kept).expect("counts"), (2, 0));
+}

@@ -374,6 +374,7 @@ pub async fn all_docs(
         }
     }
     let range = ScanRange {
+        collection: 0,
         start: start.map(String::into_bytes),
         end: end.map(String::into_bytes),
         inclusive_end,

@@ -31,6 +31,7 @@ use crate::HttpState;
 /// "query"` design documents, in CouchDB's listing order.
 pub fn load_indexes(bucket: &Bucket) -> ApiResult<Vec<Index>> {
     let range = ScanRange {
+        collection: 0,
         start: Some(b"_design/".to_vec()),
         end: Some(b"_design0".to_vec()),
         inclusive_end: false,

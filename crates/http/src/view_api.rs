@@ -246,6 +246,7 @@ pub async fn view_cleanup(state: &HttpState, bucket: &Arc<Bucket>) -> ApiResult<
     let mut keep = HashSet::new();
     let ids: Vec<String> = {
         let range = ScanRange {
+            collection: 0,
             start: Some(b"_design/".to_vec()),
             end: Some(b"_design0".to_vec()),
             inclusive_end: false,

@@ -341,6 +341,7 @@ fn scan_range(range: &IdRange, descending: bool) -> ScanRange {
     };
     if descending {
         ScanRange {
+            collection: 0,
             start: high,
             end: low,
             inclusive_end: true,
@@ -348,6 +349,7 @@ fn scan_range(range: &IdRange, descending: bool) -> ScanRange {
         }
     } else {
         ScanRange {
+            collection: 0,
             start: low,
             end: high,
             inclusive_end: high_inclusive,

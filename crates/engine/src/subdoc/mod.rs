@@ -191,15 +191,15 @@ impl Bucket {
     /// xattr paths in one walk of the xattrs. `each(index, status, value)` gets every spec's
     /// outcome in order (values borrowed from the stored record). `None` when the document
     /// does not exist, or is deleted and `access_deleted` is not set.
-    pub fn lookup_in(
+    pub fn lookup_in<'k>(
         &self,
-        key: &[u8],
+        key: impl Into<crate::DocKey<'k>>,
         specs: &[LookupSpec<'_>],
         access_deleted: bool,
         each: impl FnMut(usize, Status, &[u8]),
     ) -> Result<Option<LookupMeta>, EngineError> {
         Ok(
-            match self.lookup_with(key, specs, access_deleted, false, each)? {
+            match self.lookup_with(key.into(), specs, access_deleted, false, each)? {
                 Lookup::Found(meta) => Some(meta),
                 Lookup::NotFound | Lookup::Heavy => None,
             },
@@ -209,26 +209,28 @@ impl Bucket {
     /// [`Bucket::lookup_in`] for request threads: a lookup that would scan a large unindexed
     /// body or large xattrs is not run (`Lookup::Heavy`, `each` never called), so the caller
     /// can move it to a pool. Deciding costs nothing extra: it is the same read of the record.
-    pub fn lookup_in_light(
+    pub fn lookup_in_light<'k>(
         &self,
-        key: &[u8],
+        key: impl Into<crate::DocKey<'k>>,
         specs: &[LookupSpec<'_>],
         access_deleted: bool,
         each: impl FnMut(usize, Status, &[u8]),
     ) -> Result<Lookup, EngineError> {
-        self.lookup_with(key, specs, access_deleted, true, each)
+        self.lookup_with(key.into(), specs, access_deleted, true, each)
     }
 
     fn lookup_with(
         &self,
-        key: &[u8],
+        key: crate::DocKey<'_>,
         specs: &[LookupSpec<'_>],
         access_deleted: bool,
         refuse_heavy: bool,
         mut each: impl FnMut(usize, Status, &[u8]),
     ) -> Result<Lookup, EngineError> {
-        let vbucket = self.vbucket_of(key);
-        let Some(doc_key) = crate::keys::DocKeyBuf::new(self.id, vbucket, key) else {
+        self.check_live(key.collection)?;
+        let vbucket = self.vbucket_of(key.key);
+        let Some(doc_key) = crate::keys::DocKeyBuf::new(self.id, vbucket, key.collection, key.key)
+        else {
             return Ok(Lookup::NotFound);
         };
         let locked = self.is_kv_locked(key);
@@ -458,16 +460,17 @@ impl Bucket {
     /// Applies mutation specs to one document as one atomic, CAS-checked write: xattr specs
     /// to its extended attributes, the others to its body, in order; the first failing spec
     /// fails the whole request and nothing is written.
-    pub async fn mutate_in(
+    pub async fn mutate_in<'k>(
         &self,
-        key: &[u8],
+        key: impl Into<crate::DocKey<'k>>,
         request: MutateIn,
     ) -> Result<MutateInOutcome, EngineError> {
         use crate::bucket::{PlannedWrite, Previous};
         use crate::record::Leaf;
         use crate::update::{empty_record, finish, revision_hash, COMMON_FLAGS_JSON};
 
-        crate::bucket::check_key(key)?;
+        let key = key.into();
+        crate::bucket::check_key_in(key.collection, key.key)?;
         let _guards = self.lock_keys(std::iter::once(key)).await;
         let current = self.read_record(key)?;
         let mut cas = request.cas;
@@ -629,13 +632,17 @@ impl Bucket {
             Bytes::from(xattrs)
         };
         finish(&mut record, self.revs_limit());
+        // kv_engine caps an expiry the request sets, or a document's it creates.
+        let apply_max_ttl = request.expiry.is_some() || alive.is_none();
         let mut writes = [PlannedWrite {
-            vbucket: self.vbucket_of(key),
-            key: key.to_vec(),
+            vbucket: self.vbucket_of(key.key),
+            collection: key.collection,
+            key: key.key.to_vec(),
             previous: current.as_ref().map(Previous::of),
             record: Some(record),
             new_attachments: Vec::new(),
             macro_nonce: nonce,
+            apply_max_ttl,
         }];
         let committed = self.commit_writes(&mut writes).await?;
         if lock.is_some() {
