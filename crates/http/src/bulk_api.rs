@@ -58,7 +58,7 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
     if body.docs.len() > state.config.max_docs_per_bulk {
         return Err(ApiError::RequestTooLarge);
     }
-    let new_edits = body.new_edits && req.bool_param("new_edits", true)?;
+    let new_edits = body.new_edits && req.flag("new_edits", true);
     let mut updates = Vec::with_capacity(body.docs.len());
     // Per input doc: Ok(index into updates) or the error row.
     let mut slots: Vec<(String, Result<usize, ApiError>)> = Vec::with_capacity(body.docs.len());
@@ -176,7 +176,7 @@ pub async fn bulk_get(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<H
         return Err(ApiError::RequestTooLarge);
     }
     let base = render_options(req, &bucket)?;
-    let latest = req.bool_param("latest", false)?;
+    let latest = req.flag("latest", false);
     let mut out = Vec::with_capacity(docs.len() * 256);
     out.extend_from_slice(b"{\"results\":[");
     for (index, spec) in docs.iter().enumerate() {

@@ -37,14 +37,23 @@ impl Req {
         self.param(name).is_some()
     }
 
+    /// A boolean of a view-like query (`_all_docs`, views, `_all_dbs`), read as CouchDB's
+    /// view parameters read it: `true` or `false` in any case; anything else is 400.
     pub fn bool_param(&self, name: &str, default: bool) -> ApiResult<bool> {
         match self.param(name) {
             None => Ok(default),
-            Some("true") | Some("") => Ok(true),
-            Some("false") => Ok(false),
-            Some(other) => Err(ApiError::QueryParse(format!(
-                "Invalid boolean parameter: \"{other}\""
-            ))),
+            Some(text) => parse_view_bool(text),
+        }
+    }
+
+    /// A document or feed option (`revs`, `conflicts`, `attachments`, `latest`,
+    /// `new_edits`, `_changes`' `include_docs`...), read as CouchDB reads them: exactly `true`
+    /// or `false` changes it, any other value (`True`, `1`, empty) is ignored.
+    pub fn flag(&self, name: &str, default: bool) -> bool {
+        match self.param(name) {
+            Some("true") => true,
+            Some("false") => false,
+            _ => default,
         }
     }
 
@@ -71,8 +80,21 @@ impl Req {
         self.headers.get(name).and_then(|value| value.to_str().ok())
     }
 
-    /// Reads the whole body, refusing more than `limit` bytes with 413.
+    /// Reads the whole body, refusing more than `limit` bytes with 413. A body sent with
+    /// `Content-Encoding: gzip` is decoded, and the decoded body obeys the same limit
+    /// ([`crate::encoding`]); another encoding is 415.
     pub async fn body_bytes(&mut self, limit: usize) -> ApiResult<Bytes> {
+        let encoding = self
+            .headers
+            .get(hyper::header::CONTENT_ENCODING)
+            .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
+        let encoding = crate::encoding::body_encoding(encoding.as_deref())?;
+        let sent = self.sent_body_bytes(limit).await?;
+        crate::encoding::decode_body(encoding, sent, limit)
+    }
+
+    /// The body's bytes as they arrived, at most `limit` of them.
+    async fn sent_body_bytes(&mut self, limit: usize) -> ApiResult<Bytes> {
         let Some(body) = self.body.take() else {
             return Ok(Bytes::new());
         };
@@ -137,6 +159,22 @@ impl Req {
             Some(value) if value.starts_with("application/json") => Ok(()),
             _ => Err(ApiError::BadContentType("application/json")),
         }
+    }
+}
+
+/// `true`/`false` in any case, as CouchDB parses a view query's booleans; its error names an
+/// empty value as Erlang prints an empty string (`[]`).
+pub fn parse_view_bool(text: &str) -> ApiResult<bool> {
+    if text.eq_ignore_ascii_case("true") {
+        Ok(true)
+    } else if text.eq_ignore_ascii_case("false") {
+        Ok(false)
+    } else if text.is_empty() {
+        Err(ApiError::QueryParse("Invalid boolean parameter: []".into()))
+    } else {
+        Err(ApiError::QueryParse(format!(
+            "Invalid boolean parameter: \"{text}\""
+        )))
     }
 }
 

@@ -16,12 +16,42 @@ use crate::{
 
 pub const SERVER_HEADER: &str = "settee/0.1 (CouchDB 3.x compatible)";
 
+/// Methods `X-HTTP-Method-Override` may name (CouchDB's list).
+const OVERRIDABLE_METHODS: &[&str] = &[
+    "GET", "HEAD", "POST", "PUT", "DELETE", "TRACE", "CONNECT", "COPY",
+];
+
 pub async fn handle(
     state: Arc<HttpState>,
     request: Request<Incoming>,
     peer: Option<std::net::IpAddr>,
 ) -> HttpResponse {
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
+    let request_id = request_id();
+    // A CORS preflight is answered before authentication, as CouchDB answers it: the browser
+    // sends it without credentials.
+    if let Some(mut preflight) = state.config.cors.preflight(&parts.method, &parts.headers) {
+        common_headers(&mut preflight, &request_id);
+        return preflight;
+    }
+    let origin = parts
+        .headers
+        .get(hyper::header::ORIGIN)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_string);
+    // Clients that can only send GET and POST ask for another method this way; CouchDB
+    // honours it on POST only.
+    if parts.method == Method::POST {
+        if let Some(method) = parts
+            .headers
+            .get("x-http-method-override")
+            .and_then(|value| value.to_str().ok())
+            .filter(|method| OVERRIDABLE_METHODS.contains(method))
+            .and_then(|method| Method::from_bytes(method.as_bytes()).ok())
+        {
+            parts.method = method;
+        }
+    }
     let mut response = match (
         state.auth.authenticate(&parts.headers, &state.engine, peer),
         split_path(parts.uri.path()),
@@ -45,11 +75,29 @@ pub async fn handle(
             }
         }
     };
-    response.headers_mut().insert(
+    common_headers(&mut response, &request_id);
+    state.config.cors.decorate(origin.as_deref(), &mut response);
+    response
+}
+
+/// Headers of every answer: `Server`, and the request id and body time CouchDB sends (clients
+/// log `X-Couch-Request-ID` to match their requests with the server's).
+fn common_headers(response: &mut HttpResponse, request_id: &str) {
+    let headers = response.headers_mut();
+    headers.insert(
         hyper::header::SERVER,
         HeaderValue::from_static(SERVER_HEADER),
     );
-    response
+    if let Ok(value) = HeaderValue::from_str(request_id) {
+        headers.insert("x-couch-request-id", value);
+    }
+    headers.insert("x-couchdb-body-time", HeaderValue::from_static("0"));
+}
+
+/// A request id as CouchDB makes them: 5 random bytes in lower-case hex.
+fn request_id() -> String {
+    let bytes: [u8; 5] = rand::random();
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
@@ -77,6 +125,9 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
             )))
         }
         [db] => db_api::database(state, req, db).await,
+        [_, "_temp_view"] => Err(ApiError::Gone(
+            "Temporary views are not supported in CouchDB".into(),
+        )),
         [db, "_all_docs"] => bulk_api::all_docs(state, req, db, bulk_api::DocSet::All).await,
         [db, "_design_docs"] => bulk_api::all_docs(state, req, db, bulk_api::DocSet::Design).await,
         [db, "_bulk_docs"] => bulk_api::bulk_docs(state, req, db).await,
@@ -97,7 +148,8 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
         [db, "_changes"] => changes_api::changes(state, req, db).await,
         [db, "_security"] => db_api::security(state, req, db).await,
         [db, "_revs_limit"] => db_api::revs_limit(state, req, db).await,
-        [db, "_compact"] | [db, "_compact", _] => db_api::compact(state, req, db).await,
+        [db, "_compact"] => db_api::compact(state, req, db).await,
+        [db, "_compact", ddoc] => db_api::compact_views(state, req, db, ddoc).await,
         [db, "_view_cleanup"] => db_api::view_cleanup(state, req, db).await,
         [db, "_purge"] => db_api::purge(state, req, db).await,
         [db, "_ensure_full_commit"] => db_api::ensure_full_commit(state, req, db).await,
