@@ -183,7 +183,10 @@ async fn put(
     };
     let mut response = save(state, req, bucket, id, doc, rev).await?;
     // CouchDB points at the attachment, and sends no ETag for it.
-    if response.status() == StatusCode::CREATED {
+    if matches!(
+        response.status(),
+        StatusCode::CREATED | StatusCode::ACCEPTED
+    ) {
         let location = crate::location::absolute_uri(req, &[bucket.name(), id, name]);
         let headers = response.headers_mut();
         headers.remove(hyper::header::ETAG);
@@ -213,8 +216,13 @@ async fn delete(
         ..ParsedDoc::default()
     };
     let mut response = save(state, req, bucket, id, doc, Some(rev)).await?;
-    if response.status() == StatusCode::CREATED {
-        *response.status_mut() = StatusCode::OK;
+    if matches!(
+        response.status(),
+        StatusCode::CREATED | StatusCode::ACCEPTED
+    ) {
+        if response.status() == StatusCode::CREATED {
+            *response.status_mut() = StatusCode::OK;
+        }
         let headers = response.headers_mut();
         headers.remove(hyper::header::ETAG);
         headers.remove(hyper::header::LOCATION);

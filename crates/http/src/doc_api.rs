@@ -325,10 +325,12 @@ pub async fn save(
         // to report; settee has written it already, and answers as CouchDB does.
         return Ok(json(StatusCode::ACCEPTED, &json!({"ok": true, "id": id})));
     }
-    let response = json(
-        StatusCode::CREATED,
-        &json!({"ok": true, "id": id, "rev": rev}),
-    );
+    let status = if req.write_quorum_unmet(None) {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::CREATED
+    };
+    let response = json(status, &json!({"ok": true, "id": id, "rev": rev}));
     let response = with_header(response, "etag", &etag(&rev));
     Ok(with_header(
         response,
@@ -414,7 +416,12 @@ async fn delete(req: &Req, bucket: &Bucket, id: &str) -> ApiResult<HttpResponse>
         attachments: Vec::new(),
     };
     let rev = outcome_rev(bucket.update_doc(update, true).await?, id)?;
-    let response = json(StatusCode::OK, &json!({"ok": true, "id": id, "rev": rev}));
+    let status = if req.write_quorum_unmet(None) {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    let response = json(status, &json!({"ok": true, "id": id, "rev": rev}));
     Ok(with_header(response, "etag", &etag(&rev)))
 }
 

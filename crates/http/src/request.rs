@@ -10,6 +10,9 @@ use hyper::Method;
 use crate::auth::UserCtx;
 use crate::error::{ApiError, ApiResult};
 
+/// Copies of each document the node keeps (CouchDB's `n` of a single node).
+pub const WRITE_COPIES: i64 = 1;
+
 pub struct Req {
     pub method: Method,
     /// Percent-decoded path segments (`/db/_design%2Fx` gives `["db", "_design/x"]`).
@@ -55,6 +58,22 @@ impl Req {
             Some("false") => false,
             _ => default,
         }
+    }
+
+    /// Whether the write asks for more copies than the node keeps: a `w` (write quorum) above
+    /// 1. A single CouchDB node with `n=1` answers such writes 202 Accepted (written, but not
+    /// to as many copies as asked), and so does settee, whose node keeps one copy. A `w` that
+    /// is not an integer is ignored (CouchDB fails with a 500 `badarg`).
+    pub fn write_quorum_unmet(&self, body_w: Option<&serde_json::Value>) -> bool {
+        let query = self
+            .param("w")
+            .and_then(|text| text.trim().parse::<i64>().ok());
+        let body = body_w.and_then(|value| match value {
+            serde_json::Value::Number(number) => number.as_i64(),
+            serde_json::Value::String(text) => text.trim().parse().ok(),
+            _ => None,
+        });
+        query.or(body).is_some_and(|w| w > WRITE_COPIES)
     }
 
     pub fn u64_param(&self, name: &str) -> ApiResult<Option<u64>> {

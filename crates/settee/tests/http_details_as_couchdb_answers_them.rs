@@ -86,6 +86,31 @@ fn http_details_match_couchdb() {
         200
     );
 
+    // A write quorum above the node's one copy: written, answered 202 as a single CouchDB
+    // node with n=1 answers it; _bulk_docs marks each written row "accepted".
+    let quorum = json(&mut http, "PUT", "/db/quorum?w=2", "{}");
+    assert_eq!(quorum.status, 202);
+    assert!(quorum.json()["rev"].as_str().unwrap().starts_with("1-"));
+    assert_eq!(quorum.header("location"), Some("http://test/db/quorum"));
+    assert_eq!(json(&mut http, "PUT", "/db/one-copy?w=1", "{}").status, 201);
+    let bulk = json(
+        &mut http,
+        "POST",
+        "/db/_bulk_docs",
+        r#"{"w":3,"docs":[{"_id":"bq"},{"_id":"quorum"}]}"#,
+    );
+    assert_eq!(bulk.status, 202);
+    assert_eq!(bulk.json()[0]["accepted"], true);
+    assert_eq!(bulk.json()[1]["error"], "conflict");
+    let rev = quorum.json()["rev"].as_str().unwrap().to_string();
+    let deleted = json(
+        &mut http,
+        "DELETE",
+        &format!("/db/quorum?w=2&rev={rev}"),
+        "",
+    );
+    assert_eq!(deleted.status, 202);
+
     // Conditional GET: the ETag, weak or in a list, gives 304 with no body; `*` does not.
     let doc = http.request("GET", "/db/fw", None).unwrap();
     let etag = doc.header("etag").unwrap().to_string();
@@ -149,6 +174,15 @@ fn http_details_match_couchdb() {
             .unwrap()
             .contains("starts with prohibited character '_'"));
     }
+
+    let bulk = json(
+        &mut http,
+        "POST",
+        "/db/_bulk_docs",
+        r#"{"docs":[{"_id":"att4","_attachments":{"_y":{"content_type":"text/plain","data":"aGk="}}}]}"#,
+    );
+    assert_eq!(bulk.status, 201);
+    assert_eq!(bulk.json()[0]["error"], "bad_request");
 
     // X-HTTP-Method-Override on POST only.
     let overridden = http
