@@ -61,7 +61,7 @@ impl Req {
     }
 
     /// Whether the write asks for more copies than the node keeps: a `w` (write quorum) above
-    /// 1. A single CouchDB node with `n=1` answers such writes 202 Accepted (written, but not
+    /// one. A single CouchDB node with `n=1` answers such writes 202 Accepted (written, but not
     /// to as many copies as asked), and so does settee, whose node keeps one copy. A `w` that
     /// is not an integer is ignored (CouchDB fails with a 500 `badarg`).
     pub fn write_quorum_unmet(&self, body_w: Option<&serde_json::Value>) -> bool {
