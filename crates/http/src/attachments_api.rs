@@ -220,9 +220,8 @@ async fn delete(
         response.status(),
         StatusCode::CREATED | StatusCode::ACCEPTED
     ) {
-        if response.status() == StatusCode::CREATED {
-            *response.status_mut() = StatusCode::OK;
-        }
+        // 200 whatever the write quorum asked: CouchDB answers an attachment's deletion so.
+        *response.status_mut() = StatusCode::OK;
         let headers = response.headers_mut();
         headers.remove(hyper::header::ETAG);
         headers.remove(hyper::header::LOCATION);

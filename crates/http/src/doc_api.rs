@@ -319,8 +319,14 @@ pub async fn save(
         attachments: doc.attachments.unwrap_or_default(),
     };
     let outcome = bucket.update_doc(update, new_edits).await?;
+    let batched = req.param("batch") == Some("ok");
+    if batched && matches!(outcome, UpdateOutcome::Conflict) {
+        // CouchDB acknowledges a batched write before trying it, so a conflict is never
+        // reported to the writer: the write is lost, as it is there.
+        return Ok(json(StatusCode::ACCEPTED, &json!({"ok": true, "id": id})));
+    }
     let rev = outcome_rev(outcome, id)?;
-    if req.param("batch") == Some("ok") {
+    if batched {
         // CouchDB acknowledges a batched write before it is written, so it has no revision
         // to report; settee has written it already, and answers as CouchDB does.
         return Ok(json(StatusCode::ACCEPTED, &json!({"ok": true, "id": id})));

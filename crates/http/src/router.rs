@@ -27,7 +27,7 @@ pub async fn handle(
     peer: Option<std::net::IpAddr>,
 ) -> HttpResponse {
     let (mut parts, body) = request.into_parts();
-    let request_id = request_id();
+    let request_id = request_id(&parts.headers);
     // A CORS preflight is answered before authentication, as CouchDB answers it: the browser
     // sends it without credentials.
     if let Some(mut preflight) = state.config.cors.preflight(&parts.method, &parts.headers) {
@@ -94,10 +94,30 @@ fn common_headers(response: &mut HttpResponse, request_id: &str) {
     headers.insert("x-couchdb-body-time", HeaderValue::from_static("0"));
 }
 
-/// A request id as CouchDB makes them: 5 random bytes in lower-case hex.
-fn request_id() -> String {
-    let bytes: [u8; 5] = rand::random();
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+/// Longest request id a client may choose (CouchDB's limit: a UUID's length).
+const REQUEST_ID_BYTES_MAX: usize = 36;
+
+/// The client's own `X-Couch-Request-ID` when it is at most 36 letters, digits, `-` and `_`,
+/// as CouchDB keeps it; otherwise a new one as CouchDB makes them: 5 random bytes in
+/// lower-case hex.
+fn request_id(headers: &hyper::HeaderMap) -> String {
+    let chosen = headers
+        .get("x-couch-request-id")
+        .and_then(|value| value.to_str().ok())
+        .filter(|id| {
+            !id.is_empty()
+                && id.len() <= REQUEST_ID_BYTES_MAX
+                && id
+                    .bytes()
+                    .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_')
+        });
+    match chosen {
+        Some(id) => id.to_string(),
+        None => {
+            let bytes: [u8; 5] = rand::random();
+            bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+        }
+    }
 }
 
 async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {

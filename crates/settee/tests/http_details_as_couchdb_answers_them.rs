@@ -33,6 +33,16 @@ fn http_details_match_couchdb() {
     assert_eq!(created.header("x-couchdb-body-time"), Some("0"));
     let other = http.request("GET", "/nothing", None).unwrap();
     assert_ne!(other.header("x-couch-request-id"), Some(id.as_str()));
+    // A client may choose it (up to 36 letters, digits, - and _), as CouchDB lets it.
+    let chosen = "E7498DE1-B661-42FA-943D-17F890143068";
+    let echoed = http
+        .request_with("GET", "/", &[("X-Couch-Request-ID", chosen)], None)
+        .unwrap();
+    assert_eq!(echoed.header("x-couch-request-id"), Some(chosen));
+    let refused = http
+        .request_with("GET", "/", &[("X-Couch-Request-ID", "no spaces")], None)
+        .unwrap();
+    assert_ne!(refused.header("x-couch-request-id"), Some("no spaces"));
     assert_eq!(created.header("location"), Some("http://test/db"));
 
     // Location: letters, digits and _ . - : stay; the rest, a design id's slash included,
@@ -85,6 +95,11 @@ fn http_details_match_couchdb() {
         http.request("GET", "/db/batched", None).unwrap().status,
         200
     );
+    // A batched write that conflicts is acknowledged all the same, and lost, as on CouchDB.
+    let lost = json(&mut http, "PUT", "/db/batched?batch=ok", r#"{"lost":true}"#);
+    assert_eq!(lost.status, 202);
+    let kept = http.request("GET", "/db/batched", None).unwrap();
+    assert!(kept.json().get("lost").is_none());
 
     // A write quorum above the node's one copy: written, answered 202 as a single CouchDB
     // node with n=1 answers it; _bulk_docs marks each written row "accepted".
@@ -153,7 +168,8 @@ fn http_details_match_couchdb() {
         assert_eq!(answer.status, 416, "{refused}");
         assert_eq!(answer.json()["error"], "requested_range_not_satisfiable");
     }
-    for ignored in ["items=0-1", "bytes=x-1", "bytes=0-,2-5"] {
+    let ten = "bytes=0-1,0-1,0-1,0-1,0-1,0-1,0-1,0-1,0-1,0-1";
+    for ignored in ["items=0-1", "bytes=x-1", "bytes=0-,2-5", ten] {
         let answer = octets(&mut http, path, &[("Range", ignored)]);
         assert_eq!((answer.status, answer.body.len()), (200, 11), "{ignored}");
     }
