@@ -1,8 +1,9 @@
 #![no_main]
-//! Request headers the HTTP door parses itself: `Range` against an attachment of any size,
-//! `If-None-Match`, a `Content-Encoding: gzip` body within a limit, and a CORS preflight. None
-//! panics; every range lies inside the attachment, first byte before last; a decoded body is
-//! never past its limit.
+//! What the HTTP door parses itself of a request: `Range` against an attachment of any size,
+//! `If-None-Match`, a `Content-Encoding: gzip` body within a limit, a CORS preflight, and the
+//! request-line rewriter fed in chunks. None panics; every range lies inside the attachment,
+//! first byte before last; a decoded body is never past its limit; the rewriter only grows
+//! the bytes by two per encoded byte and changes nothing after the first line break.
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use settee_http::cors::{split_list, CorsConfig};
@@ -13,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&selector, rest)) = data.split_first() else {
         return;
     };
-    match selector % 3 {
+    match selector % 4 {
         0 => {
             let Ok(text) = std::str::from_utf8(rest) else {
                 return;
@@ -36,6 +37,25 @@ fuzz_target!(|data: &[u8]| {
             if let Ok(decoded) = decode_body(BodyEncoding::Gzip, Bytes::copy_from_slice(rest), limit) {
                 assert!(decoded.len() <= limit);
             }
+        }
+        3 => {
+            // The first byte of the rest says where the bytes are split into two reads.
+            let Some((&split, input)) = rest.split_first() else {
+                return;
+            };
+            let split = usize::from(split).min(input.len());
+            let mut quoter = settee_http::request_line::RequestLineQuoter::default();
+            let mut out = Vec::new();
+            for (index, chunk) in [&input[..split], &input[split..]].into_iter().enumerate() {
+                match quoter.feed(chunk, index == 0) {
+                    Some(rewritten) => out.extend_from_slice(&rewritten),
+                    None => out.extend_from_slice(chunk),
+                }
+            }
+            let encoded = out.len() - input.len();
+            assert_eq!(encoded % 2, 0);
+            let line_end = input.iter().position(|&byte| byte == b'\n').map_or(input.len(), |at| at + 1);
+            assert_eq!(&out[line_end + encoded..], &input[line_end..]);
         }
         _ => {
             let Ok(text) = std::str::from_utf8(rest) else {

@@ -28,6 +28,7 @@ pub mod range;
 pub mod replicator_api;
 pub mod replicator_docs;
 pub mod request;
+pub mod request_line;
 pub mod response;
 pub mod router;
 pub mod server_api;

@@ -181,6 +181,36 @@ impl Req {
     }
 }
 
+/// Reads and drops what is left of a request body its handler did not read (a request refused
+/// before its body mattered), so the connection goes on to the next request as CouchDB's does:
+/// hyper closes a connection whose request body was left unread. A body declared or found
+/// longer than `limit`, or one that stalls past `timeout`, is left, and the connection closes.
+pub async fn discard_body(
+    body: Incoming,
+    declared_length: Option<u64>,
+    limit: usize,
+    timeout: Option<std::time::Duration>,
+) {
+    use hyper::body::Body as _;
+    if body.is_end_stream() || declared_length.is_some_and(|length| length > limit as u64) {
+        return;
+    }
+    let mut body = Limited::new(body, limit);
+    loop {
+        let frame = match timeout.filter(|timeout| !timeout.is_zero()) {
+            Some(timeout) => match tokio::time::timeout(timeout, body.frame()).await {
+                Ok(frame) => frame,
+                Err(_) => return,
+            },
+            None => body.frame().await,
+        };
+        match frame {
+            Some(Ok(_)) => {}
+            None | Some(Err(_)) => return,
+        }
+    }
+}
+
 /// `true`/`false` in any case, as CouchDB parses a view query's booleans; its error names an
 /// empty value as Erlang prints an empty string (`[]`).
 pub fn parse_view_bool(text: &str) -> ApiResult<bool> {

@@ -52,6 +52,12 @@ pub async fn handle(
             parts.method = method;
         }
     }
+    let declared_length = parts
+        .headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|text| text.parse::<u64>().ok());
+    let mut body = Some(body);
     let mut response = match (
         state.auth.authenticate(&parts.headers, &state.engine, peer),
         split_path(parts.uri.path()),
@@ -64,17 +70,28 @@ pub async fn handle(
                 path,
                 query: parse_query(parts.uri.query()),
                 headers: parts.headers,
-                body: Some(body),
+                body: body.take(),
                 user,
                 peer,
                 body_timeout: state.config.body_timeout,
             };
-            match route(&state, &mut req).await {
+            let response = match route(&state, &mut req).await {
                 Ok(response) => response,
                 Err(error) => response::error(&error),
-            }
+            };
+            body = req.body.take();
+            response
         }
     };
+    if let Some(body) = body {
+        crate::request::discard_body(
+            body,
+            declared_length,
+            state.config.max_request_size_bytes,
+            state.config.body_timeout,
+        )
+        .await;
+    }
     common_headers(&mut response, &request_id);
     state.config.cors.decorate(origin.as_deref(), &mut response);
     response

@@ -264,6 +264,31 @@ fn http_details_match_couchdb() {
         "Invalid boolean parameter: \"yes\""
     );
 
+    // Raw quotes in a query string, as curl sends `.../_all_docs?key="fw"` (the door
+    // percent-encodes them before hyper parses the request line), on a fresh connection and
+    // on one that has answered requests already.
+    let mut fresh = Client::connect(&server.addr).unwrap();
+    for client in [&mut fresh, &mut http] {
+        let quoted = client
+            .request("GET", "/db/_all_docs?key=\"fw\"", None)
+            .unwrap();
+        assert_eq!(
+            quoted.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&quoted.body)
+        );
+        assert_eq!(quoted.json()["rows"][0]["id"], "fw");
+        let ranged = client
+            .request(
+                "GET",
+                "/db/_all_docs?startkey=\"att\"&endkey=\"att~\"&inclusive_end=true",
+                None,
+            )
+            .unwrap();
+        assert_eq!(ranged.json()["rows"][0]["id"], "att");
+    }
+
     // JSONP is off in CouchDB 3.5 by default: `callback` is ignored.
     let plain = http.request("GET", "/db/fw?callback=f", None).unwrap();
     assert_eq!(plain.header("content-type"), Some("application/json"));
@@ -276,4 +301,43 @@ fn http_details_match_couchdb() {
     assert_eq!(answer.status, 400);
     assert_eq!(answer.json()["error"], "illegal_docid");
     assert_eq!(answer.json()["reason"], "Document id is too long");
+}
+
+/// A request refused before its body mattered still has its body read, so the connection
+/// serves the next request (hyper would close it): CouchDB clients send a body with requests
+/// that fail early (a `DELETE` with a payload, a write to `_temp_view`).
+#[test]
+fn an_unread_body_does_not_end_the_connection() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let stream = std::net::TcpStream::connect(&server.addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut reader = BufReader::new(stream);
+    let auth = support::base64_engine::encode(support::ADMIN.as_bytes());
+    let body = br#"{"map":"function(doc){}"}"#;
+    // The body is sent only once the server asks for it, so it cannot arrive with the head.
+    let head = format!(
+        "POST /db/_temp_view HTTP/1.1\r\nHost: t\r\nAuthorization: Basic {auth}\r\n\
+         Content-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    reader.get_mut().write_all(head.as_bytes()).unwrap();
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert_eq!(
+        line.trim_end(),
+        "HTTP/1.1 100 Continue",
+        "the body is asked for"
+    );
+    reader.read_line(&mut line).unwrap();
+    reader.get_mut().write_all(body).unwrap();
+    let refused = support::read_response(&mut reader).unwrap();
+    assert_eq!(refused.status, 410);
+    let next =
+        format!("GET /db/_temp_view HTTP/1.1\r\nHost: t\r\nAuthorization: Basic {auth}\r\n\r\n");
+    reader.get_mut().write_all(next.as_bytes()).unwrap();
+    assert_eq!(support::read_response(&mut reader).unwrap().status, 410);
 }
