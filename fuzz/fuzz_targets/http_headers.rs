@@ -1,7 +1,7 @@
 #![no_main]
 //! What the HTTP door parses itself of a request: `Range` against an attachment of any size,
-//! `If-None-Match`, a `Content-Encoding: gzip` body within a limit, a CORS preflight, and the
-//! request-line rewriter fed in chunks. None panics; every range lies inside the attachment,
+//! `If-None-Match`, a `Content-Encoding: gzip` body within a limit, a CORS preflight, a form
+//! part's `Content-Disposition`, and the request-line rewriter fed in chunks. None panics; every range lies inside the attachment,
 //! first byte before last; a decoded body is never past its limit; the rewriter only grows
 //! the bytes by two per encoded byte and changes nothing after the first line break.
 use bytes::Bytes;
@@ -14,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&selector, rest)) = data.split_first() else {
         return;
     };
-    match selector % 4 {
+    match selector % 5 {
         0 => {
             let Ok(text) = std::str::from_utf8(rest) else {
                 return;
@@ -36,6 +36,12 @@ fuzz_target!(|data: &[u8]| {
             let limit = 4096;
             if let Ok(decoded) = decode_body(BodyEncoding::Gzip, Bytes::copy_from_slice(rest), limit) {
                 assert!(decoded.len() <= limit);
+            }
+        }
+        4 => {
+            // A form part's Content-Disposition (multipart/form-data uploads).
+            if let Ok(text) = std::str::from_utf8(rest) {
+                let _ = settee_http::form_upload::disposition(text);
             }
         }
         3 => {

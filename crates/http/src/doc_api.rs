@@ -80,11 +80,15 @@ pub async fn document(
             let bucket = doc_access(state, req, db, id, true)?;
             delete(req, &bucket, id).await
         }
+        Method::POST => {
+            let bucket = doc_access(state, req, db, id, true)?;
+            crate::form_upload::post_form(state, req, &bucket, id).await
+        }
         ref method if method.as_str() == "COPY" => {
             let bucket = doc_access(state, req, db, id, false)?;
             copy(state, req, &bucket, id).await
         }
-        _ => Err(not_allowed("GET,HEAD,PUT,DELETE,COPY")),
+        _ => Err(not_allowed("DELETE,GET,HEAD,POST,PUT,COPY")),
     }
 }
 

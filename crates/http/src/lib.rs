@@ -20,6 +20,7 @@ pub mod db_api;
 pub mod doc_api;
 pub mod encoding;
 pub mod error;
+pub mod form_upload;
 pub mod js_filter;
 pub mod location;
 pub mod mango_api;

@@ -200,6 +200,70 @@ fn http_details_match_couchdb() {
     assert_eq!(bulk.status, 201);
     assert_eq!(bulk.json()[0]["error"], "bad_request");
 
+    // An HTML form adding a file to a document (multipart/form-data), from the node's pages.
+    let rev = http.request("GET", "/db/fw", None).unwrap().json()["_rev"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let form = format!(
+        "------TF\r\nContent-Disposition: form-data; name=\"_rev\"\r\n\r\n{rev}\r\n\
+         ------TF\r\nContent-Disposition: form-data; name=\"_attachments\"; filename=\"file.txt\"\r\n\
+         Content-Type: text/plain\r\n\r\ncontents of file.txt\r\n\r\n------TF--"
+    );
+    let form_type = ("Content-Type", "multipart/form-data; boundary=----TF");
+    let uploaded = http
+        .request_with(
+            "POST",
+            "/db/fw",
+            &[form_type, ("Referer", "http://test/_utils/")],
+            Some(form.as_bytes()),
+        )
+        .unwrap();
+    assert_eq!(
+        uploaded.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&uploaded.body)
+    );
+    let stub = &http.request("GET", "/db/fw", None).unwrap().json()["_attachments"]["file.txt"];
+    assert_eq!(
+        (stub["length"].as_u64(), stub["content_type"].as_str()),
+        (Some(22), Some("text/plain"))
+    );
+    for (referer, reason) in [
+        (None, "Referer header required."),
+        (
+            Some("http://evil.example/"),
+            "Referer header must match host.",
+        ),
+    ] {
+        let mut headers = vec![form_type];
+        headers.extend(referer.map(|referer| ("Referer", referer)));
+        let refused = http
+            .request_with("POST", "/db/fw", &headers, Some(form.as_bytes()))
+            .unwrap();
+        assert_eq!(
+            (refused.status, refused.json()["reason"].as_str()),
+            (400, Some(reason))
+        );
+    }
+    let not_a_form = http
+        .request_with(
+            "POST",
+            "/db/fw",
+            &[
+                ("Content-Type", "application/json"),
+                ("Referer", "http://test/"),
+            ],
+            Some(b"{}"),
+        )
+        .unwrap();
+    assert_eq!(not_a_form.status, 415);
+    assert_eq!(
+        not_a_form.json()["reason"],
+        "Content-Type must be multipart/form-data"
+    );
+
     // X-HTTP-Method-Override on POST only.
     let overridden = http
         .request_with("POST", "/db/fw", &[("X-HTTP-Method-Override", "GET")], None)
