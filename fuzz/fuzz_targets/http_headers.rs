@@ -6,9 +6,9 @@
 //! the bytes by two per encoded byte and changes nothing after the first line break.
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use settee_http::cors::{split_list, CorsConfig};
-use settee_http::encoding::{decode_body, BodyEncoding};
-use settee_http::range::{self, RangeRequest};
+use settee_http_wire::cors::{split_list, CorsConfig};
+use settee_http_wire::encoding::{decode_body, BodyEncoding};
+use settee_http_wire::range::{self, RangeRequest};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, rest)) = data.split_first() else {
@@ -50,7 +50,7 @@ fuzz_target!(|data: &[u8]| {
                 return;
             };
             let split = usize::from(split).min(input.len());
-            let mut quoter = settee_http::request_line::RequestLineQuoter::default();
+            let mut quoter = settee_http_wire::request_line::RequestLineQuoter::default();
             let mut out = Vec::new();
             for (index, chunk) in [&input[..split], &input[split..]].into_iter().enumerate() {
                 match quoter.feed(chunk, index == 0) {

@@ -14,11 +14,11 @@ use crate::couch_doc::{parse_doc, parse_rev, render_doc, ParsedDoc, RenderOption
 use crate::doc_api::{attachment_fetcher, doc_access, read_doc, save};
 use crate::error::{ApiError, ApiResult};
 use crate::multipart::{self, new_boundary, parse_multipart, write_multipart};
-use crate::range;
 use crate::request::{check_json_limits, Req};
 use crate::response::{full, json_bytes, with_header, HttpResponse};
 use crate::router::not_allowed;
 use crate::HttpState;
+use settee_http_wire::range;
 
 fn missing_attachment() -> ApiError {
     ApiError::NotFound("Document is missing attachment".into())

@@ -238,11 +238,11 @@ impl Body for TrackedBody {
 }
 
 /// The connection's socket, telling its clock when bytes arrive, and percent-encoding the
-/// bytes of a request target hyper would refuse ([`crate::request_line`]).
+/// bytes of a request target hyper would refuse ([`settee_http_wire::request_line`]).
 pub struct TimedIo {
     stream: TcpStream,
     clock: Arc<Clock>,
-    quoter: crate::request_line::RequestLineQuoter,
+    quoter: settee_http_wire::request_line::RequestLineQuoter,
     /// Rewritten bytes that did not fit hyper's buffer yet (a few bytes of a request line).
     pending: Vec<u8>,
 }
@@ -252,7 +252,7 @@ impl TimedIo {
         TimedIo {
             stream,
             clock,
-            quoter: crate::request_line::RequestLineQuoter::default(),
+            quoter: settee_http_wire::request_line::RequestLineQuoter::default(),
             pending: Vec::new(),
         }
     }

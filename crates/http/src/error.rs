@@ -209,6 +209,17 @@ impl ApiError {
     }
 }
 
+impl From<settee_http_wire::encoding::DecodeError> for ApiError {
+    fn from(error: settee_http_wire::encoding::DecodeError) -> ApiError {
+        use settee_http_wire::encoding::DecodeError;
+        match error {
+            DecodeError::Unsupported(encoding) => ApiError::UnsupportedEncoding(encoding),
+            DecodeError::TooLarge => ApiError::RequestTooLarge,
+            error => ApiError::BadRequest(error.to_string()),
+        }
+    }
+}
+
 impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> ApiError {
         match error {

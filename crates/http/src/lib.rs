@@ -14,22 +14,18 @@ pub mod bulk_api;
 pub mod changes_api;
 pub mod config;
 pub mod connection;
-pub mod cors;
 pub mod couch_doc;
 pub mod db_api;
 pub mod doc_api;
-pub mod encoding;
 pub mod error;
 pub mod form_upload;
 pub mod js_filter;
 pub mod location;
 pub mod mango_api;
 pub mod multipart;
-pub mod range;
 pub mod replicator_api;
 pub mod replicator_docs;
 pub mod request;
-pub mod request_line;
 pub mod response;
 pub mod router;
 pub mod server_api;
@@ -50,6 +46,8 @@ use settee_engine::Engine;
 use tokio::net::TcpListener;
 
 pub use config::HttpConfig;
+/// CORS settings are part of [`HttpConfig`].
+pub use settee_http_wire::cors;
 
 /// Starts the node's replicator: local database names are reached at `local_url` with a
 /// session cookie minted for the user a job runs as (anonymously when it runs as no one, or

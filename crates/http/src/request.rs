@@ -101,15 +101,17 @@ impl Req {
 
     /// Reads the whole body, refusing more than `limit` bytes with 413. A body sent with
     /// `Content-Encoding: gzip` is decoded, and the decoded body obeys the same limit
-    /// ([`crate::encoding`]); another encoding is 415.
+    /// ([`settee_http_wire::encoding`]); another encoding is 415.
     pub async fn body_bytes(&mut self, limit: usize) -> ApiResult<Bytes> {
         let encoding = self
             .headers
             .get(hyper::header::CONTENT_ENCODING)
             .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
-        let encoding = crate::encoding::body_encoding(encoding.as_deref())?;
+        let encoding = settee_http_wire::encoding::body_encoding(encoding.as_deref())?;
         let sent = self.sent_body_bytes(limit).await?;
-        crate::encoding::decode_body(encoding, sent, limit)
+        Ok(settee_http_wire::encoding::decode_body(
+            encoding, sent, limit,
+        )?)
     }
 
     /// The body's bytes as they arrived, at most `limit` of them.

@@ -30,7 +30,10 @@ pub async fn handle(
     let request_id = request_id(&parts.headers);
     // A CORS preflight is answered before authentication, as CouchDB answers it: the browser
     // sends it without credentials.
-    if let Some(mut preflight) = state.config.cors.preflight(&parts.method, &parts.headers) {
+    if let Some(headers) = state.config.cors.preflight(&parts.method, &parts.headers) {
+        let mut preflight = hyper::Response::new(response::full(bytes::Bytes::new()));
+        *preflight.status_mut() = hyper::StatusCode::NO_CONTENT;
+        *preflight.headers_mut() = headers;
         common_headers(&mut preflight, &request_id);
         return preflight;
     }
@@ -93,7 +96,10 @@ pub async fn handle(
         .await;
     }
     common_headers(&mut response, &request_id);
-    state.config.cors.decorate(origin.as_deref(), &mut response);
+    state
+        .config
+        .cors
+        .decorate(origin.as_deref(), response.headers_mut());
     response
 }
 

@@ -15,10 +15,8 @@
 //! `Access-Control-Allow-Credentials` is never sent to a request whose origin is the literal
 //! `*`.
 
-use hyper::header::{HeaderMap, HeaderName, HeaderValue};
-use hyper::{Method, Response, StatusCode};
-
-use crate::response::{full, HttpResponse};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::Method;
 
 /// Methods a preflight may ask for when `methods` is not configured (CouchDB's list).
 pub const METHODS_DEFAULT: &[&str] = &[
@@ -138,9 +136,10 @@ impl CorsConfig {
         self.credentials && origin != "*"
     }
 
-    /// The 204 answer to a preflight this configuration allows; `None` for any other request
-    /// (including a preflight it refuses, which is then routed as a plain `OPTIONS`).
-    pub fn preflight(&self, method: &Method, headers: &HeaderMap) -> Option<HttpResponse> {
+    /// The headers of the 204 answer to a preflight this configuration allows; `None` for any
+    /// other request (including a preflight it refuses, which is then routed as a plain
+    /// `OPTIONS`).
+    pub fn preflight(&self, method: &Method, headers: &HeaderMap) -> Option<HeaderMap> {
         if !self.enabled || method != Method::OPTIONS {
             return None;
         }
@@ -158,9 +157,8 @@ impl CorsConfig {
         if !all_allowed {
             return None;
         }
-        let mut response = Response::new(full(bytes::Bytes::new()));
-        *response.status_mut() = StatusCode::NO_CONTENT;
-        let out = response.headers_mut();
+        let mut answer = HeaderMap::new();
+        let out = &mut answer;
         insert(out, "access-control-allow-origin", origin);
         insert(
             out,
@@ -176,11 +174,12 @@ impl CorsConfig {
         if self.sends_credentials(origin) {
             insert(out, "access-control-allow-credentials", "true");
         }
-        Some(response)
+        Some(answer)
     }
 
-    /// Adds the CORS headers to the answer of a request with this `Origin`, if it is allowed.
-    pub fn decorate(&self, origin: Option<&str>, response: &mut HttpResponse) {
+    /// Adds the CORS headers to the answer (its `headers`) of a request with this `Origin`, if
+    /// it is allowed.
+    pub fn decorate(&self, origin: Option<&str>, headers: &mut HeaderMap) {
         if !self.enabled {
             return;
         }
@@ -191,19 +190,22 @@ impl CorsConfig {
             return;
         }
         let mut exposed = vec!["content-type".to_string()];
-        for name in response.headers().keys() {
+        for name in headers.keys() {
             let name = name.as_str();
             if name != "content-type" && SIMPLE_HEADERS.contains(&name) {
                 exposed.push(name.to_string());
             }
         }
         exposed.extend(EXPOSED_HEADERS.iter().map(|name| name.to_string()));
-        let out = response.headers_mut();
-        insert(out, "access-control-allow-origin", origin);
+        insert(headers, "access-control-allow-origin", origin);
         if self.sends_credentials(origin) {
-            insert(out, "access-control-allow-credentials", "true");
+            insert(headers, "access-control-allow-credentials", "true");
         }
-        insert(out, "access-control-expose-headers", &exposed.join(", "));
+        insert(
+            headers,
+            "access-control-expose-headers",
+            &exposed.join(", "),
+        );
     }
 }
 
@@ -229,11 +231,16 @@ mod tests {
         headers
     }
 
-    fn header<'a>(response: &'a HttpResponse, name: &str) -> Option<&'a str> {
-        response
-            .headers()
-            .get(name)
-            .and_then(|value| value.to_str().ok())
+    fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+        headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    /// The headers of a JSON answer as the door writes them.
+    fn json_answer() -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        insert(&mut headers, "content-type", "application/json");
+        insert(&mut headers, "cache-control", "must-revalidate");
+        headers
     }
 
     fn enabled(origins: &str) -> CorsConfig {
@@ -256,7 +263,6 @@ mod tests {
             ),
         ]);
         let answer = config.preflight(&Method::OPTIONS, &asked).expect("allowed");
-        assert_eq!(answer.status(), StatusCode::NO_CONTENT);
         assert_eq!(
             header(&answer, "access-control-allow-origin"),
             Some("http://app.example")
@@ -344,7 +350,7 @@ mod tests {
     #[test]
     fn answers_to_allowed_origins_carry_the_headers() {
         let config = enabled("http://app.example");
-        let mut answer = crate::response::json_bytes(StatusCode::OK, b"{}".to_vec());
+        let mut answer = json_answer();
         config.decorate(Some("http://app.example"), &mut answer);
         assert_eq!(
             header(&answer, "access-control-allow-origin"),
@@ -362,7 +368,7 @@ mod tests {
             Some("HTTP://APP.EXAMPLE"),
             None,
         ] {
-            let mut answer = crate::response::json_bytes(StatusCode::OK, b"{}".to_vec());
+            let mut answer = json_answer();
             config.decorate(other, &mut answer);
             assert_eq!(header(&answer, "access-control-allow-origin"), None);
         }

@@ -10,7 +10,20 @@ use std::io::Read;
 use bytes::Bytes;
 use flate2::read::MultiGzDecoder;
 
-use crate::error::{ApiError, ApiResult};
+/// Why a request body could not be decoded; the door answers each with CouchDB's status.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// An encoding other than `gzip` or `identity` (CouchDB: 415 `bad_content_type`).
+    #[error("{0} is not a supported content encoding.")]
+    Unsupported(String),
+    /// Not a gzip stream, or a damaged one (CouchDB: 400 `bad_request`).
+    #[error("Request body is not properly gzipped.")]
+    NotGzip,
+    /// Decoded, the body is past the size limit (413).
+    #[error("the decoded request body is larger than the limit")]
+    TooLarge,
+}
 
 /// How a request body was encoded by its sender.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,16 +35,20 @@ pub enum BodyEncoding {
 /// The encoding a `Content-Encoding` header names; no header is `identity`. CouchDB accepts
 /// exactly `gzip` and `identity` and refuses anything else (`deflate`, `br`, a list) with
 /// 415 `bad_content_type`.
-pub fn body_encoding(header: Option<&str>) -> ApiResult<BodyEncoding> {
+pub fn body_encoding(header: Option<&str>) -> Result<BodyEncoding, DecodeError> {
     match header.map(str::trim) {
         None | Some("identity") => Ok(BodyEncoding::Identity),
         Some("gzip") => Ok(BodyEncoding::Gzip),
-        Some(other) => Err(ApiError::UnsupportedEncoding(other.to_string())),
+        Some(other) => Err(DecodeError::Unsupported(other.to_string())),
     }
 }
 
 /// The body as its sender meant it: `body` decoded per `encoding`, at most `limit` bytes.
-pub fn decode_body(encoding: BodyEncoding, body: Bytes, limit: usize) -> ApiResult<Bytes> {
+pub fn decode_body(
+    encoding: BodyEncoding,
+    body: Bytes,
+    limit: usize,
+) -> Result<Bytes, DecodeError> {
     match encoding {
         BodyEncoding::Identity => Ok(body),
         // An empty body stays empty (a client that gzips nothing sends nothing).
@@ -40,16 +57,16 @@ pub fn decode_body(encoding: BodyEncoding, body: Bytes, limit: usize) -> ApiResu
     }
 }
 
-fn gunzip(compressed: &[u8], limit: usize) -> ApiResult<Bytes> {
+fn gunzip(compressed: &[u8], limit: usize) -> Result<Bytes, DecodeError> {
     let mut decoded = Vec::with_capacity(compressed.len().saturating_mul(4).min(limit));
     // One byte past the limit tells "exactly the limit" from "more".
     let allowed = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
     MultiGzDecoder::new(compressed)
         .take(allowed)
         .read_to_end(&mut decoded)
-        .map_err(|_| ApiError::BadRequest("Request body is not properly gzipped.".into()))?;
+        .map_err(|_| DecodeError::NotGzip)?;
     if decoded.len() > limit {
-        return Err(ApiError::RequestTooLarge);
+        return Err(DecodeError::TooLarge);
     }
     Ok(Bytes::from(decoded))
 }
@@ -75,7 +92,7 @@ mod tests {
         assert_eq!(body_encoding(Some("gzip")).ok(), Some(BodyEncoding::Gzip));
         for refused in ["deflate", "br", "gzip, identity", "x-gzip", ""] {
             let error = body_encoding(Some(refused)).expect_err(refused);
-            assert_eq!(error.status().as_u16(), 415, "{refused}");
+            assert_eq!(error, DecodeError::Unsupported(refused.to_string()));
         }
     }
 
@@ -87,7 +104,7 @@ mod tests {
         // Exactly the limit is fine; one byte more is 413.
         assert!(decode_body(BodyEncoding::Gzip, gzip(doc), doc.len()).is_ok());
         let error = decode_body(BodyEncoding::Gzip, gzip(doc), doc.len() - 1).expect_err("big");
-        assert_eq!(error.status().as_u16(), 413);
+        assert_eq!(error, DecodeError::TooLarge);
         // Two gzip members one after the other are one body, as gunzip(1) reads them.
         let mut two = gzip(b"[1,").to_vec();
         two.extend_from_slice(&gzip(b"2]"));
@@ -101,7 +118,7 @@ mod tests {
         let bomb = gzip(&vec![0u8; 64 << 20]);
         assert!(bomb.len() < 1 << 20);
         let error = decode_body(BodyEncoding::Gzip, bomb, 1 << 20).expect_err("bomb");
-        assert_eq!(error.status().as_u16(), 413);
+        assert_eq!(error, DecodeError::TooLarge);
     }
 
     #[test]
@@ -113,7 +130,7 @@ mod tests {
             Bytes::from_static(b"{\"not\":\"gzip\"}"),
         ] {
             let error = decode_body(BodyEncoding::Gzip, body, 1024).expect_err("damaged");
-            assert_eq!(error.status().as_u16(), 400);
+            assert_eq!(error, DecodeError::NotGzip);
         }
     }
 }
