@@ -18,6 +18,7 @@ use crate::request::{check_json_limits, Req};
 use crate::response::{full, json_bytes, with_header, HttpResponse};
 use crate::router::not_allowed;
 use crate::HttpState;
+use settee_http_wire::range;
 
 fn missing_attachment() -> ApiError {
     ApiError::NotFound("Document is missing attachment".into())
@@ -71,19 +72,45 @@ fn get(req: &Req, bucket: &Bucket, id: &str, name: &str) -> ApiResult<HttpRespon
         .ok_or_else(missing_attachment)?;
     let digest = BASE64.encode(meta.md5);
     let tag = format!("\"{digest}\"");
-    if req.header("if-none-match") == Some(tag.as_str()) {
-        let mut response = Response::new(full(Bytes::new()));
-        *response.status_mut() = StatusCode::NOT_MODIFIED;
-        return Ok(with_header(response, "etag", &tag));
+    if crate::response::if_none_match(req.header("if-none-match"), &tag) {
+        return Ok(crate::response::not_modified(&tag));
     }
     let data = attachment_fetcher(bucket, id)(&meta.md5)?;
-    let mut response = Response::new(full(data));
-    if let Ok(value) = HeaderValue::from_str(&meta.content_type) {
+    let size = data.len() as u64;
+    let (status, content_type, body, content_range) = match range::parse(req.header("range"), size)
+    {
+        range::RangeRequest::Whole => (StatusCode::OK, meta.content_type.clone(), data, None),
+        range::RangeRequest::Unsatisfiable => return Err(ApiError::RangeNotSatisfiable),
+        range::RangeRequest::Ranges(ranges) if ranges.len() == 1 => (
+            StatusCode::PARTIAL_CONTENT,
+            meta.content_type.clone(),
+            range::slice(&data, ranges[0]),
+            Some(range::content_range(ranges[0], size)),
+        ),
+        range::RangeRequest::Ranges(ranges) => {
+            let boundary: String = rand::random::<[u8; 16]>()
+                .iter()
+                .map(|byte| format!("{byte:02x}"))
+                .collect();
+            let body = range::byteranges_body(&data, &ranges, &meta.content_type, &boundary);
+            let content_type = format!("multipart/byteranges; boundary=\"{boundary}\"");
+            (StatusCode::PARTIAL_CONTENT, content_type, body, None)
+        }
+    };
+    let mut response = Response::new(full(body));
+    *response.status_mut() = status;
+    if let Ok(value) = HeaderValue::from_str(&content_type) {
         response.headers_mut().insert(CONTENT_TYPE, value);
+    }
+    if let Some(content_range) = content_range {
+        response = with_header(response, "content-range", &content_range);
     }
     let response = with_header(response, "etag", &tag);
     let response = with_header(response, "content-md5", &digest);
-    Ok(with_header(response, "accept-ranges", "none"))
+    // CouchDB's attachment answers run in a sandbox if a browser opens them (its `[csp]
+    // attachments_enable`, on by default).
+    let response = with_header(response, "content-security-policy", "sandbox");
+    Ok(with_header(response, "accept-ranges", "bytes"))
 }
 
 /// The revision a write names: `?rev=` or `If-Match`.
@@ -123,6 +150,7 @@ async fn put(
             "Attachment name is empty or too long".into(),
         ));
     }
+    crate::doc_api::validate_attachment_name(name)?;
     let rev = write_rev(req)?;
     let content_type = req
         .header("content-type")
@@ -153,7 +181,20 @@ async fn put(
         attachments: Some(attachments),
         ..ParsedDoc::default()
     };
-    save(state, req, bucket, id, doc, rev).await
+    let mut response = save(state, req, bucket, id, doc, rev).await?;
+    // CouchDB points at the attachment, and sends no ETag for it.
+    if matches!(
+        response.status(),
+        StatusCode::CREATED | StatusCode::ACCEPTED
+    ) {
+        let location = crate::location::absolute_uri(req, &[bucket.name(), id, name]);
+        let headers = response.headers_mut();
+        headers.remove(hyper::header::ETAG);
+        if let Ok(value) = HeaderValue::from_str(&location) {
+            headers.insert(hyper::header::LOCATION, value);
+        }
+    }
+    Ok(response)
 }
 
 async fn delete(
@@ -175,7 +216,16 @@ async fn delete(
         ..ParsedDoc::default()
     };
     let mut response = save(state, req, bucket, id, doc, Some(rev)).await?;
-    *response.status_mut() = StatusCode::OK;
+    if matches!(
+        response.status(),
+        StatusCode::CREATED | StatusCode::ACCEPTED
+    ) {
+        // 200 whatever the write quorum asked: CouchDB answers an attachment's deletion so.
+        *response.status_mut() = StatusCode::OK;
+        let headers = response.headers_mut();
+        headers.remove(hyper::header::ETAG);
+        headers.remove(hyper::header::LOCATION);
+    }
     Ok(response)
 }
 
@@ -260,7 +310,7 @@ pub fn open_revs(
     open_revs: &str,
     options: &RenderOptions,
 ) -> ApiResult<HttpResponse> {
-    let latest = req.bool_param("latest", false)?;
+    let latest = req.flag("latest", false);
     let requested: Option<Vec<RevId>> = if open_revs == "all" {
         None
     } else {

@@ -28,6 +28,9 @@ struct BulkDocsBody<'a> {
     docs: Vec<&'a RawValue>,
     #[serde(default = "default_true")]
     new_edits: bool,
+    /// The write quorum asked for in the body (CouchDB reads it there too).
+    #[serde(default)]
+    w: Option<Value>,
 }
 
 fn default_true() -> bool {
@@ -58,7 +61,8 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
     if body.docs.len() > state.config.max_docs_per_bulk {
         return Err(ApiError::RequestTooLarge);
     }
-    let new_edits = body.new_edits && req.bool_param("new_edits", true)?;
+    let new_edits = body.new_edits && req.flag("new_edits", true);
+    let short_of_copies = req.write_quorum_unmet(body.w.as_ref());
     let mut updates = Vec::with_capacity(body.docs.len());
     // Per input doc: Ok(index into updates) or the error row.
     let mut slots: Vec<(String, Result<usize, ApiError>)> = Vec::with_capacity(body.docs.len());
@@ -79,7 +83,10 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
             Err(error) => rows.push(error_row(&id, &error)),
             Ok(index) => match &outcomes[index] {
                 UpdateOutcome::Saved { rev, .. } => {
-                    if new_edits {
+                    if new_edits && short_of_copies {
+                        rows.push(json!({"ok": true, "id": id, "rev": rev.to_string(),
+                            "accepted": true}));
+                    } else if new_edits {
                         rows.push(json!({"ok": true, "id": id, "rev": rev.to_string()}));
                     }
                 }
@@ -104,7 +111,12 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
             },
         }
     }
-    Ok(json(StatusCode::CREATED, &Value::Array(rows)))
+    let status = if short_of_copies {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::CREATED
+    };
+    Ok(json(status, &Value::Array(rows)))
 }
 
 fn prepare_bulk_doc(
@@ -126,6 +138,11 @@ fn prepare_bulk_doc(
         return Err(fail(ApiError::DocumentTooLarge(id.clone())));
     }
     validate_doc_id(&id, state.config.max_key_bytes).map_err(fail)?;
+    for attachment in doc.attachments.iter().flatten() {
+        if let settee_engine::AttachmentInput::Data { name, .. } = attachment {
+            crate::doc_api::validate_attachment_name(name).map_err(fail)?;
+        }
+    }
     if id.starts_with("_local/") {
         return Err(fail(ApiError::BadRequest(
             "_local documents cannot be written through _bulk_docs here".into(),
@@ -176,7 +193,7 @@ pub async fn bulk_get(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<H
         return Err(ApiError::RequestTooLarge);
     }
     let base = render_options(req, &bucket)?;
-    let latest = req.bool_param("latest", false)?;
+    let latest = req.flag("latest", false);
     let mut out = Vec::with_capacity(docs.len() * 256);
     out.extend_from_slice(b"{\"results\":[");
     for (index, spec) in docs.iter().enumerate() {

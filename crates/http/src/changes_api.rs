@@ -292,8 +292,8 @@ fn feed_options(
     Ok(FeedOptions {
         feed,
         limit: req.u64_param("limit")?.map(|limit| limit as usize),
-        descending: req.bool_param("descending", false)?,
-        include_docs: req.bool_param("include_docs", false)?,
+        descending: req.flag("descending", false),
+        include_docs: req.flag("include_docs", false),
         all_docs_style: req.param("style") == Some("all_docs"),
         heartbeat_ms,
         timeout_ms,

@@ -43,6 +43,8 @@ pub struct HttpConfig {
     /// Bytes of streamed answers (views, `_all_docs`, `_find`) the door may hold unsent, all
     /// connections together, before each answer is held to one chunk in flight.
     pub stream_bytes_max: usize,
+    /// Cross-origin requests (CouchDB's `[cors]`; off by default).
+    pub cors: settee_http_wire::cors::CorsConfig,
 }
 
 impl Default for HttpConfig {
@@ -65,6 +67,7 @@ impl Default for HttpConfig {
             header_timeout: Some(crate::connection::HEADER_TIMEOUT_DEFAULT),
             body_timeout: Some(crate::connection::BODY_TIMEOUT_DEFAULT),
             stream_bytes_max: crate::streamed::STREAM_BYTES_MAX_DEFAULT,
+            cors: settee_http_wire::cors::CorsConfig::default(),
         }
     }
 }

@@ -151,6 +151,11 @@ impl Clock {
         }
     }
 
+    /// Whether bytes arriving now begin a request: none is being answered and none has begun.
+    fn at_request_start(&self) -> bool {
+        self.in_flight.load(Ordering::Relaxed) == 0 && self.head.load(Ordering::Relaxed) == 0
+    }
+
     /// Bytes arrived.
     fn bytes_arrived(&self) {
         if self.in_flight.load(Ordering::Relaxed) == 0 && self.head.load(Ordering::Relaxed) == 0 {
@@ -232,15 +237,31 @@ impl Body for TrackedBody {
     }
 }
 
-/// The connection's socket, telling its clock when bytes arrive.
+/// The connection's socket, telling its clock when bytes arrive, and percent-encoding the
+/// bytes of a request target hyper would refuse ([`settee_http_wire::request_line`]).
 pub struct TimedIo {
     stream: TcpStream,
     clock: Arc<Clock>,
+    quoter: settee_http_wire::request_line::RequestLineQuoter,
+    /// Rewritten bytes that did not fit hyper's buffer yet (a few bytes of a request line).
+    pending: Vec<u8>,
 }
 
 impl TimedIo {
     pub fn new(stream: TcpStream, clock: Arc<Clock>) -> TimedIo {
-        TimedIo { stream, clock }
+        TimedIo {
+            stream,
+            clock,
+            quoter: settee_http_wire::request_line::RequestLineQuoter::default(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// Hands hyper as much of `pending` as fits.
+    fn drain_pending(&mut self, buf: &mut ReadBuf<'_>) {
+        let fit = self.pending.len().min(buf.remaining());
+        buf.put_slice(&self.pending[..fit]);
+        self.pending.drain(..fit);
     }
 }
 
@@ -250,10 +271,23 @@ impl AsyncRead for TimedIo {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
+        if !self.pending.is_empty() {
+            self.drain_pending(buf);
+            return Poll::Ready(Ok(()));
+        }
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
         if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            let starts_request = self.clock.at_request_start();
             self.clock.bytes_arrived();
+            if starts_request || self.quoter.active() {
+                let this = &mut *self;
+                if let Some(rewritten) = this.quoter.feed(&buf.filled()[before..], starts_request) {
+                    buf.set_filled(before);
+                    this.pending = rewritten;
+                    this.drain_pending(buf);
+                }
+            }
         }
         polled
     }

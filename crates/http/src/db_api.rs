@@ -120,7 +120,11 @@ async fn create(state: &HttpState, req: &Req, db: &str) -> ApiResult<HttpRespons
     };
     create_db(state, db, vbuckets).await?;
     let response = ok_true(StatusCode::CREATED);
-    Ok(with_header(response, "location", &format!("/{db}")))
+    Ok(with_header(
+        response,
+        "location",
+        &crate::location::absolute_uri(req, &[db]),
+    ))
 }
 
 /// Creates a database with CouchDB 3's default (admin-only) security.
@@ -214,6 +218,29 @@ pub async fn compact(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Ht
             tracing::warn!(%error, db = name, "compaction failed");
         }
     });
+    Ok(ok_true(StatusCode::ACCEPTED))
+}
+
+/// `POST /{db}/_compact/{ddoc}`: CouchDB compacts the design document's view files. settee's
+/// view rows live in the node's one store, compacted with it, so there is nothing more to do;
+/// the design document must exist all the same (404 as CouchDB).
+pub async fn compact_views(
+    state: &HttpState,
+    req: &mut Req,
+    db: &str,
+    ddoc: &str,
+) -> ApiResult<HttpResponse> {
+    if req.method != Method::POST {
+        return Err(not_allowed("POST"));
+    }
+    let bucket = open(state, req, db, Operation::AdminDb)?;
+    req.require_json_content_type()?;
+    let id = format!("_design/{ddoc}");
+    let live = crate::doc_api::read_doc(&bucket, &id)?
+        .is_some_and(|record| record.winner().is_some_and(|winner| !winner.deleted));
+    if !live {
+        return Err(ApiError::missing());
+    }
     Ok(ok_true(StatusCode::ACCEPTED))
 }
 

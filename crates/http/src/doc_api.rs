@@ -29,9 +29,9 @@ pub fn validate_doc_id(id: &str, max_bytes: usize) -> ApiResult<()> {
         return Err(ApiError::BadRequest("Document id must not be empty".into()));
     }
     if id.len() > max_bytes {
-        return Err(ApiError::BadRequest(format!(
-            "Document id must not exceed {max_bytes} bytes"
-        )));
+        // CouchDB's answer when its `max_document_id_length` is set; its default is no limit,
+        // but the engine's keys hold at most 250 bytes (docs/compatibility.md).
+        return Err(ApiError::IllegalDocId("Document id is too long".into()));
     }
     if id.starts_with('_') && !is_reserved_id(id) {
         return Err(ApiError::BadRequest(
@@ -80,17 +80,21 @@ pub async fn document(
             let bucket = doc_access(state, req, db, id, true)?;
             delete(req, &bucket, id).await
         }
+        Method::POST => {
+            let bucket = doc_access(state, req, db, id, true)?;
+            crate::form_upload::post_form(state, req, &bucket, id).await
+        }
         ref method if method.as_str() == "COPY" => {
             let bucket = doc_access(state, req, db, id, false)?;
             copy(state, req, &bucket, id).await
         }
-        _ => Err(not_allowed("GET,HEAD,PUT,DELETE,COPY")),
+        _ => Err(not_allowed("DELETE,GET,HEAD,POST,PUT,COPY")),
     }
 }
 
 /// Render options from the query string, for the request's user reading `bucket`.
 pub fn render_options(req: &Req, bucket: &Bucket) -> ApiResult<RenderOptions> {
-    let meta = req.bool_param("meta", false)?;
+    let meta = req.flag("meta", false);
     let atts_since = match req.json_param("atts_since")? {
         Some(serde_json::Value::Array(revs)) => revs
             .iter()
@@ -101,12 +105,12 @@ pub fn render_options(req: &Req, bucket: &Bucket) -> ApiResult<RenderOptions> {
     };
     Ok(RenderOptions {
         credentials: credentials_shown(bucket, &req.user),
-        revs: req.bool_param("revs", false)?,
-        revs_info: meta || req.bool_param("revs_info", false)?,
-        conflicts: meta || req.bool_param("conflicts", false)?,
-        deleted_conflicts: meta || req.bool_param("deleted_conflicts", false)?,
-        local_seq: req.bool_param("local_seq", false)?,
-        attachments: req.bool_param("attachments", false)?,
+        revs: req.flag("revs", false),
+        revs_info: meta || req.flag("revs_info", false),
+        conflicts: meta || req.flag("conflicts", false),
+        deleted_conflicts: meta || req.flag("deleted_conflicts", false),
+        local_seq: req.flag("local_seq", false),
+        attachments: req.flag("attachments", false),
         atts_since,
         follows: false,
     })
@@ -167,7 +171,7 @@ fn get(state: &HttpState, req: &Req, bucket: &Bucket, id: &str) -> ApiResult<Htt
     let leaf: &Leaf = match req.param("rev") {
         Some(text) => {
             let rev = parse_rev(text)?;
-            let rev = if req.bool_param("latest", false)? {
+            let rev = if req.flag("latest", false) {
                 record
                     .tree
                     .leaves_under(&rev)
@@ -188,10 +192,8 @@ fn get(state: &HttpState, req: &Req, bucket: &Bucket, id: &str) -> ApiResult<Htt
         }
     };
     let tag = etag(&crate::couch_doc::shown_rev(id, leaf, &options).to_string());
-    if req.header("if-none-match") == Some(tag.as_str()) {
-        let mut response = json_bytes(StatusCode::NOT_MODIFIED, Vec::new());
-        *response.body_mut() = crate::response::full(Bytes::new());
-        return Ok(with_header(response, "etag", &tag));
+    if crate::response::if_none_match(req.header("if-none-match"), &tag) {
+        return Ok(crate::response::not_modified(&tag));
     }
     if options.attachments
         && !leaf.attachments.is_empty()
@@ -293,10 +295,15 @@ pub async fn save(
     if bucket.name() == REPLICATOR_DB {
         prepare_replicator_doc(bucket, &req.user, id, &mut doc)?;
     }
+    for attachment in doc.attachments.iter().flatten() {
+        if let AttachmentInput::Data { name, .. } = attachment {
+            validate_attachment_name(name)?;
+        }
+    }
     if id.starts_with("_design/") && !doc.deleted {
         crate::view_api::check_design(state, id, &doc.body).await?;
     }
-    let new_edits = req.bool_param("new_edits", true)?;
+    let new_edits = req.flag("new_edits", true);
     let history = match (&doc.revisions, &rev) {
         (Some(history), _) => history.clone(),
         (None, Some(rev)) => vec![rev.clone()],
@@ -316,8 +323,19 @@ pub async fn save(
         attachments: doc.attachments.unwrap_or_default(),
     };
     let outcome = bucket.update_doc(update, new_edits).await?;
+    let batched = req.param("batch") == Some("ok");
+    if batched && matches!(outcome, UpdateOutcome::Conflict) {
+        // CouchDB acknowledges a batched write before trying it, so a conflict is never
+        // reported to the writer: the write is lost, as it is there.
+        return Ok(json(StatusCode::ACCEPTED, &json!({"ok": true, "id": id})));
+    }
     let rev = outcome_rev(outcome, id)?;
-    let status = if req.param("batch") == Some("ok") {
+    if batched {
+        // CouchDB acknowledges a batched write before it is written, so it has no revision
+        // to report; settee has written it already, and answers as CouchDB does.
+        return Ok(json(StatusCode::ACCEPTED, &json!({"ok": true, "id": id})));
+    }
+    let status = if req.write_quorum_unmet(None) {
         StatusCode::ACCEPTED
     } else {
         StatusCode::CREATED
@@ -327,8 +345,18 @@ pub async fn save(
     Ok(with_header(
         response,
         "location",
-        &location(req, bucket.name(), id),
+        &crate::location::absolute_uri(req, &[bucket.name(), id]),
     ))
+}
+
+/// Refuses attachment names CouchDB refuses: one starting with `_`.
+pub fn validate_attachment_name(name: &str) -> ApiResult<()> {
+    match name.strip_prefix('_') {
+        Some(rest) => Err(ApiError::BadRequest(format!(
+            "Attachment name '_{rest}' starts with prohibited character '_'"
+        ))),
+        None => Ok(()),
+    }
 }
 
 pub fn outcome_rev(outcome: UpdateOutcome, id: &str) -> ApiResult<String> {
@@ -342,20 +370,6 @@ pub fn outcome_rev(outcome: UpdateOutcome, id: &str) -> ApiResult<String> {
         UpdateOutcome::Invalid(reason) => Err(ApiError::BadRequest(reason)),
         UpdateOutcome::OverLimit(error) => Err(ApiError::over_limit(&error, id)),
         UpdateOutcome::CorruptRecord(reason) => Err(EngineError::CorruptDocument(reason).into()),
-    }
-}
-
-fn location(req: &Req, db: &str, id: &str) -> String {
-    let encode = |text: &str| {
-        percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
-    };
-    let path = match id.strip_prefix("_design/") {
-        Some(name) => format!("/{}/_design/{}", encode(db), encode(name)),
-        None => format!("/{}/{}", encode(db), encode(id)),
-    };
-    match req.header("host") {
-        Some(host) => format!("http://{host}{path}"),
-        None => path,
     }
 }
 
@@ -412,7 +426,12 @@ async fn delete(req: &Req, bucket: &Bucket, id: &str) -> ApiResult<HttpResponse>
         attachments: Vec::new(),
     };
     let rev = outcome_rev(bucket.update_doc(update, true).await?, id)?;
-    let response = json(StatusCode::OK, &json!({"ok": true, "id": id, "rev": rev}));
+    let status = if req.write_quorum_unmet(None) {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    let response = json(status, &json!({"ok": true, "id": id, "rev": rev}));
     Ok(with_header(response, "etag", &etag(&rev)))
 }
 
@@ -420,6 +439,12 @@ async fn copy(state: &HttpState, req: &Req, bucket: &Bucket, id: &str) -> ApiRes
     let destination = req
         .header("destination")
         .ok_or_else(|| ApiError::BadRequest("Destination header is mandatory for COPY.".into()))?;
+    // CouchDB copies within the database only: a destination naming a host is refused.
+    if destination.contains("://") {
+        return Err(ApiError::BadRequest(
+            "Destination URL must be relative.".into(),
+        ));
+    }
     let (target, target_rev) = match destination.split_once("?rev=") {
         Some((target, rev)) => (target.to_string(), Some(parse_rev(rev)?)),
         None => (destination.to_string(), None),

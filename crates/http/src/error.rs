@@ -46,8 +46,17 @@ pub enum ApiError {
     MethodNotAllowed(&'static str),
     #[error("Content-Type must be {0}")]
     BadContentType(&'static str),
+    /// A request body in a `Content-Encoding` other than `gzip` or `identity`.
+    #[error("{0} is not a supported content encoding.")]
+    UnsupportedEncoding(String),
     #[error("{0}")]
     NotImplemented(String),
+    /// An endpoint CouchDB removed (`_temp_view`).
+    #[error("{0}")]
+    Gone(String),
+    /// A `Range` no byte of the attachment satisfies.
+    #[error("Requested range not satisfiable")]
+    RangeNotSatisfiable,
     #[error("{0}")]
     ServiceUnavailable(String),
     /// The disk holding the data is full (CouchDB 3.4+'s disk monitor answers the same).
@@ -100,9 +109,13 @@ impl ApiError {
             ApiError::DocumentTooLarge(_) | ApiError::RequestTooLarge => {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
-            ApiError::BadContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::BadContentType(_) | ApiError::UnsupportedEncoding(_) => {
+                StatusCode::UNSUPPORTED_MEDIA_TYPE
+            }
             ApiError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
+            ApiError::Gone(_) => StatusCode::GONE,
+            ApiError::RangeNotSatisfiable => StatusCode::RANGE_NOT_SATISFIABLE,
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Internal(_)
@@ -136,8 +149,10 @@ impl ApiError {
             ApiError::IllegalDocId(_) => "illegal_docid",
             ApiError::DocValidation(_) => "doc_validation",
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
-            ApiError::BadContentType(_) => "bad_content_type",
+            ApiError::BadContentType(_) | ApiError::UnsupportedEncoding(_) => "bad_content_type",
             ApiError::NotImplemented(_) => "not_implemented",
+            ApiError::Gone(_) => "gone",
+            ApiError::RangeNotSatisfiable => "requested_range_not_satisfiable",
             ApiError::ServiceUnavailable(_) => "service_unavailable",
             ApiError::InsufficientStorage(_) => "insufficient_storage",
             ApiError::Internal(_) => "unknown_error",
@@ -190,6 +205,17 @@ impl ApiError {
                 ApiError::BadRequest(format!("JSON nesting deeper than {max} levels"))
             }
             LimitError::InvalidJson(reason) => ApiError::BadRequest(reason.to_string()),
+        }
+    }
+}
+
+impl From<settee_http_wire::encoding::DecodeError> for ApiError {
+    fn from(error: settee_http_wire::encoding::DecodeError) -> ApiError {
+        use settee_http_wire::encoding::DecodeError;
+        match error {
+            DecodeError::Unsupported(encoding) => ApiError::UnsupportedEncoding(encoding),
+            DecodeError::TooLarge => ApiError::RequestTooLarge,
+            error => ApiError::BadRequest(error.to_string()),
         }
     }
 }

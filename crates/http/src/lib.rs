@@ -18,7 +18,9 @@ pub mod couch_doc;
 pub mod db_api;
 pub mod doc_api;
 pub mod error;
+pub mod form_upload;
 pub mod js_filter;
+pub mod location;
 pub mod mango_api;
 pub mod multipart;
 pub mod replicator_api;
@@ -44,6 +46,8 @@ use settee_engine::Engine;
 use tokio::net::TcpListener;
 
 pub use config::HttpConfig;
+/// CORS settings are part of [`HttpConfig`].
+pub use settee_http_wire::cors;
 
 /// Starts the node's replicator: local database names are reached at `local_url` with a
 /// session cookie minted for the user a job runs as (anonymously when it runs as no one, or

@@ -10,6 +10,9 @@ use hyper::Method;
 use crate::auth::UserCtx;
 use crate::error::{ApiError, ApiResult};
 
+/// Copies of each document the node keeps (CouchDB's `n` of a single node).
+pub const WRITE_COPIES: i64 = 1;
+
 pub struct Req {
     pub method: Method,
     /// Percent-decoded path segments (`/db/_design%2Fx` gives `["db", "_design/x"]`).
@@ -37,15 +40,40 @@ impl Req {
         self.param(name).is_some()
     }
 
+    /// A boolean of a view-like query (`_all_docs`, views, `_all_dbs`), read as CouchDB's
+    /// view parameters read it: `true` or `false` in any case; anything else is 400.
     pub fn bool_param(&self, name: &str, default: bool) -> ApiResult<bool> {
         match self.param(name) {
             None => Ok(default),
-            Some("true") | Some("") => Ok(true),
-            Some("false") => Ok(false),
-            Some(other) => Err(ApiError::QueryParse(format!(
-                "Invalid boolean parameter: \"{other}\""
-            ))),
+            Some(text) => parse_view_bool(text),
         }
+    }
+
+    /// A document or feed option (`revs`, `conflicts`, `attachments`, `latest`,
+    /// `new_edits`, `_changes`' `include_docs`...), read as CouchDB reads them: exactly `true`
+    /// or `false` changes it, any other value (`True`, `1`, empty) is ignored.
+    pub fn flag(&self, name: &str, default: bool) -> bool {
+        match self.param(name) {
+            Some("true") => true,
+            Some("false") => false,
+            _ => default,
+        }
+    }
+
+    /// Whether the write asks for more copies than the node keeps: a `w` (write quorum) above
+    /// one. A single CouchDB node with `n=1` answers such writes 202 Accepted (written, but not
+    /// to as many copies as asked), and so does settee, whose node keeps one copy. A `w` that
+    /// is not an integer is ignored (CouchDB fails with a 500 `badarg`).
+    pub fn write_quorum_unmet(&self, body_w: Option<&serde_json::Value>) -> bool {
+        let query = self
+            .param("w")
+            .and_then(|text| text.trim().parse::<i64>().ok());
+        let body = body_w.and_then(|value| match value {
+            serde_json::Value::Number(number) => number.as_i64(),
+            serde_json::Value::String(text) => text.trim().parse().ok(),
+            _ => None,
+        });
+        query.or(body).is_some_and(|w| w > WRITE_COPIES)
     }
 
     pub fn u64_param(&self, name: &str) -> ApiResult<Option<u64>> {
@@ -71,8 +99,23 @@ impl Req {
         self.headers.get(name).and_then(|value| value.to_str().ok())
     }
 
-    /// Reads the whole body, refusing more than `limit` bytes with 413.
+    /// Reads the whole body, refusing more than `limit` bytes with 413. A body sent with
+    /// `Content-Encoding: gzip` is decoded, and the decoded body obeys the same limit
+    /// ([`settee_http_wire::encoding`]); another encoding is 415.
     pub async fn body_bytes(&mut self, limit: usize) -> ApiResult<Bytes> {
+        let encoding = self
+            .headers
+            .get(hyper::header::CONTENT_ENCODING)
+            .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
+        let encoding = settee_http_wire::encoding::body_encoding(encoding.as_deref())?;
+        let sent = self.sent_body_bytes(limit).await?;
+        Ok(settee_http_wire::encoding::decode_body(
+            encoding, sent, limit,
+        )?)
+    }
+
+    /// The body's bytes as they arrived, at most `limit` of them.
+    async fn sent_body_bytes(&mut self, limit: usize) -> ApiResult<Bytes> {
         let Some(body) = self.body.take() else {
             return Ok(Bytes::new());
         };
@@ -137,6 +180,52 @@ impl Req {
             Some(value) if value.starts_with("application/json") => Ok(()),
             _ => Err(ApiError::BadContentType("application/json")),
         }
+    }
+}
+
+/// Reads and drops what is left of a request body its handler did not read (a request refused
+/// before its body mattered), so the connection goes on to the next request as CouchDB's does:
+/// hyper closes a connection whose request body was left unread. A body declared or found
+/// longer than `limit`, or one that stalls past `timeout`, is left, and the connection closes.
+pub async fn discard_body(
+    body: Incoming,
+    declared_length: Option<u64>,
+    limit: usize,
+    timeout: Option<std::time::Duration>,
+) {
+    use hyper::body::Body as _;
+    if body.is_end_stream() || declared_length.is_some_and(|length| length > limit as u64) {
+        return;
+    }
+    let mut body = Limited::new(body, limit);
+    loop {
+        let frame = match timeout.filter(|timeout| !timeout.is_zero()) {
+            Some(timeout) => match tokio::time::timeout(timeout, body.frame()).await {
+                Ok(frame) => frame,
+                Err(_) => return,
+            },
+            None => body.frame().await,
+        };
+        match frame {
+            Some(Ok(_)) => {}
+            None | Some(Err(_)) => return,
+        }
+    }
+}
+
+/// `true`/`false` in any case, as CouchDB parses a view query's booleans; its error names an
+/// empty value as Erlang prints an empty string (`[]`).
+pub fn parse_view_bool(text: &str) -> ApiResult<bool> {
+    if text.eq_ignore_ascii_case("true") {
+        Ok(true)
+    } else if text.eq_ignore_ascii_case("false") {
+        Ok(false)
+    } else if text.is_empty() {
+        Err(ApiError::QueryParse("Invalid boolean parameter: []".into()))
+    } else {
+        Err(ApiError::QueryParse(format!(
+            "Invalid boolean parameter: \"{text}\""
+        )))
     }
 }
 

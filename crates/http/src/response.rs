@@ -72,6 +72,27 @@ pub fn with_header(mut response: HttpResponse, name: &'static str, value: &str) 
     response
 }
 
+/// Whether an `If-None-Match` header names the entity tag `tag` (`"..."`): CouchDB compares
+/// each tag of the list, a weak one (`W/"..."`) as its strong form; `*` and unquoted values
+/// match nothing.
+pub fn if_none_match(header: Option<&str>, tag: &str) -> bool {
+    header.is_some_and(|header| {
+        header
+            .split(',')
+            .map(|candidate| candidate.trim())
+            .any(|candidate| candidate.strip_prefix("W/").unwrap_or(candidate) == tag)
+    })
+}
+
+/// `304 Not Modified` with the entity tag and an empty body, as CouchDB answers it (no
+/// `Content-Type`).
+pub fn not_modified(tag: &str) -> HttpResponse {
+    let mut response = Response::new(full(Bytes::new()));
+    *response.status_mut() = StatusCode::NOT_MODIFIED;
+    // CouchDB also sends `Content-Length: 0`; hyper leaves that header out of every 304.
+    with_header(response, "etag", tag)
+}
+
 /// `"<rev>"`: CouchDB's ETag for a document.
 pub fn etag(rev: &str) -> String {
     format!("\"{rev}\"")

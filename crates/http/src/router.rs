@@ -16,12 +16,51 @@ use crate::{
 
 pub const SERVER_HEADER: &str = "settee/0.1 (CouchDB 3.x compatible)";
 
+/// Methods `X-HTTP-Method-Override` may name (CouchDB's list).
+const OVERRIDABLE_METHODS: &[&str] = &[
+    "GET", "HEAD", "POST", "PUT", "DELETE", "TRACE", "CONNECT", "COPY",
+];
+
 pub async fn handle(
     state: Arc<HttpState>,
     request: Request<Incoming>,
     peer: Option<std::net::IpAddr>,
 ) -> HttpResponse {
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
+    let request_id = request_id(&parts.headers);
+    // A CORS preflight is answered before authentication, as CouchDB answers it: the browser
+    // sends it without credentials.
+    if let Some(headers) = state.config.cors.preflight(&parts.method, &parts.headers) {
+        let mut preflight = hyper::Response::new(response::full(bytes::Bytes::new()));
+        *preflight.status_mut() = hyper::StatusCode::NO_CONTENT;
+        *preflight.headers_mut() = headers;
+        common_headers(&mut preflight, &request_id);
+        return preflight;
+    }
+    let origin = parts
+        .headers
+        .get(hyper::header::ORIGIN)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_string);
+    // Clients that can only send GET and POST ask for another method this way; CouchDB
+    // honours it on POST only.
+    if parts.method == Method::POST {
+        if let Some(method) = parts
+            .headers
+            .get("x-http-method-override")
+            .and_then(|value| value.to_str().ok())
+            .filter(|method| OVERRIDABLE_METHODS.contains(method))
+            .and_then(|method| Method::from_bytes(method.as_bytes()).ok())
+        {
+            parts.method = method;
+        }
+    }
+    let declared_length = parts
+        .headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|text| text.parse::<u64>().ok());
+    let mut body = Some(body);
     let mut response = match (
         state.auth.authenticate(&parts.headers, &state.engine, peer),
         split_path(parts.uri.path()),
@@ -34,22 +73,74 @@ pub async fn handle(
                 path,
                 query: parse_query(parts.uri.query()),
                 headers: parts.headers,
-                body: Some(body),
+                body: body.take(),
                 user,
                 peer,
                 body_timeout: state.config.body_timeout,
             };
-            match route(&state, &mut req).await {
+            let response = match route(&state, &mut req).await {
                 Ok(response) => response,
                 Err(error) => response::error(&error),
-            }
+            };
+            body = req.body.take();
+            response
         }
     };
-    response.headers_mut().insert(
+    if let Some(body) = body {
+        crate::request::discard_body(
+            body,
+            declared_length,
+            state.config.max_request_size_bytes,
+            state.config.body_timeout,
+        )
+        .await;
+    }
+    common_headers(&mut response, &request_id);
+    state
+        .config
+        .cors
+        .decorate(origin.as_deref(), response.headers_mut());
+    response
+}
+
+/// Headers of every answer: `Server`, and the request id and body time CouchDB sends (clients
+/// log `X-Couch-Request-ID` to match their requests with the server's).
+fn common_headers(response: &mut HttpResponse, request_id: &str) {
+    let headers = response.headers_mut();
+    headers.insert(
         hyper::header::SERVER,
         HeaderValue::from_static(SERVER_HEADER),
     );
-    response
+    if let Ok(value) = HeaderValue::from_str(request_id) {
+        headers.insert("x-couch-request-id", value);
+    }
+    headers.insert("x-couchdb-body-time", HeaderValue::from_static("0"));
+}
+
+/// Longest request id a client may choose (CouchDB's limit: a UUID's length).
+const REQUEST_ID_BYTES_MAX: usize = 36;
+
+/// The client's own `X-Couch-Request-ID` when it is at most 36 letters, digits, `-` and `_`,
+/// as CouchDB keeps it; otherwise a new one as CouchDB makes them: 5 random bytes in
+/// lower-case hex.
+fn request_id(headers: &hyper::HeaderMap) -> String {
+    let chosen = headers
+        .get("x-couch-request-id")
+        .and_then(|value| value.to_str().ok())
+        .filter(|id| {
+            !id.is_empty()
+                && id.len() <= REQUEST_ID_BYTES_MAX
+                && id
+                    .bytes()
+                    .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_')
+        });
+    match chosen {
+        Some(id) => id.to_string(),
+        None => {
+            let bytes: [u8; 5] = rand::random();
+            bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+        }
+    }
 }
 
 async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
@@ -77,6 +168,9 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
             )))
         }
         [db] => db_api::database(state, req, db).await,
+        [_, "_temp_view"] => Err(ApiError::Gone(
+            "Temporary views are not supported in CouchDB".into(),
+        )),
         [db, "_all_docs"] => bulk_api::all_docs(state, req, db, bulk_api::DocSet::All).await,
         [db, "_design_docs"] => bulk_api::all_docs(state, req, db, bulk_api::DocSet::Design).await,
         [db, "_bulk_docs"] => bulk_api::bulk_docs(state, req, db).await,
@@ -97,7 +191,8 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
         [db, "_changes"] => changes_api::changes(state, req, db).await,
         [db, "_security"] => db_api::security(state, req, db).await,
         [db, "_revs_limit"] => db_api::revs_limit(state, req, db).await,
-        [db, "_compact"] | [db, "_compact", _] => db_api::compact(state, req, db).await,
+        [db, "_compact"] => db_api::compact(state, req, db).await,
+        [db, "_compact", ddoc] => db_api::compact_views(state, req, db, ddoc).await,
         [db, "_view_cleanup"] => db_api::view_cleanup(state, req, db).await,
         [db, "_purge"] => db_api::purge(state, req, db).await,
         [db, "_ensure_full_commit"] => db_api::ensure_full_commit(state, req, db).await,

@@ -92,12 +92,12 @@ impl Raw<'_> {
     }
 
     fn boolean(&self) -> ApiResult<bool> {
-        match (self, self.shown().as_str()) {
-            (Raw::Json(Value::Bool(value)), _) => Ok(*value),
-            (_, "true") | (Raw::Text(_), "") => Ok(true),
-            (_, "false") => Ok(false),
-            (_, other) => Err(ApiError::QueryParse(format!(
-                "Invalid boolean parameter: \"{other}\""
+        match self {
+            Raw::Json(Value::Bool(value)) => Ok(*value),
+            Raw::Text(text) => crate::request::parse_view_bool(text),
+            Raw::Json(Value::String(text)) => crate::request::parse_view_bool(text),
+            Raw::Json(other) => Err(ApiError::QueryParse(format!(
+                "Invalid boolean parameter: {other}"
             ))),
         }
     }

@@ -129,6 +129,30 @@ pub struct ServeArgs {
     /// os_process_error [default: 5000].
     #[arg(long, env = "SETTEE_CHANGES_FILTER_TIMEOUT_MS")]
     pub changes_filter_timeout_ms: Option<u64>,
+    /// Answer cross-origin requests from the `--cors-origins` (CouchDB's `[chttpd]
+    /// enable_cors`) [default: off].
+    #[arg(long, env = "SETTEE_CORS_ENABLE")]
+    pub cors_enable: bool,
+    /// Origins allowed to make cross-origin requests, comma-separated (`https://app.example`),
+    /// or `*` for any (CouchDB's `[cors] origins`) [default: none].
+    #[arg(long, env = "SETTEE_CORS_ORIGINS")]
+    pub cors_origins: Option<String>,
+    /// Allow credentials (cookies, HTTP authentication) on cross-origin requests (CouchDB's
+    /// `[cors] credentials`) [default: off].
+    #[arg(long, env = "SETTEE_CORS_CREDENTIALS")]
+    pub cors_credentials: bool,
+    /// Methods a cross-origin preflight may ask for, comma-separated (CouchDB's `[cors]
+    /// methods`) [default: CONNECT, COPY, DELETE, GET, HEAD, OPTIONS, POST, PUT, TRACE].
+    #[arg(long, env = "SETTEE_CORS_METHODS")]
+    pub cors_methods: Option<String>,
+    /// Request headers a cross-origin preflight may ask for, comma-separated (CouchDB's
+    /// `[cors] headers`) [default: CouchDB's list: accept, authorization, content-type, ...].
+    #[arg(long, env = "SETTEE_CORS_HEADERS")]
+    pub cors_headers: Option<String>,
+    /// How long a browser may keep a preflight's answer, seconds (CouchDB's `[cors]
+    /// max_age`) [default: 600].
+    #[arg(long, env = "SETTEE_CORS_MAX_AGE")]
+    pub cors_max_age: Option<u64>,
 }
 
 #[derive(serde::Deserialize, Default, Debug)]
@@ -166,6 +190,12 @@ struct FileConfig {
     auth_lockout_max_lifetime: Option<u64>,
     auth_lockout_max_objects: Option<usize>,
     changes_filter_timeout_ms: Option<u64>,
+    cors_enable: Option<bool>,
+    cors_origins: Option<String>,
+    cors_credentials: Option<bool>,
+    cors_methods: Option<String>,
+    cors_headers: Option<String>,
+    cors_max_age: Option<u64>,
 }
 
 /// Settings after merging flags, environment, file and defaults.
@@ -191,6 +221,8 @@ pub struct Settings {
     pub js_memory: usize,
     pub auth_lockout: settee_auth::LockoutConfig,
     pub changes_filter_timeout_ms: u64,
+    /// Cross-origin requests (CouchDB's `[cors]`).
+    pub cors: settee_http::cors::CorsConfig,
 }
 
 /// The doors' connection limits as configured (before `fd_limit` clamps the maxima).
@@ -244,6 +276,7 @@ impl ServeArgs {
                 .map_err(|error: String| anyhow::anyhow!("auth_lockout_mode: {error}"))?,
             (None, None) => lockout_defaults.mode,
         };
+        let cors = self.cors(&file);
         let admin_specs = if self.admin.is_empty() {
             file.admin.unwrap_or_default()
         } else {
@@ -387,6 +420,32 @@ impl ServeArgs {
                     .store
                     .row_cache_bytes,
             ),
+            cors,
         })
+    }
+
+    fn cors(&self, file: &FileConfig) -> settee_http::cors::CorsConfig {
+        use settee_http::cors::{split_list, CorsConfig};
+        let defaults = CorsConfig::default();
+        let text = |flag: &Option<String>, key: &Option<String>| flag.clone().or(key.clone());
+        let mut cors = CorsConfig {
+            enabled: self.cors_enable || file.cors_enable.unwrap_or(false),
+            origins: text(&self.cors_origins, &file.cors_origins)
+                .map(|origins| split_list(&origins))
+                .unwrap_or_default(),
+            credentials: self.cors_credentials || file.cors_credentials.unwrap_or(false),
+            methods: text(&self.cors_methods, &file.cors_methods)
+                .map(|methods| split_list(&methods))
+                .unwrap_or(defaults.methods),
+            max_age_secs: self
+                .cors_max_age
+                .or(file.cors_max_age)
+                .unwrap_or(defaults.max_age_secs),
+            ..CorsConfig::default()
+        };
+        if let Some(headers) = text(&self.cors_headers, &file.cors_headers) {
+            cors = cors.with_headers(&headers);
+        }
+        cors
     }
 }

@@ -249,6 +249,7 @@ fn http_config(settings: &Settings, data_dir: &Path) -> anyhow::Result<HttpConfi
         idle_timeout: timeout(settings.connections.http_idle_timeout_ms),
         header_timeout: timeout(settings.connections.http_header_timeout_ms),
         body_timeout: timeout(settings.connections.http_body_timeout_ms),
+        cors: settings.cors.clone(),
         ..HttpConfig::default()
     })
 }

@@ -196,12 +196,34 @@ impl Client {
         path: &str,
         body: Option<&[u8]>,
     ) -> std::io::Result<Response> {
+        self.request_with(method, path, &[("Content-Type", "application/json")], body)
+    }
+
+    /// A request with headers of the test's choosing besides Host, Authorization and
+    /// Content-Length (a header named `Authorization` replaces the client's own; an empty one
+    /// sends none: an anonymous request).
+    pub fn request_with(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> std::io::Result<Response> {
         let body = body.unwrap_or(b"");
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: test\r\nAuthorization: Basic {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-            self.auth,
-            body.len()
-        );
+        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: test\r\n");
+        if !headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+        {
+            head.push_str(&format!("Authorization: Basic {}\r\n", self.auth));
+        }
+        for (name, value) in headers {
+            if name.eq_ignore_ascii_case("authorization") && value.is_empty() {
+                continue;
+            }
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
         let stream = self.stream.get_mut();
         stream.write_all(head.as_bytes())?;
         stream.write_all(body)?;
