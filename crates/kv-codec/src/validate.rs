@@ -5,7 +5,14 @@
 //! check their own extras and specs (settee-kv's `subdoc.rs`); unknown opcodes pass through here and get
 //! UNKNOWN_COMMAND where they are dispatched.
 
-use crate::{opcode, Frame};
+use crate::{leb128, opcode, Frame};
+
+/// Longest key of collection 0 (`_default._default`), the prefix not counted.
+pub const DEFAULT_COLLECTION_KEY_MAX: usize = 250;
+/// Longest key of any other collection: the key and the longest prefix fit 251 bytes.
+pub const COLLECTION_KEY_MAX: usize = 246;
+/// Collection ids below this, other than 0, are reserved (kv_engine refuses them).
+const FIRST_USER_COLLECTION_ID: u32 = 8;
 
 /// Bytes of extras a request carries.
 #[derive(Clone, Copy)]
@@ -78,7 +85,9 @@ fn shape_of(opcode: u8) -> Option<Shape> {
         opcode::GET_CLUSTER_CONFIG => shape(Either(0, 16), Zero, Zero, Cas::NotSet),
         opcode::GET_ERROR_MAP => shape(Exactly(0), Zero, Any, Cas::NotSet),
         opcode::GET_COLLECTIONS_MANIFEST => shape(Exactly(0), Zero, Zero, Cas::NotSet),
-        opcode::GET_COLLECTION_ID => shape(Exactly(0), Any, Any, Cas::NotSet),
+        opcode::GET_COLLECTION_ID | opcode::GET_SCOPE_ID => {
+            shape(Exactly(0), Any, Any, Cas::NotSet)
+        }
         _ => return None,
     })
 }
@@ -127,17 +136,52 @@ fn specific(frame: &Frame<'_>) -> Result<(), &'static str> {
         opcode::GET_META if frame.extras.first().is_some_and(|version| *version > 2) => {
             Err("Request extras invalid")
         }
-        opcode::GET_ERROR_MAP | opcode::GET_COLLECTIONS_MANIFEST | opcode::GET_COLLECTION_ID
+        opcode::GET_ERROR_MAP
+        | opcode::GET_COLLECTIONS_MANIFEST
+        | opcode::GET_COLLECTION_ID
+        | opcode::GET_SCOPE_ID
             if frame.vbucket() != 0 =>
         {
             Err("Request vbucket id must be 0")
         }
         opcode::GET_ERROR_MAP if frame.value.len() != 2 => Err("Request value must be of length 2"),
-        opcode::GET_COLLECTION_ID if !frame.key.is_empty() && !frame.value.is_empty() => {
+        opcode::GET_COLLECTION_ID | opcode::GET_SCOPE_ID
+            if !frame.key.is_empty() && !frame.value.is_empty() =>
+        {
             Err("Cannot set both key and value")
         }
         _ => Ok(()),
     }
+}
+
+/// Splits the key of a document command on a connection that negotiated HELLO Collections
+/// into its collection id and the key proper, with kv_engine's rules: an unsigned LEB128 id in
+/// canonical (shortest) form of at most 5 bytes, followed by at least one key byte; ids 1..=7
+/// reserved; the key proper at most [`DEFAULT_COLLECTION_KEY_MAX`] bytes in collection 0 and
+/// [`COLLECTION_KEY_MAX`] in others. The error is the reason sent with EINVAL.
+pub fn collection_key(key: &[u8]) -> Result<(u32, &[u8]), &'static str> {
+    let Some((cid, used)) = leb128::decode_u32(key) else {
+        return Err("Invalid collection id: not a LEB128 u32");
+    };
+    if used > 1 && key[used - 1] == 0 {
+        return Err("Invalid collection id: LEB128 not in canonical form");
+    }
+    let rest = &key[used..];
+    if rest.is_empty() {
+        return Err("Key must include at least one byte after the collection id");
+    }
+    if cid != 0 && cid < FIRST_USER_COLLECTION_ID {
+        return Err("Invalid collection id: 1..=7 are reserved");
+    }
+    let max = if cid == 0 {
+        DEFAULT_COLLECTION_KEY_MAX
+    } else {
+        COLLECTION_KEY_MAX
+    };
+    if rest.len() > max {
+        return Err("Key length exceeds the maximum");
+    }
+    Ok((cid, rest))
 }
 
 #[cfg(test)]
@@ -209,5 +253,56 @@ mod tests {
         // Opcodes checked elsewhere (sub-document) or unknown pass through.
         assert!(request(&frame(opcode::SUBDOC_MULTI_LOOKUP, &[1], b"k", b"")).is_ok());
         assert!(request(&frame(0x77, &[1], b"", b"")).is_ok());
+    }
+
+    #[test]
+    fn collection_id_lookups_take_a_path_in_key_or_value() {
+        for op in [opcode::GET_COLLECTION_ID, opcode::GET_SCOPE_ID] {
+            assert!(request(&frame(op, &[], b"", b"s.c")).is_ok());
+            assert!(request(&frame(op, &[], b"s.c", b"")).is_ok());
+            assert!(request(&frame(op, &[], b"s.c", b"s.c")).is_err());
+            assert!(request(&frame(op, &[0; 4], b"", b"s.c")).is_err());
+            let mut vbucket = frame(op, &[], b"", b"s.c");
+            vbucket.vbucket_or_status = 3;
+            assert_eq!(request(&vbucket), Err("Request vbucket id must be 0"));
+        }
+    }
+
+    #[test]
+    fn collection_prefixes_follow_kv_engine() {
+        assert_eq!(collection_key(b"\x00k"), Ok((0, &b"k"[..])));
+        assert_eq!(collection_key(b"\x08key"), Ok((8, &b"key"[..])));
+        assert_eq!(collection_key(&[0x80, 0x01, b'k']), Ok((128, &b"k"[..])));
+        // Not canonical: 8 spelled in two bytes; 0 in two.
+        assert!(collection_key(&[0x88, 0x00, b'k']).is_err());
+        assert!(collection_key(&[0x80, 0x00, b'k']).is_err());
+        // Truncated, more than 5 bytes, past u32.
+        assert!(collection_key(&[0x88]).is_err());
+        assert!(collection_key(&[0x80; 5]).is_err());
+        assert!(collection_key(&[0xff, 0xff, 0xff, 0xff, 0x1f, b'k']).is_err());
+        assert_eq!(
+            collection_key(&[0xff, 0xff, 0xff, 0xff, 0x0f, b'k']),
+            Ok((u32::MAX, &b"k"[..]))
+        );
+        // No key byte after the id; reserved ids.
+        assert!(collection_key(&[0x08]).is_err());
+        assert!(collection_key(&[0x00]).is_err());
+        for reserved in 1..=7u8 {
+            assert_eq!(
+                collection_key(&[reserved, b'k']),
+                Err("Invalid collection id: 1..=7 are reserved")
+            );
+        }
+        // Key lengths: 250 in collection 0, 246 elsewhere.
+        let mut key = vec![0u8];
+        key.extend(vec![b'k'; 250]);
+        assert!(collection_key(&key).is_ok());
+        key.push(b'k');
+        assert!(collection_key(&key).is_err());
+        let mut key = vec![8u8];
+        key.extend(vec![b'k'; 246]);
+        assert!(collection_key(&key).is_ok());
+        key.push(b'k');
+        assert!(collection_key(&key).is_err());
     }
 }

@@ -34,7 +34,7 @@ pub fn bucket_config(bucket: &Bucket, config: &KvConfig) -> serde_json::Value {
         "name": bucket.name(),
         "uuid": format!("{:016x}", bucket.vbucket_uuid(u16::MAX)),
         "nodeLocator": "vbucket",
-        "collectionsManifestUid": "0",
+        "collectionsManifestUid": format!("{:x}", bucket.manifest().uid()),
         "bucketCapabilitiesVer": "",
         "bucketCapabilities": ["collections", "durableWrite", "xattr", "cccp", "nodesExt", "couchapi", "dcp", "cbhello", "touch", "cas"],
         "vBucketServerMap": {
@@ -68,8 +68,6 @@ pub fn node_config(config: &KvConfig) -> serde_json::Value {
         "clusterCapabilities": {},
     })
 }
-
-pub const MANIFEST: &str = r#"{"uid":"0","scopes":[{"name":"_default","uid":"0","collections":[{"name":"_default","uid":"0"}]}]}"#;
 
 /// The error map (kv_engine `docs/ErrorMap.md`, version 2): what each status settee sends
 /// means and how a client should react to it.

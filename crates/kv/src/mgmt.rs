@@ -1,5 +1,7 @@
-//! The management port's read-only `/pools` endpoints, which go-couchbase-based tools and
-//! gocbcorex read to find the buckets and their vbucket maps. Newer SDKs never call them.
+//! The management port's `/pools` endpoints: read-only ones, which go-couchbase-based tools and
+//! gocbcorex read to find the buckets and their vbucket maps, and the scopes and collections
+//! REST API of Couchbase 7 (`/pools/default/buckets/B/scopes`), which every SDK's collection
+//! manager uses.
 
 use std::convert::Infallible;
 use std::net::IpAddr;
@@ -18,6 +20,8 @@ use settee_engine::Bucket;
 use tokio::net::TcpListener;
 
 use crate::{cluster, KvState};
+
+mod collections;
 
 pub async fn serve(
     listener: TcpListener,
@@ -38,7 +42,7 @@ pub async fn serve(
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(handle(&state, request, peer.ip())) }
+                async move { Ok::<_, Infallible>(handle(&state, request, peer.ip()).await) }
             });
             let _ = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -134,7 +138,11 @@ fn stats_report(state: &KvState) -> serde_json::Value {
     report
 }
 
-fn handle<B>(state: &KvState, request: Request<B>, peer: IpAddr) -> Response<Full<Bytes>> {
+async fn handle(
+    state: &KvState,
+    request: Request<hyper::body::Incoming>,
+    peer: IpAddr,
+) -> Response<Full<Bytes>> {
     let Some(user) = user_of(state, &request, peer) else {
         return Response::builder()
             .status(StatusCode::UNAUTHORIZED)
@@ -145,6 +153,11 @@ fn handle<B>(state: &KvState, request: Request<B>, peer: IpAddr) -> Response<Ful
             .body(Full::new(Bytes::new()))
             .unwrap_or_default();
     };
+    let path = request.uri().path().trim_end_matches('/').to_string();
+    let segments: Vec<&str> = path.split('/').collect();
+    if let ["", "pools", "default", "buckets", bucket, "scopes", rest @ ..] = segments.as_slice() {
+        return collections::handle(state, &user, request, bucket, rest).await;
+    }
     if request.method() != hyper::Method::GET {
         return json(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -159,8 +172,7 @@ fn handle<B>(state: &KvState, request: Request<B>, peer: IpAddr) -> Response<Ful
             .bucket(name)
             .filter(|bucket| !name.starts_with('_') && crate::access::may_use(&user, bucket))
     };
-    let path = request.uri().path().trim_end_matches('/');
-    match path.split('/').collect::<Vec<_>>().as_slice() {
+    match segments.as_slice() {
         ["", "settee", "timings"] if user.is_admin() => {
             json(StatusCode::OK, state.timings_report())
         }

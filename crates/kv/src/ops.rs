@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use settee_engine::{
-    Bucket, KvMutation, KvOutcome, KvRef, LimitError, LockOutcome, StoreMode, UnlockOutcome,
-    KEY_BYTES_MAX,
+    Bucket, DocKey, KvMutation, KvOutcome, KvRef, LimitError, LockOutcome, StoreMode,
+    UnlockOutcome, KEY_BYTES_MAX,
 };
 use settee_kv_codec::{datatype, opcode, status, Frame, FramingExtras};
 
-use crate::session::{error_reply, reply, Features, Handled};
+use crate::session::{error_reply, reply, unknown_reply, Features, Handled};
 use crate::KvState;
 
 /// Relative expiry times are at most this many seconds; larger ones are Unix times.
@@ -32,6 +32,8 @@ pub(crate) struct OpCtx {
     pub opaque: u32,
     pub framing: FramingExtras,
     pub heavy_permits: Arc<tokio::sync::Semaphore>,
+    /// The collection the request's key names (0 without HELLO Collections).
+    pub collection: u32,
 }
 
 /// Operations addressed to a vbucket or the bucket, not to a document: their key field is
@@ -81,6 +83,11 @@ fn be_u64(bytes: &[u8]) -> u64 {
 }
 
 impl OpCtx {
+    /// The document `key` names in this request's collection.
+    pub(crate) fn doc<'k>(&self, key: &'k [u8]) -> DocKey<'k> {
+        DocKey::new(self.collection, key)
+    }
+
     pub(crate) fn error(&self, out: &mut Vec<u8>, code: u16, context: &str) {
         error_reply(out, &self.features, self.opcode, self.opaque, code, context);
     }
@@ -89,6 +96,30 @@ impl OpCtx {
     /// as kv_engine's ETMPFAIL while it cannot take writes), anything else an internal error.
     /// Either text names no file (settee-storage keeps paths for its log).
     pub(crate) fn engine_error(&self, out: &mut Vec<u8>, error: &settee_engine::EngineError) {
+        // The collection was dropped between the door's check and the engine's.
+        match *error {
+            settee_engine::EngineError::UnknownCollection { manifest_uid } => {
+                return unknown_reply(
+                    out,
+                    &self.features,
+                    self.opcode,
+                    self.opaque,
+                    status::UNKNOWN_COLLECTION,
+                    manifest_uid,
+                );
+            }
+            settee_engine::EngineError::UnknownScope { manifest_uid } => {
+                return unknown_reply(
+                    out,
+                    &self.features,
+                    self.opcode,
+                    self.opaque,
+                    status::UNKNOWN_SCOPE,
+                    manifest_uid,
+                );
+            }
+            _ => {}
+        }
         let code = if error.is_insufficient_storage() {
             status::ETMPFAIL
         } else {
@@ -225,7 +256,7 @@ pub(crate) fn run(
         opcode::GET | opcode::GETK => {
             match ctx
                 .bucket
-                .kv_read(key, |value| ctx.value_reply(out, key, value))
+                .kv_read(ctx.doc(key), |value| ctx.value_reply(out, key, value))
             {
                 Ok(Some(())) => {}
                 Ok(None) if ctx.quiet => {}
@@ -235,7 +266,7 @@ pub(crate) fn run(
             Handled::Done
         }
         opcode::GET_META => {
-            match ctx.bucket.kv_meta(key) {
+            match ctx.bucket.kv_meta(ctx.doc(key)) {
                 Ok(Some(meta)) => {
                     let mut extras = Vec::with_capacity(21);
                     extras.extend_from_slice(&u32::from(meta.deleted).to_be_bytes());
@@ -391,7 +422,7 @@ fn mutation(
             };
             let mut expiry = absolute_expiry(be_u32(&extras[4..]), now);
             if ctx.framing.preserve_ttl && ctx.base != opcode::ADD {
-                if let Ok(Some(meta)) = ctx.bucket.kv_meta(key) {
+                if let Ok(Some(meta)) = ctx.bucket.kv_meta(ctx.doc(key)) {
                     if !meta.deleted {
                         expiry = meta.expiry;
                     }
@@ -498,17 +529,17 @@ fn mutation(
         let mut out = Vec::new();
         let key = &key_bytes[..];
         match job {
-            Job::Mutate(mutation) => match ctx.bucket.kv_mutate(key, mutation).await {
+            Job::Mutate(mutation) => match ctx.bucket.kv_mutate(ctx.doc(key), mutation).await {
                 Ok(outcome) => ctx.outcome_reply(&mut out, key, outcome),
                 Err(error) => ctx.engine_error(&mut out, &error),
             },
             Job::GetAndTouch(expiry) => {
                 match ctx
                     .bucket
-                    .kv_mutate(key, KvMutation::Touch { expiry })
+                    .kv_mutate(ctx.doc(key), KvMutation::Touch { expiry })
                     .await
                 {
-                    Ok(KvOutcome::Stored { .. }) => match ctx.bucket.kv_get(key) {
+                    Ok(KvOutcome::Stored { .. }) => match ctx.bucket.kv_get(ctx.doc(key)) {
                         Ok(Some(value)) => ctx.value_reply(&mut out, key, value.as_ref()),
                         Ok(None) => ctx.error(&mut out, status::KEY_ENOENT, "Not found"),
                         Err(error) => ctx.engine_error(&mut out, &error),
@@ -517,7 +548,7 @@ fn mutation(
                     Err(error) => ctx.engine_error(&mut out, &error),
                 }
             }
-            Job::Lock(secs) => match ctx.bucket.kv_get_and_lock(key, secs).await {
+            Job::Lock(secs) => match ctx.bucket.kv_get_and_lock(ctx.doc(key), secs).await {
                 Ok(LockOutcome::Locked(value)) => ctx.value_reply(&mut out, key, value.as_ref()),
                 Ok(LockOutcome::NotFound) => ctx.error(&mut out, status::KEY_ENOENT, "Not found"),
                 Ok(LockOutcome::AlreadyLocked) => {
@@ -525,7 +556,7 @@ fn mutation(
                 }
                 Err(error) => ctx.engine_error(&mut out, &error),
             },
-            Job::Unlock(cas) => match ctx.bucket.kv_unlock(key, cas).await {
+            Job::Unlock(cas) => match ctx.bucket.kv_unlock(ctx.doc(key), cas).await {
                 Ok(UnlockOutcome::Unlocked) => {
                     reply(&mut out, ctx.opcode, ctx.opaque, 0, 0, 0, &[], &[], &[])
                 }

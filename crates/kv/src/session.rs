@@ -10,7 +10,7 @@ use futures_util::future::BoxFuture;
 use settee_auth::scram::{Mechanism, ScramServer};
 use settee_auth::{Account, LoginRefused, LOCKED_OUT, SCRAM_ITERATIONS};
 use settee_engine::Bucket;
-use settee_kv_codec::{encode_response, feature, leb128, opcode, status, Frame, FramingExtras};
+use settee_kv_codec::{encode_response, feature, opcode, status, Frame, FramingExtras};
 
 use crate::access::BucketGrant;
 use crate::ops::{self, OpCtx};
@@ -233,6 +233,49 @@ pub(crate) fn error_reply(
     }
 }
 
+/// UNKNOWN_COLLECTION or UNKNOWN_SCOPE as kv_engine sends them: no extras, a JSON value with
+/// the manifest uid (hex) beside the error context, so the client refreshes its ids. Without
+/// Collections or XERROR negotiated the client cannot know these statuses: EINVAL instead.
+pub(crate) fn unknown_reply(
+    out: &mut Vec<u8>,
+    features: &Features,
+    frame_opcode: u8,
+    opaque: u32,
+    code: u16,
+    manifest_uid: u64,
+) {
+    if !features.collections && !features.xerror {
+        reply(
+            out,
+            frame_opcode,
+            opaque,
+            status::EINVAL,
+            0,
+            0,
+            &[],
+            &[],
+            &[],
+        );
+        return;
+    }
+    let body = serde_json::json!({
+        "error": {"context": "Unknown scope or collection in operation"},
+        "manifest_uid": format!("{manifest_uid:x}"),
+    })
+    .to_string();
+    reply(
+        out,
+        frame_opcode,
+        opaque,
+        code,
+        0,
+        settee_kv_codec::datatype::JSON,
+        &[],
+        &[],
+        body.as_bytes(),
+    );
+}
+
 impl Session {
     pub fn new(state: Arc<KvState>, peer: Option<IpAddr>) -> Session {
         Session {
@@ -345,24 +388,25 @@ impl Session {
                     config.to_string().as_bytes(),
                 );
             }
-            opcode::GET_COLLECTIONS_MANIFEST => {
-                if self.bucket.is_none() {
-                    err(out, status::NO_BUCKET, "No bucket selected");
-                } else {
-                    reply(
-                        out,
-                        frame.opcode,
-                        frame.opaque,
-                        0,
-                        0,
-                        0,
-                        &[],
-                        &[],
-                        cluster::MANIFEST.as_bytes(),
-                    );
-                }
-            }
-            opcode::GET_COLLECTION_ID => self.collection_id(frame, out),
+            opcode::GET_COLLECTIONS_MANIFEST => match &self.bucket {
+                None => err(out, status::NO_BUCKET, "No bucket selected"),
+                Some(bucket) => reply(
+                    out,
+                    frame.opcode,
+                    frame.opaque,
+                    0,
+                    0,
+                    if self.features.json {
+                        settee_kv_codec::datatype::JSON
+                    } else {
+                        0
+                    },
+                    &[],
+                    &[],
+                    bucket.manifest().to_kv_json().as_bytes(),
+                ),
+            },
+            opcode::GET_COLLECTION_ID | opcode::GET_SCOPE_ID => self.collection_id(frame, out),
             _ => return data_op(self.view(), frame, bytes, framing, out),
         }
         Handled::Done
@@ -646,9 +690,11 @@ impl Session {
         }
     }
 
+    /// GET_COLLECTION_ID (`scope.collection`) and GET_SCOPE_ID (`scope`): the path in the key
+    /// or the value; the reply's extras are the manifest uid (u64) and the id (u32).
     fn collection_id(&mut self, frame: &Frame<'_>, out: &mut Vec<u8>) {
         let features = self.features;
-        if self.bucket.is_none() {
+        let Some(bucket) = &self.bucket else {
             error_reply(
                 out,
                 &features,
@@ -658,47 +704,51 @@ impl Session {
                 "No bucket selected",
             );
             return;
-        }
+        };
         let path = if frame.key.is_empty() {
             frame.value
         } else {
             frame.key
         };
-        let path = std::str::from_utf8(path).unwrap_or("");
-        let (scope, collection) = path.split_once('.').unwrap_or((path, ""));
-        let scope_ok = scope.is_empty() || scope == "_default";
-        let collection_ok = collection.is_empty() || collection == "_default";
-        if !scope_ok {
-            error_reply(
+        let manifest = bucket.manifest();
+        let found = match std::str::from_utf8(path) {
+            Err(_) => Err(settee_engine::EngineError::InvalidName(
+                "a path is UTF-8".into(),
+            )),
+            Ok(path) if frame.opcode == opcode::GET_SCOPE_ID => manifest.scope_id(path),
+            Ok(path) => manifest.collection_id(path),
+        };
+        match found {
+            Ok(id) => {
+                let mut extras = [0u8; 12];
+                extras[..8].copy_from_slice(&manifest.uid().to_be_bytes());
+                extras[8..].copy_from_slice(&id.to_be_bytes());
+                reply(out, frame.opcode, frame.opaque, 0, 0, 0, &extras, &[], &[]);
+            }
+            Err(settee_engine::EngineError::UnknownScope { manifest_uid }) => unknown_reply(
                 out,
                 &features,
                 frame.opcode,
                 frame.opaque,
                 status::UNKNOWN_SCOPE,
-                "Unknown scope",
-            );
-        } else if !collection_ok {
-            error_reply(
+                manifest_uid,
+            ),
+            Err(settee_engine::EngineError::UnknownCollection { manifest_uid }) => unknown_reply(
                 out,
                 &features,
                 frame.opcode,
                 frame.opaque,
                 status::UNKNOWN_COLLECTION,
-                "Unknown collection",
-            );
-        } else {
-            // Manifest uid 0 (u64), collection id 0 (u32): the default collection.
-            reply(
+                manifest_uid,
+            ),
+            Err(error) => error_reply(
                 out,
+                &features,
                 frame.opcode,
                 frame.opaque,
-                0,
-                0,
-                0,
-                &[0u8; 12],
-                &[],
-                &[],
-            );
+                status::EINVAL,
+                &error.to_string(),
+            ),
         }
     }
 
@@ -790,39 +840,38 @@ fn data_op(
         );
         return Handled::Done;
     }
-    let key = if features.collections && !ops::is_keyless(base) {
-        match leb128::decode_u32(frame.key) {
-            Some((0, used)) => &frame.key[used..],
-            Some(_) => {
-                let body = br#"{"manifest_uid":"0"}"#;
-                reply(
-                    out,
-                    frame.opcode,
-                    frame.opaque,
-                    status::UNKNOWN_COLLECTION,
-                    0,
-                    settee_kv_codec::datatype::JSON,
-                    &0u64.to_be_bytes(),
-                    &[],
-                    body,
-                );
-                return Handled::Done;
-            }
-            None => {
+    let (collection, key) = if features.collections && !ops::is_keyless(base) {
+        match settee_kv_codec::validate::collection_key(frame.key) {
+            Ok((cid, key)) => (cid, key),
+            Err(context) => {
                 error_reply(
                     out,
                     &features,
                     frame.opcode,
                     frame.opaque,
                     status::EINVAL,
-                    "Invalid collection id prefix",
+                    context,
                 );
                 return Handled::Done;
             }
         }
     } else {
-        frame.key
+        (0, frame.key)
     };
+    if collection != 0 {
+        let manifest = bucket.manifest();
+        if !manifest.is_live(collection) {
+            unknown_reply(
+                out,
+                &features,
+                frame.opcode,
+                frame.opaque,
+                status::UNKNOWN_COLLECTION,
+                manifest.uid(),
+            );
+            return Handled::Done;
+        }
+    }
     // Every data request asks the node's one authorisation decision (access.rs).
     let allowed = view.grant.map_or(Err("No access to bucket"), |grant| {
         grant.check(view.state, crate::access::operation_of(base, key))
@@ -848,6 +897,7 @@ fn data_op(
         opaque: frame.opaque,
         framing,
         heavy_permits: view.heavy_permits.clone(),
+        collection,
     };
     ops::run(ctx, frame, key, bytes, out)
 }

@@ -176,10 +176,10 @@ fn run_lookup(
 ) -> Result<Lookup, settee_engine::EngineError> {
     if light_only {
         ctx.bucket
-            .lookup_in_light(key, lookups, access_deleted, each)
+            .lookup_in_light(ctx.doc(key), lookups, access_deleted, each)
     } else {
         ctx.bucket
-            .lookup_in(key, lookups, access_deleted, each)
+            .lookup_in(ctx.doc(key), lookups, access_deleted, each)
             .map(|found| found.map_or(Lookup::NotFound, Lookup::Found))
     }
 }
@@ -346,7 +346,7 @@ fn mutate(
     let single = request.single;
     Handled::Later(Box::pin(async move {
         let mut out = Vec::new();
-        match ctx.bucket.mutate_in(&key, mutate_in).await {
+        match ctx.bucket.mutate_in(ctx.doc(&key), mutate_in).await {
             Ok(MutateInOutcome::Done {
                 cas, seqno, values, ..
             }) => {

@@ -19,6 +19,9 @@ fuzz_target!(|data: &[u8]| {
         let _ = FramingExtras::parse(frame.framing_extras);
         let _ = settee_kv_codec::validate::request(&frame);
         let _ = leb128::decode_u32(frame.key);
+        if let Ok((_, rest)) = settee_kv_codec::validate::collection_key(frame.key) {
+            assert!(!rest.is_empty() && rest.len() < frame.key.len());
+        }
         // Sub-document bodies: every split stays inside the frame.
         if let Ok(extras) = SingleExtras::parse(frame.extras) {
             if let Ok((path, value)) = extras.split(frame.value) {
