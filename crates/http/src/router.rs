@@ -112,10 +112,16 @@ fn common_headers(response: &mut HttpResponse, request_id: &str) {
         HeaderValue::from_static(SERVER_HEADER),
     );
     if let Ok(value) = HeaderValue::from_str(request_id) {
-        headers.insert("x-couch-request-id", value);
+        headers.insert(REQUEST_ID_HEADER, value);
     }
-    headers.insert("x-couchdb-body-time", HeaderValue::from_static("0"));
+    headers.insert(BODY_TIME_HEADER, HeaderValue::from_static("0"));
 }
+
+/// Parsed once: a header name given as a string is validated and hashed on every insert.
+const REQUEST_ID_HEADER: hyper::header::HeaderName =
+    hyper::header::HeaderName::from_static("x-couch-request-id");
+const BODY_TIME_HEADER: hyper::header::HeaderName =
+    hyper::header::HeaderName::from_static("x-couchdb-body-time");
 
 /// Longest request id a client may choose (CouchDB's limit: a UUID's length).
 const REQUEST_ID_BYTES_MAX: usize = 36;
@@ -125,7 +131,7 @@ const REQUEST_ID_BYTES_MAX: usize = 36;
 /// lower-case hex.
 fn request_id(headers: &hyper::HeaderMap) -> String {
     let chosen = headers
-        .get("x-couch-request-id")
+        .get(REQUEST_ID_HEADER)
         .and_then(|value| value.to_str().ok())
         .filter(|id| {
             !id.is_empty()
@@ -137,8 +143,14 @@ fn request_id(headers: &hyper::HeaderMap) -> String {
     match chosen {
         Some(id) => id.to_string(),
         None => {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
             let bytes: [u8; 5] = rand::random();
-            bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+            let mut id = String::with_capacity(10);
+            for byte in bytes {
+                id.push(char::from(HEX[usize::from(byte >> 4)]));
+                id.push(char::from(HEX[usize::from(byte & 0x0f)]));
+            }
+            id
         }
     }
 }
