@@ -1,14 +1,11 @@
 //! Sub-document lookups and mutations on stored documents (Couchbase's `lookup_in` /
-//! `mutate_in`), for both doors: `path.rs` parses paths, `scan.rs` walks stored JSON without
-//! building anything, `json.rs` resolves every path of a request in one pass and splices
-//! mutations into the bytes (everything outside the edited spans stays byte for byte). This
-//! module decides what the paths apply to — the body, the extended attributes, or the virtual
+//! `mutate_in`), for both doors. The crate `settee-subdoc` works on bytes: `path` parses
+//! paths, `scan` walks stored JSON without building anything, `json` resolves every path of a
+//! request in one pass and splices mutations into the bytes (everything outside the edited
+//! spans stays byte for byte). This module decides what the paths apply to — the body, the extended attributes, or the virtual
 //! `$document` — and makes a mutation one atomic, CAS-checked write of the record.
 
-pub mod index;
-pub mod json;
-pub mod path;
-pub mod scan;
+pub use settee_subdoc::{index, json, path, scan, Status};
 
 use bytes::Bytes;
 use settee_revtree::RevId;
@@ -17,25 +14,6 @@ use smallvec::SmallVec;
 use crate::bucket::Bucket;
 use crate::error::EngineError;
 use crate::vattr;
-
-/// The outcome of one spec, as Couchbase names them (the KV door maps them to its status
-/// codes, the HTTP door to error names).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
-    Success,
-    PathEnoent,
-    PathMismatch,
-    PathEinval,
-    PathE2big,
-    DocE2deep,
-    ValueCantinsert,
-    DocNotJson,
-    NumErange,
-    DeltaEinval,
-    PathEexists,
-    ValueEtoodeep,
-    XattrUnknownVattr,
-}
 
 pub use Status as SubdocStatus;
 

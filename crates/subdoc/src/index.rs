@@ -336,7 +336,7 @@ impl<'a> Index<'a> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::subdoc::path;
+    use crate::path;
 
     fn seed_doc(keys: usize) -> String {
         let data: Vec<String> = (0..keys)
@@ -442,7 +442,7 @@ mod tests {
 
     #[test]
     fn lookups_with_the_index_equal_lookups_without() {
-        use crate::subdoc::json::{resolve_all, resolve_all_indexed};
+        use crate::json::{resolve_all, resolve_all_indexed};
         let items: Vec<String> = (0..300)
             .map(|i| format!(r#"{{"id":{i},"tags":["t{i}","u"],"name":"item \"{i}\"","nested":{{"k{i}":[{i},{{"deep":"x{i}"}}]}}}}"#))
             .collect();
@@ -496,7 +496,7 @@ mod tests {
     #[test]
     #[ignore]
     fn lookup_cost() {
-        use crate::subdoc::json::resolve_all_indexed;
+        use crate::json::resolve_all_indexed;
         let doc = seed_doc(10_000);
         let raw = build(doc.as_bytes()).unwrap();
         let index = Index::open(&raw).unwrap();

@@ -76,7 +76,7 @@ pub fn resolve_all_indexed(
 
 /// The span of the whole document when its root is an indexed container (then every path can
 /// be resolved through the index alone).
-pub(crate) fn indexed_root(doc: &[u8], index: &Index<'_>) -> Option<Span> {
+pub fn indexed_root(doc: &[u8], index: &Index<'_>) -> Option<Span> {
     let start = scan::skip_ws(doc, 0);
     if !index.is_indexed(start) {
         return None;
@@ -88,7 +88,7 @@ pub(crate) fn indexed_root(doc: &[u8], index: &Index<'_>) -> Option<Span> {
 /// index's threshold) are scanned, which costs at most a kilobyte. `reached[d]` is where the
 /// first `d + 1` components lead (from an earlier path with the same leading components); the
 /// walk continues from the last of them and records the steps it takes.
-pub(crate) fn resolve_indexed(
+pub fn resolve_indexed(
     doc: &[u8],
     index: &Index<'_>,
     root: Span,
