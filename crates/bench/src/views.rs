@@ -15,7 +15,7 @@ use bytes::Bytes;
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
-use settee_engine::{Bucket, DocUpdate, Engine, EngineOptions};
+use settee_engine::{Bucket, DocUpdate, Engine, EngineOptions, Keyspace};
 use settee_views::{
     DesignViews, GroupedReduce, Grouping, KeyBound, KeyRange, Reducer, Views, ViewsConfig,
 };
@@ -257,7 +257,7 @@ async fn run_one(args: &ViewsArgs, docs: usize, vbuckets: u16) -> anyhow::Result
     for (id, _) in design_documents() {
         groups.push(
             views
-                .design_views(&bucket, &id)
+                .design_views(&Keyspace::default_of(bucket.clone()), &id)
                 .await
                 .map_err(|error| anyhow::anyhow!("{error}"))?
                 .context("design document")?,

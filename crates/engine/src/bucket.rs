@@ -233,6 +233,7 @@ pub struct Bucket {
     pub(crate) manifest_limits: ManifestLimits,
     /// Woken when a collection is dropped, so the node's background purger starts on it.
     pub(crate) purge_wake: Arc<tokio::sync::Notify>,
+    pub(crate) purge_hooks: Arc<crate::collections::PurgeHooks>,
     /// The bucket's max TTL in seconds (0: none); rarely written (`set_max_ttl`).
     max_ttl: std::sync::atomic::AtomicU32,
 }
@@ -253,6 +254,7 @@ pub(crate) struct NodeParts {
     pub skip_total: Arc<SkipCounters>,
     pub manifest_limits: ManifestLimits,
     pub purge_wake: Arc<tokio::sync::Notify>,
+    pub purge_hooks: Arc<crate::collections::PurgeHooks>,
 }
 
 impl Bucket {
@@ -270,6 +272,7 @@ impl Bucket {
             skip_total,
             manifest_limits,
             purge_wake,
+            purge_hooks,
         } = node;
         let mut vb_states = Vec::with_capacity(config.vbuckets as usize);
         // Read before the disk: a write failing meanwhile makes the first writer reload.
@@ -345,6 +348,7 @@ impl Bucket {
             manifest_limits,
             max_ttl: std::sync::atomic::AtomicU32::new(config.max_ttl),
             purge_wake,
+            purge_hooks,
         })
     }
 
@@ -708,7 +712,7 @@ impl Bucket {
                 .iter()
                 .any(|write| !manifest.is_live(write.collection))
             {
-                return Err(manifest.unknown_collection());
+                return Err(manifest.unknown_collection().into());
             }
             if guards.iter().any(|(_, slot)| slot.epoch != epoch) {
                 let live = manifest.collection_ids();
@@ -791,7 +795,7 @@ impl Bucket {
         let _slot = slot.lock();
         let collections = self.collections_for_write(self.store.epoch())?;
         if !collections.manifest.is_live(cid) {
-            return Err(collections.manifest.unknown_collection());
+            return Err(collections.manifest.unknown_collection().into());
         }
         Ok(self.store.commit(batch))
     }

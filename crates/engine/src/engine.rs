@@ -11,7 +11,7 @@ use settee_storage::{Batch, Cf, Store, StoreOptions};
 use crate::access_epoch::AccessEpoch;
 use crate::bucket::{Bucket, BucketAccess, BucketConfig, NodeParts};
 use crate::clock::{Clock, Hlc, SystemClock};
-use crate::collections::{ManifestLimits, FORMAT_VERSION};
+use crate::collections::{Manifest, ManifestChange, ManifestLimits, FORMAT_VERSION};
 use crate::error::EngineError;
 use crate::keys;
 use crate::limits::DocLimits;
@@ -110,6 +110,7 @@ pub struct Engine {
     /// Woken by a dropped collection: the background purger (`run_expiry_purger`) starts on
     /// it without waiting for its next tick.
     purge_wake: Arc<tokio::sync::Notify>,
+    purge_hooks: Arc<crate::collections::PurgeHooks>,
     /// Records skipped by readers of every bucket, dropped ones included.
     skip_total: Arc<SkipCounters>,
 }
@@ -125,6 +126,7 @@ impl Engine {
         let upper = keys::prefix_end(prefix);
         let access_epoch = Arc::new(AccessEpoch::default());
         let purge_wake = Arc::new(tokio::sync::Notify::new());
+        let purge_hooks: Arc<crate::collections::PurgeHooks> = Arc::default();
         let mut found = Vec::new();
         for item in store.scan(Cf::Meta, prefix, &upper, false) {
             let (key, value) = item?;
@@ -155,6 +157,7 @@ impl Engine {
                 skip_total: skip_total.clone(),
                 manifest_limits: options.manifest_limits(),
                 purge_wake: purge_wake.clone(),
+                purge_hooks: purge_hooks.clone(),
             };
             let bucket = Bucket::load(node, id, config, access)?;
             buckets.insert(name, Arc::new(bucket));
@@ -169,6 +172,7 @@ impl Engine {
             access_epoch,
             manifest_limits,
             purge_wake,
+            purge_hooks,
             access_buckets: options.access_buckets,
             limits: options.limits,
             skip_total,
@@ -260,6 +264,11 @@ impl Engine {
         if self.buckets.read().contains_key(name) {
             return Ok(CreateOutcome::Exists);
         }
+        if self.is_collection_door_name(name) {
+            return Err(EngineError::InvalidName(format!(
+                "{name} is the CouchDB-door name of a collection"
+            )));
+        }
         let id = match self.store.get(Cf::Meta, keys::meta::NEXT_BUCKET_ID)? {
             Some(raw) => u32::from_be_bytes(
                 raw.as_slice()
@@ -304,6 +313,7 @@ impl Engine {
             skip_total: self.skip_total.clone(),
             manifest_limits: self.manifest_limits,
             purge_wake: self.purge_wake.clone(),
+            purge_hooks: self.purge_hooks.clone(),
         };
         let bucket = Bucket::load(node, id, config, access)?;
         self.buckets
@@ -311,6 +321,47 @@ impl Engine {
             .insert(name.to_string(), Arc::new(bucket));
         self.advance_epoch_for(name);
         Ok(CreateOutcome::Created)
+    }
+
+    /// Registers what a dropped collection's purge must also delete (see
+    /// [`crate::collections::CollectionPurgeHook`]).
+    pub fn add_collection_purge_hook(
+        &self,
+        hook: Arc<dyn crate::collections::CollectionPurgeHook>,
+    ) {
+        self.purge_hooks.write().push(hook);
+    }
+
+    /// Whether `name` is the CouchDB-door name of a live collection (`docs/format/collections.md`:
+    /// no bucket may take such a name, and no collection a bucket's).
+    fn is_collection_door_name(&self, name: &str) -> bool {
+        settee_manifest::split_door_name(name).is_some_and(|door| {
+            self.bucket(door.bucket).is_some_and(|bucket| {
+                bucket
+                    .manifest()
+                    .find(&door.scope, &door.collection)
+                    .is_some()
+            })
+        })
+    }
+
+    /// Changes a bucket's manifest ([`Bucket::change_manifest`]), refusing a collection whose
+    /// CouchDB-door name is a bucket's name. The doors create collections through here.
+    pub async fn change_manifest(
+        &self,
+        bucket: &Bucket,
+        change: ManifestChange,
+    ) -> Result<Arc<Manifest>, EngineError> {
+        let _admin = self.admin.lock().await;
+        if let ManifestChange::CreateCollection { scope, name, .. } = &change {
+            let door = settee_manifest::door_name(bucket.name(), scope, name);
+            if self.buckets.read().contains_key(&door) {
+                return Err(EngineError::InvalidName(format!(
+                    "the CouchDB-door name of {scope}.{name}, {door}, is a bucket's name"
+                )));
+            }
+        }
+        bucket.change_manifest(change).await
     }
 
     /// Drops a bucket and all its data. Returns false when there was no such bucket.

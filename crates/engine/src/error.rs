@@ -49,3 +49,21 @@ impl EngineError {
         matches!(self, EngineError::Store(StoreError::NoSpace))
     }
 }
+
+impl From<settee_manifest::ManifestError> for EngineError {
+    fn from(error: settee_manifest::ManifestError) -> EngineError {
+        use settee_manifest::ManifestError as M;
+        match error {
+            M::Corrupt(reason) => EngineError::Corrupt(reason),
+            M::Invalid(reason) => EngineError::Invalid(reason),
+            M::InvalidName(reason) => EngineError::InvalidName(reason),
+            M::UnknownScope { manifest_uid } => EngineError::UnknownScope { manifest_uid },
+            M::UnknownCollection { manifest_uid } => {
+                EngineError::UnknownCollection { manifest_uid }
+            }
+            M::ScopeExists(name) => EngineError::ScopeExists(name),
+            M::CollectionExists(name) => EngineError::CollectionExists(name),
+            M::LimitReached(reason) => EngineError::LimitReached(reason),
+        }
+    }
+}

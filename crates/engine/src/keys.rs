@@ -16,7 +16,7 @@ pub const LONG_PREFIX_LEN: usize = 10;
 /// Bit 15 of the vbucket field: set in a long prefix.
 const LONG_BIT: u16 = 0x8000;
 /// The lowest collection id a long prefix may hold (1..=7 are reserved).
-pub const FIRST_COLLECTION_ID: u32 = 8;
+pub use settee_manifest::FIRST_COLLECTION_ID;
 
 /// The prefix of collection `cid`'s keys in `vbucket`: short for collection 0, long otherwise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -26,6 +26,7 @@ mod engine;
 mod error;
 mod key_locks;
 mod keys;
+mod keyspace;
 mod kv;
 pub mod limits;
 mod local;
@@ -46,13 +47,16 @@ pub use bucket::{Bucket, BucketConfig, Committed, COLLECTION_KEY_BYTES_MAX, KEY_
 pub use change_entry::{ChangeEntry, StreamEntry};
 pub use changes::ChangeCursor;
 pub use changes_descending::DescendingCursor;
-pub use collections::{DroppedCollection, Manifest, ManifestChange, SystemEvent, SystemEventKind};
+pub use collections::{
+    CollectionPurgeHook, DroppedCollection, Manifest, ManifestChange, SystemEvent, SystemEventKind,
+};
 pub use doc_key::DocKey;
 pub use engine::{
     CreateOutcome, Engine, EngineOptions, COLLECTIONS_PER_BUCKET_MAX, REVS_LIMIT_DEFAULT,
     SCOPES_PER_BUCKET_MAX, USERS_BUCKET,
 };
 pub use error::EngineError;
+pub use keyspace::Keyspace;
 pub use kv::{
     is_json, KvMeta, KvMutation, KvOutcome, KvRef, KvValue, LockOutcome, StoreMode, UnlockOutcome,
 };

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Response, StatusCode};
 use serde_json::json;
-use settee_engine::{AttachmentInput, Bucket, DocRecord, Leaf, RevId};
+use settee_engine::{AttachmentInput, DocRecord, Keyspace, Leaf, RevId};
 
 use crate::couch_doc::{parse_doc, parse_rev, render_doc, ParsedDoc, RenderOptions};
 use crate::doc_api::{attachment_fetcher, doc_access, read_doc, save};
@@ -33,16 +33,16 @@ pub async fn attachment(
 ) -> ApiResult<HttpResponse> {
     match req.method {
         Method::GET | Method::HEAD => {
-            let bucket = doc_access(state, req, db, id, false)?;
-            get(req, &bucket, id, name)
+            let keyspace = doc_access(state, req, db, id, false)?;
+            get(req, &keyspace, id, name)
         }
         Method::PUT => {
-            let bucket = doc_access(state, req, db, id, true)?;
-            put(state, req, &bucket, id, name).await
+            let keyspace = doc_access(state, req, db, id, true)?;
+            put(state, req, &keyspace, id, name).await
         }
         Method::DELETE => {
-            let bucket = doc_access(state, req, db, id, true)?;
-            delete(state, req, &bucket, id, name).await
+            let keyspace = doc_access(state, req, db, id, true)?;
+            delete(state, req, &keyspace, id, name).await
         }
         _ => Err(not_allowed("DELETE,GET,HEAD,PUT")),
     }
@@ -62,8 +62,8 @@ fn target_leaf<'a>(req: &Req, record: &'a DocRecord) -> ApiResult<&'a Leaf> {
     }
 }
 
-fn get(req: &Req, bucket: &Bucket, id: &str, name: &str) -> ApiResult<HttpResponse> {
-    let record = read_doc(bucket, id)?.ok_or_else(ApiError::missing)?;
+fn get(req: &Req, keyspace: &Keyspace, id: &str, name: &str) -> ApiResult<HttpResponse> {
+    let record = read_doc(keyspace, id)?.ok_or_else(ApiError::missing)?;
     let leaf = target_leaf(req, &record)?;
     let meta = leaf
         .attachments
@@ -75,7 +75,7 @@ fn get(req: &Req, bucket: &Bucket, id: &str, name: &str) -> ApiResult<HttpRespon
     if crate::response::if_none_match(req.header("if-none-match"), &tag) {
         return Ok(crate::response::not_modified(&tag));
     }
-    let data = attachment_fetcher(bucket, id)(&meta.md5)?;
+    let data = attachment_fetcher(keyspace, id)(&meta.md5)?;
     let size = data.len() as u64;
     let (status, content_type, body, content_range) = match range::parse(req.header("range"), size)
     {
@@ -141,7 +141,7 @@ fn stubs_except(leaf: Option<&Leaf>, name: &str) -> Vec<AttachmentInput> {
 async fn put(
     state: &HttpState,
     req: &mut Req,
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     id: &str,
     name: &str,
 ) -> ApiResult<HttpResponse> {
@@ -159,7 +159,7 @@ async fn put(
     let data = req
         .body_bytes(state.config.max_attachment_size_bytes)
         .await?;
-    let record = read_doc(bucket, id)?;
+    let record = read_doc(keyspace, id)?;
     let parent = match (&rev, &record) {
         (Some(rev), Some(record)) => Some(record.leaf(rev).ok_or(ApiError::Conflict)?),
         (Some(_), None) => return Err(ApiError::Conflict),
@@ -181,13 +181,13 @@ async fn put(
         attachments: Some(attachments),
         ..ParsedDoc::default()
     };
-    let mut response = save(state, req, bucket, id, doc, rev).await?;
+    let mut response = save(state, req, keyspace, id, doc, rev).await?;
     // CouchDB points at the attachment, and sends no ETag for it.
     if matches!(
         response.status(),
         StatusCode::CREATED | StatusCode::ACCEPTED
     ) {
-        let location = crate::location::absolute_uri(req, &[bucket.name(), id, name]);
+        let location = crate::location::absolute_uri(req, &[&keyspace.name(), id, name]);
         let headers = response.headers_mut();
         headers.remove(hyper::header::ETAG);
         if let Ok(value) = HeaderValue::from_str(&location) {
@@ -200,12 +200,12 @@ async fn put(
 async fn delete(
     state: &HttpState,
     req: &Req,
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     id: &str,
     name: &str,
 ) -> ApiResult<HttpResponse> {
     let rev = write_rev(req)?.ok_or(ApiError::Conflict)?;
-    let record = read_doc(bucket, id)?.ok_or_else(ApiError::missing)?;
+    let record = read_doc(keyspace, id)?.ok_or_else(ApiError::missing)?;
     let leaf = record.leaf(&rev).ok_or(ApiError::Conflict)?;
     if !leaf.attachments.iter().any(|meta| meta.name == name) {
         return Err(missing_attachment());
@@ -215,7 +215,7 @@ async fn delete(
         attachments: Some(stubs_except(Some(leaf), name)),
         ..ParsedDoc::default()
     };
-    let mut response = save(state, req, bucket, id, doc, Some(rev)).await?;
+    let mut response = save(state, req, keyspace, id, doc, Some(rev)).await?;
     if matches!(
         response.status(),
         StatusCode::CREATED | StatusCode::ACCEPTED
@@ -241,7 +241,7 @@ pub fn wants_multipart(req: &Req) -> bool {
 type Part = (Vec<(String, String)>, Bytes);
 
 fn related_parts(
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     id: &str,
     record: &DocRecord,
     leaf: &Leaf,
@@ -249,7 +249,13 @@ fn related_parts(
 ) -> ApiResult<Vec<Part>> {
     let mut options = options.clone();
     options.follows = true;
-    let doc = render_doc(id, record, leaf, &options, &attachment_fetcher(bucket, id))?;
+    let doc = render_doc(
+        id,
+        record,
+        leaf,
+        &options,
+        &attachment_fetcher(keyspace, id),
+    )?;
     let mut parts = vec![(
         vec![("Content-Type".to_string(), "application/json".to_string())],
         Bytes::from(doc),
@@ -259,7 +265,7 @@ fn related_parts(
         if known_pos.is_some_and(|pos| meta.revpos <= pos) {
             continue;
         }
-        let data = attachment_fetcher(bucket, id)(&meta.md5)?;
+        let data = attachment_fetcher(keyspace, id)(&meta.md5)?;
         parts.push((
             vec![
                 (
@@ -289,13 +295,13 @@ fn multipart_response(subtype: &str, parts: &[(Vec<(String, String)>, Bytes)]) -
 }
 
 pub fn multipart_doc(
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     id: &str,
     record: &DocRecord,
     leaf: &Leaf,
     options: &RenderOptions,
 ) -> ApiResult<HttpResponse> {
-    let parts = related_parts(bucket, id, record, leaf, options)?;
+    let parts = related_parts(keyspace, id, record, leaf, options)?;
     let response = multipart_response("related", &parts);
     Ok(with_header(response, "etag", &format!("\"{}\"", leaf.rev)))
 }
@@ -304,7 +310,7 @@ pub fn multipart_doc(
 pub fn open_revs(
     _state: &HttpState,
     req: &Req,
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     id: &str,
     record: Option<&DocRecord>,
     open_revs: &str,
@@ -357,7 +363,7 @@ pub fn open_revs(
     // error, never the whole response's (issue 18).
     let mut refused: Vec<String> = Vec::new();
     found.retain(
-        |leaf| match crate::doc_api::within_limits(bucket, id, leaf) {
+        |leaf| match crate::doc_api::within_limits(keyspace, id, leaf) {
             Ok(()) => true,
             Err(error) => {
                 let error = ApiError::over_limit(&error, id);
@@ -378,7 +384,7 @@ pub fn open_revs(
         for leaf in &found {
             let record = record.ok_or_else(ApiError::missing)?;
             if options.attachments && !leaf.attachments.is_empty() {
-                let inner = related_parts(bucket, id, record, leaf, options)?;
+                let inner = related_parts(keyspace, id, record, leaf, options)?;
                 let bodies: Vec<&[u8]> = inner.iter().map(|(_, body)| body.as_ref()).collect();
                 let boundary = new_boundary(&bodies);
                 parts.push((
@@ -389,7 +395,7 @@ pub fn open_revs(
                     write_multipart(&boundary, &inner),
                 ));
             } else {
-                let doc = render_doc(id, record, leaf, options, &attachment_fetcher(bucket, id))?;
+                let doc = render_doc(id, record, leaf, options, &attachment_fetcher(keyspace, id))?;
                 parts.push((
                     vec![("Content-Type".to_string(), "application/json".to_string())],
                     Bytes::from(doc),
@@ -430,7 +436,7 @@ pub fn open_revs(
             record,
             leaf,
             options,
-            &attachment_fetcher(bucket, id),
+            &attachment_fetcher(keyspace, id),
         )?);
         out.push(b'}');
     }

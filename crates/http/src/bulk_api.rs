@@ -6,7 +6,7 @@ use std::sync::Arc;
 use hyper::{Method, StatusCode};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use settee_engine::{Bucket, DocUpdate, EngineError, RevId, ScanRange, UpdateOutcome};
+use settee_engine::{DocUpdate, EngineError, Keyspace, RevId, ScanRange, UpdateOutcome};
 
 use crate::auth::{require, Operation, REPLICATOR_DB, USERS_DB};
 use crate::couch_doc::{parse_doc, parse_rev, render_doc, RenderOptions};
@@ -45,7 +45,7 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, Operation::ReadDb)?;
+    let keyspace = open(state, req, db, Operation::ReadDb)?;
     req.require_json_content_type()?;
     let bytes = req.body_bytes(state.config.max_request_size_bytes).await?;
     // The envelope is parsed without descending into the documents (raw values), so the depth
@@ -67,7 +67,7 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
     // Per input doc: Ok(index into updates) or the error row.
     let mut slots: Vec<(String, Result<usize, ApiError>)> = Vec::with_capacity(body.docs.len());
     for raw in body.docs {
-        let prepared = prepare_bulk_doc(state, req, &bucket, raw.get().as_bytes(), new_edits);
+        let prepared = prepare_bulk_doc(state, req, &keyspace, raw.get().as_bytes(), new_edits);
         match prepared {
             Ok((id, update)) => {
                 slots.push((id, Ok(updates.len())));
@@ -76,7 +76,7 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
             Err((id, error)) => slots.push((id, Err(error))),
         }
     }
-    let outcomes = bucket.update_docs(updates, new_edits).await?;
+    let outcomes = keyspace.update_docs(updates, new_edits).await?;
     let mut rows = Vec::with_capacity(slots.len());
     for (id, slot) in slots {
         match slot {
@@ -122,7 +122,7 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
 fn prepare_bulk_doc(
     state: &HttpState,
     req: &Req,
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     raw: &[u8],
     new_edits: bool,
 ) -> Result<(String, DocUpdate), (String, ApiError)> {
@@ -148,15 +148,20 @@ fn prepare_bulk_doc(
             "_local documents cannot be written through _bulk_docs here".into(),
         )));
     }
-    require(bucket, &req.user, Operation::WriteDoc(id.as_bytes())).map_err(fail)?;
+    require(
+        keyspace.bucket(),
+        &req.user,
+        Operation::WriteDoc(id.as_bytes()),
+    )
+    .map_err(fail)?;
     if id.starts_with("_design/") && !doc.deleted {
         crate::view_api::check_design_fields(&id, &doc.body).map_err(fail)?;
     }
-    if bucket.name() == USERS_DB {
+    if keyspace.bucket().name() == USERS_DB {
         prepare_user_doc(state, &req.user, &id, &mut doc).map_err(fail)?;
     }
-    if bucket.name() == REPLICATOR_DB {
-        prepare_replicator_doc(bucket, &req.user, &id, &mut doc).map_err(fail)?;
+    if keyspace.bucket().name() == REPLICATOR_DB {
+        prepare_replicator_doc(keyspace, &req.user, &id, &mut doc).map_err(fail)?;
     }
     let history = match (&doc.revisions, &doc.rev) {
         (Some(history), _) => history.clone(),
@@ -183,7 +188,7 @@ pub async fn bulk_get(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<H
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, Operation::ReadDb)?;
+    let keyspace = open(state, req, db, Operation::ReadDb)?;
     let body = req.json_body_within(&state.config).await?;
     let docs = body
         .get("docs")
@@ -192,7 +197,7 @@ pub async fn bulk_get(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<H
     if docs.len() > state.config.max_docs_per_bulk {
         return Err(ApiError::RequestTooLarge);
     }
-    let base = render_options(req, &bucket)?;
+    let base = render_options(req, &keyspace)?;
     let latest = req.flag("latest", false);
     let mut out = Vec::with_capacity(docs.len() * 256);
     out.extend_from_slice(b"{\"results\":[");
@@ -210,7 +215,7 @@ pub async fn bulk_get(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<H
         }
         let rev = spec.get("rev").and_then(|rev| rev.as_str());
         out.extend_from_slice(format!("{{\"id\":{},\"docs\":[", json_string(id)).as_bytes());
-        bulk_get_one(&bucket, id, rev, latest, &options, &mut out)?;
+        bulk_get_one(&keyspace, id, rev, latest, &options, &mut out)?;
         out.extend_from_slice(b"]}");
     }
     out.extend_from_slice(b"]}");
@@ -218,7 +223,7 @@ pub async fn bulk_get(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<H
 }
 
 fn bulk_get_one(
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     id: &str,
     rev: Option<&str>,
     latest: bool,
@@ -234,10 +239,12 @@ fn bulk_get_one(
             .to_string()
     };
     // One document that cannot be sent is that document's error, never the whole response's.
-    let record = match read_doc(bucket, id) {
+    let record = match read_doc(keyspace, id) {
         Ok(record) => record,
         Err(error @ ApiError::CorruptDocument(_)) => {
-            bucket.skip_corrupt_document(id.as_bytes(), &error);
+            keyspace
+                .bucket()
+                .skip_corrupt_document(id.as_bytes(), &error);
             out.extend_from_slice(failed(rev.unwrap_or("undefined"), &error).as_bytes());
             return Ok(());
         }
@@ -273,13 +280,13 @@ fn bulk_get_one(
             out.push(b',');
         }
         match record.leaf(rev) {
-            Some(leaf) => match within_limits(bucket, id, leaf) {
+            Some(leaf) => match within_limits(keyspace, id, leaf) {
                 Err(error) => {
                     let error = ApiError::over_limit(&error, id);
                     out.extend_from_slice(failed(&rev.to_string(), &error).as_bytes());
                 }
                 Ok(()) => {
-                    let fetch = attachment_fetcher(bucket, id);
+                    let fetch = attachment_fetcher(keyspace, id);
                     let doc = render_doc(id, &record, leaf, options, &fetch)?;
                     out.extend_from_slice(b"{\"ok\":");
                     out.extend_from_slice(&doc);
@@ -314,7 +321,7 @@ pub async fn all_docs(
     db: &str,
     set: DocSet,
 ) -> ApiResult<HttpResponse> {
-    let bucket = open(state, req, db, Operation::ReadDb)?;
+    let keyspace = open(state, req, db, Operation::ReadDb)?;
     let keys = match req.method {
         Method::GET | Method::HEAD => req.json_param("keys")?,
         Method::POST => {
@@ -324,18 +331,18 @@ pub async fn all_docs(
         _ => return Err(not_allowed("GET,HEAD,POST")),
     };
     let include_docs = req.bool_param("include_docs", false)?;
-    let mut options = render_options(req, &bucket)?;
+    let mut options = render_options(req, &keyspace)?;
     options.revs = false;
     let descending = req.bool_param("descending", false)?;
     let skip = req.u64_param("skip")?.unwrap_or(0) as usize;
     let limit = req.u64_param("limit")?.map(|limit| limit as usize);
     let update_seq = req.bool_param("update_seq", false)?;
-    let (live, _) = bucket.doc_counts();
+    let (live, _) = keyspace.doc_counts()?;
     let mut head = format!("{{\"total_rows\":{live},\"offset\":{skip}");
     if update_seq {
         head.push_str(&format!(
             ",\"update_seq\":\"{}\"",
-            bucket.high_seqnos().encode()
+            keyspace.high_seqnos()?.encode()
         ));
     }
     head.push_str(",\"rows\":[\r\n");
@@ -362,7 +369,7 @@ pub async fn all_docs(
                 out.extend_from_slice(b",\r\n");
             }
             first = false;
-            key_row(&bucket, key, include_docs, &options, &mut out)?;
+            key_row(&keyspace, key, include_docs, &options, &mut out)?;
         }
         out.extend_from_slice(b"\r\n]}");
         return Ok(json_bytes(StatusCode::OK, out));
@@ -404,11 +411,11 @@ pub async fn all_docs(
         include_docs,
         options,
     };
-    stream_rows(&state.streams, bucket, head, rows).await
+    stream_rows(&state.streams, keyspace, head, rows).await
 }
 
 fn key_row(
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     key: &Value,
     include_docs: bool,
     options: &RenderOptions,
@@ -422,10 +429,12 @@ fn key_row(
         );
         return Ok(());
     };
-    let record = match read_doc(bucket, id) {
+    let record = match read_doc(keyspace, id) {
         Ok(record) => record,
         Err(error @ ApiError::CorruptDocument(_)) => {
-            bucket.skip_corrupt_document(id.as_bytes(), &error);
+            keyspace
+                .bucket()
+                .skip_corrupt_document(id.as_bytes(), &error);
             out.extend_from_slice(
                 json!({"key": id, "error": error.code(), "reason": error.to_string()})
                     .to_string()
@@ -469,13 +478,13 @@ fn key_row(
     );
     if include_docs {
         out.extend_from_slice(b",\"doc\":");
-        if within_limits(bucket, id, winner).is_ok() {
+        if within_limits(keyspace, id, winner).is_ok() {
             out.extend_from_slice(&render_doc(
                 id,
                 &record,
                 winner,
                 options,
-                &attachment_fetcher(bucket, id),
+                &attachment_fetcher(keyspace, id),
             )?);
         } else {
             out.extend_from_slice(b"null");
@@ -499,7 +508,7 @@ struct RowsQuery {
 /// looks complete.
 async fn stream_rows(
     budget: &Arc<crate::streamed::StreamBudget>,
-    bucket: Arc<Bucket>,
+    keyspace: Keyspace,
     head: String,
     rows: RowsQuery,
 ) -> ApiResult<HttpResponse> {
@@ -515,17 +524,19 @@ async fn stream_rows(
         let mut emitted = 0usize;
         let mut skipped = 0usize;
         let limit = limit.unwrap_or(usize::MAX);
-        for item in bucket.scan_docs(range) {
+        for item in keyspace.scan_docs(range) {
             if emitted >= limit {
                 break;
             }
             let (key, record) = item.inspect_err(|error| {
-                tracing::warn!(%error, bucket = bucket.name(), "_all_docs scan failed");
+                tracing::warn!(%error, db = keyspace.name(), "_all_docs scan failed");
             })?;
             let Some(winner) = record.winner() else {
                 continue;
             };
-            if winner.deleted || (record.expiry != 0 && record.expiry <= bucket.now_secs()) {
+            if winner.deleted
+                || (record.expiry != 0 && record.expiry <= keyspace.bucket().now_secs())
+            {
                 continue;
             }
             if skipped < skip {
@@ -545,7 +556,7 @@ async fn stream_rows(
                 )
                 .as_bytes(),
             );
-            if include_docs && within_limits(&bucket, &id, winner).is_err() {
+            if include_docs && within_limits(&keyspace, &id, winner).is_err() {
                 chunk.extend_from_slice(b",\"doc\":null");
             } else if include_docs {
                 chunk.extend_from_slice(b",\"doc\":");
@@ -554,7 +565,7 @@ async fn stream_rows(
                     &record,
                     winner,
                     &options,
-                    &attachment_fetcher(&bucket, &id),
+                    &attachment_fetcher(&keyspace, &id),
                 ) {
                     Ok(doc) => chunk.extend_from_slice(&doc),
                     Err(_) => chunk.extend_from_slice(b"null"),
@@ -601,11 +612,11 @@ async fn revs_body(state: &HttpState, req: &mut Req) -> ApiResult<Vec<(String, V
 }
 
 pub async fn revs_diff(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
-    let bucket = open(state, req, db, Operation::ReadDb)?;
+    let keyspace = open(state, req, db, Operation::ReadDb)?;
     let requests = revs_body(state, req).await?;
     let mut out = serde_json::Map::new();
     for (id, revs) in requests {
-        let (missing, ancestors) = match bucket.read_record_or_skip(id.as_bytes())? {
+        let (missing, ancestors) = match keyspace.read_record_or_skip(id.as_bytes())? {
             Some(record) => record.tree.revs_diff(&revs),
             None => (revs, Vec::new()),
         };
@@ -626,11 +637,11 @@ pub async fn revs_diff(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
 }
 
 pub async fn missing_revs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
-    let bucket = open(state, req, db, Operation::ReadDb)?;
+    let keyspace = open(state, req, db, Operation::ReadDb)?;
     let requests = revs_body(state, req).await?;
     let mut out = serde_json::Map::new();
     for (id, revs) in requests {
-        let missing = match bucket.read_record_or_skip(id.as_bytes())? {
+        let missing = match keyspace.read_record_or_skip(id.as_bytes())? {
             Some(record) => record.tree.revs_diff(&revs).0,
             None => revs,
         };

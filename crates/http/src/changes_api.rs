@@ -20,7 +20,7 @@ use bytes::Bytes;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Response, StatusCode};
 use serde_json::Value;
-use settee_engine::{Bucket, ChangeEntry, SeqVector};
+use settee_engine::{ChangeEntry, Keyspace, SeqVector};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::auth::Operation;
@@ -90,12 +90,12 @@ pub async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Ht
         }
         _ => return Err(not_allowed("GET,HEAD,POST")),
     };
-    let bucket = open(state, req, db, Operation::ReadDb)?;
-    let options = feed_options(state, req, &bucket, &body)?;
+    let keyspace = open(state, req, db, Operation::ReadDb)?;
+    let options = feed_options(state, req, &keyspace, &body)?;
     let since = match req.param("since").or(req.header("last-event-id")) {
-        None => SeqVector::zero(bucket.vbuckets()),
-        Some("now") => bucket.high_seqnos(),
-        Some(text) => SeqVector::decode(text, bucket.vbuckets()).ok_or_else(|| {
+        None => SeqVector::zero(keyspace.bucket().vbuckets()),
+        Some("now") => keyspace.high_seqnos()?,
+        Some(text) => SeqVector::decode(text, keyspace.bucket().vbuckets()).ok_or_else(|| {
             ApiError::BadRequest(format!(
                 "Malformed sequence supplied in 'since' parameter: {text}"
             ))
@@ -122,7 +122,7 @@ pub async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Ht
     let output = Output::new(feed, sender, head);
     tokio::spawn(async move {
         let _counter = counter;
-        run_feed(bucket, since, options, output, shutdown).await;
+        run_feed(keyspace, since, options, output, shutdown).await;
     });
     // A task that ended without a word (it cannot) leaves whatever it sent.
     if let Ok(Err(error)) = started.await {
@@ -220,7 +220,7 @@ impl Drop for FeedGuard {
 fn feed_options(
     state: &HttpState,
     req: &Req,
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     body: &Value,
 ) -> ApiResult<FeedOptions> {
     let feed = match req.param("feed").unwrap_or("normal") {
@@ -278,16 +278,16 @@ fn feed_options(
             let view = req.param("view").ok_or_else(|| {
                 ApiError::BadRequest("`view` filter parameter is not provided.".into())
             })?;
-            Filter::Js(state.js_filters.view(bucket, view)?)
+            Filter::Js(state.js_filters.view(keyspace, view)?)
         }
         Some(other) if other.starts_with('_') => {
             return Err(ApiError::BadRequest(format!(
                 "unknown builtin filter name: {other}"
             )))
         }
-        Some(other) => Filter::Js(state.js_filters.function(bucket, req, other, body)?),
+        Some(other) => Filter::Js(state.js_filters.function(keyspace, req, other, body)?),
     };
-    let mut render = crate::doc_api::render_options(req, bucket)?;
+    let mut render = crate::doc_api::render_options(req, keyspace)?;
     render.revs = false;
     Ok(FeedOptions {
         feed,
@@ -306,7 +306,7 @@ fn feed_options(
 /// Renders one change row, or `None` when the filter rejects it; `Err` when a JavaScript
 /// filter failed (it threw, or `budget` ran out).
 fn change_row(
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     entry: &ChangeEntry,
     seq: &str,
     options: &FeedOptions,
@@ -324,19 +324,19 @@ fn change_row(
     // A record that does not decode, or a body past the document limits, reads as no document:
     // counted and logged once, and the feed goes on (issue 18).
     let record = if needs_record {
-        bucket.read_record_or_skip(&entry.key).ok().flatten()
+        keyspace.read_record_or_skip(&entry.key).ok().flatten()
     } else {
         None
     };
     let rendered = match (&record, needs_record) {
         (Some(record), true) => record.winner().and_then(|winner| {
-            crate::doc_api::within_limits(bucket, &id, winner).ok()?;
+            crate::doc_api::within_limits(keyspace, &id, winner).ok()?;
             render_doc(
                 &id,
                 record,
                 winner,
                 &options.render,
-                &attachment_fetcher(bucket, &id),
+                &attachment_fetcher(keyspace, &id),
             )
             .ok()
         }),
@@ -396,7 +396,7 @@ fn change_row(
 /// entries for each 500: a long `_changes` page took 0.4 s at 40,000 documents); advances
 /// `position`. Returns (rows, exhausted).
 fn next_batch_from(
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     cursor: &mut settee_engine::ChangeCursor<'_>,
     position: &mut SeqVector,
     options: &FeedOptions,
@@ -417,7 +417,7 @@ fn next_batch_from(
             Some(Ok(entry)) => {
                 scanned += 1;
                 let seq = settee_engine::ChangeCursor::position(cursor).encode();
-                if let Some(row) = change_row(bucket, &entry, &seq, options, budget)? {
+                if let Some(row) = change_row(keyspace, &entry, &seq, options, budget)? {
                     bytes += row.len();
                     rows.push(row);
                 }
@@ -470,7 +470,7 @@ fn frame(feed: Feed, row: &[u8], first: bool) -> Vec<u8> {
 }
 
 async fn run_feed(
-    bucket: Arc<Bucket>,
+    keyspace: Keyspace,
     since: SeqVector,
     options: FeedOptions,
     mut out: Output,
@@ -484,24 +484,30 @@ async fn run_feed(
     // for each batch.
     let mut budget = FilterBudget::new(options.filter_budget);
     if options.descending && feed == Feed::Normal {
-        descending_feed(&bucket, position, &options, &mut budget, out).await;
+        descending_feed(&keyspace, position, &options, &mut budget, out).await;
         return;
     }
     let deadline = (options.heartbeat_ms.is_none() || feed == Feed::Longpoll)
         .then(|| tokio::time::Instant::now() + Duration::from_millis(options.timeout_ms));
-    let mut changed = bucket.subscribe();
+    let mut changed = keyspace.bucket().subscribe();
     let mut pending = 0u64;
     loop {
         changed.borrow_and_update();
         let mut exhausted = false;
         // One cursor while rows flow; a new one after each wait, to see the new writes.
-        let mut cursor = bucket.changes(position.clone());
+        let mut cursor = match keyspace.changes(position.clone()) {
+            Ok(cursor) => cursor,
+            Err(error) => {
+                out.fail(error.into()).await;
+                return;
+            }
+        };
         while emitted < limit {
             if feed != Feed::Normal {
                 budget.renew();
             }
             let batch = next_batch_from(
-                &bucket,
+                &keyspace,
                 &mut cursor,
                 &mut position,
                 &options,
@@ -532,7 +538,7 @@ async fn run_feed(
             tokio::task::yield_now().await;
         }
         if !exhausted {
-            pending = count_pending(&bucket, &position);
+            pending = count_pending(&keyspace, &position);
         }
         let finished =
             feed == Feed::Normal || emitted >= limit || (feed == Feed::Longpoll && emitted > 0);
@@ -607,15 +613,17 @@ const PENDING_SCAN_MAX: usize = 1_000;
 /// (an upper bound: updated documents leave gaps). Every page of a replicator's `_changes`
 /// reads carries `pending`; counting a large backlog on each page made reading a 100,000-change
 /// feed in pages of 500 quadratic.
-fn count_pending(bucket: &Bucket, position: &SeqVector) -> u64 {
-    let counted = bucket
-        .changes(position.clone())
-        .take(PENDING_SCAN_MAX)
-        .count();
+fn count_pending(keyspace: &Keyspace, position: &SeqVector) -> u64 {
+    let Ok(cursor) = keyspace.changes(position.clone()) else {
+        return 0;
+    };
+    let counted = cursor.take(PENDING_SCAN_MAX).count();
     if counted < PENDING_SCAN_MAX {
         return counted as u64;
     }
-    let high = bucket.high_seqnos();
+    let Ok(high) = keyspace.high_seqnos() else {
+        return 0;
+    };
     high.seqnos()
         .iter()
         .zip(position.seqnos())
@@ -627,14 +635,20 @@ fn count_pending(bucket: &Bucket, position: &SeqVector) -> u64 {
 /// `descending=true`: newest first, read backwards (`Bucket::changes_descending`) and sent in
 /// chunks as it is read, so a long feed is never held whole; `last_seq` is the last row's.
 async fn descending_feed(
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     since: SeqVector,
     options: &FeedOptions,
     budget: &mut FilterBudget,
     mut out: Output,
 ) {
     let limit = options.limit.unwrap_or(usize::MAX);
-    let mut cursor = bucket.changes_descending(since);
+    let mut cursor = match keyspace.changes_descending(since) {
+        Ok(cursor) => cursor,
+        Err(error) => {
+            out.fail(error.into()).await;
+            return;
+        }
+    };
     let mut emitted = 0usize;
     let mut last_seq = String::from("0");
     let mut done = false;
@@ -648,7 +662,7 @@ async fn descending_feed(
                 Some(Ok(entry)) => {
                     scanned += 1;
                     let seq = cursor.position().encode();
-                    let row = match change_row(bucket, &entry, &seq, options, budget) {
+                    let row = match change_row(keyspace, &entry, &seq, options, budget) {
                         Ok(row) => row,
                         Err(error) => {
                             if !chunk.is_empty() {

@@ -1,11 +1,9 @@
 //! Database endpoints: create, info, delete, `_security`, `_revs_limit`, `_compact`,
 //! `_view_cleanup`, `_purge`, `_ensure_full_commit`.
 
-use std::sync::Arc;
-
 use hyper::{Method, StatusCode};
 use serde_json::json;
-use settee_engine::{Bucket, CreateOutcome};
+use settee_engine::{CreateOutcome, EngineError, Keyspace, ManifestChange};
 
 use crate::auth::{default_security, require, require_admin, Operation};
 use crate::couch_doc::parse_rev;
@@ -39,36 +37,79 @@ pub fn validate_db_name(name: &str) -> ApiResult<()> {
     }
 }
 
-/// The bucket behind `/{db}`, or CouchDB's 404.
-pub fn bucket(state: &HttpState, db: &str) -> ApiResult<Arc<Bucket>> {
-    state.engine.bucket(db).ok_or_else(ApiError::db_not_found)
+/// The database behind `/{db}`: a bucket's `_default._default` under the bucket's name, or
+/// another collection under its door name `bucket$scope$collection`
+/// (`docs/format/collections.md`); otherwise CouchDB's 404.
+pub fn keyspace(state: &HttpState, db: &str) -> ApiResult<Keyspace> {
+    if let Some(bucket) = state.engine.bucket(db) {
+        return Ok(Keyspace::default_of(bucket));
+    }
+    let door = settee_manifest::split_door_name(db).ok_or_else(ApiError::db_not_found)?;
+    let bucket = state
+        .engine
+        .bucket(door.bucket)
+        .ok_or_else(ApiError::db_not_found)?;
+    let collection = bucket
+        .manifest()
+        .find(&door.scope, &door.collection)
+        .map(|collection| collection.id)
+        .ok_or_else(ApiError::db_not_found)?;
+    Ok(Keyspace::new(bucket, collection))
 }
 
-/// The bucket, after checking the user may do `operation` there.
+/// Every database name in sorted order: each bucket's, and the door name of each of its
+/// collections but `_default._default`.
+pub fn all_db_names(state: &HttpState) -> Vec<String> {
+    let mut names = Vec::new();
+    for name in state.engine.bucket_names() {
+        if let Some(bucket) = state.engine.bucket(&name) {
+            let manifest = bucket.manifest();
+            for scope in manifest.scopes() {
+                for collection in &scope.collections {
+                    if collection.id != 0 {
+                        names.push(settee_manifest::door_name(
+                            &name,
+                            &scope.name,
+                            &collection.name,
+                        ));
+                    }
+                }
+            }
+        }
+        names.push(name);
+    }
+    names.sort_unstable();
+    names
+}
+
+/// The database, after checking the user may do `operation` there. Authorisation is the
+/// bucket's: its `_security` object governs every collection.
 pub fn open(
     state: &HttpState,
     req: &Req,
     db: &str,
     operation: Operation<'_>,
-) -> ApiResult<Arc<Bucket>> {
-    let bucket = bucket(state, db)?;
-    require(&bucket, &req.user, operation)?;
-    Ok(bucket)
+) -> ApiResult<Keyspace> {
+    let keyspace = keyspace(state, db)?;
+    require(keyspace.bucket(), &req.user, operation)?;
+    Ok(keyspace)
 }
 
-pub fn db_info(bucket: &Bucket) -> serde_json::Value {
-    let (live, deleted) = bucket.doc_counts();
+pub fn db_info(keyspace: &Keyspace) -> ApiResult<serde_json::Value> {
+    let bucket = keyspace.bucket();
+    let (live, deleted) = keyspace.doc_counts()?;
     // As CouchDB: file = bytes on disk (garbage included), active = the live part of them
-    // (active <= file), external = the documents' records uncompressed.
+    // (active <= file), external = the documents' records uncompressed. The disk sizes are the
+    // bucket's: its collections share its files.
     let sizes = bucket.disk_sizes().unwrap_or_else(|error| {
         tracing::warn!(%error, db = bucket.name(), "cannot size the database");
         Default::default()
     });
-    let external = bucket.record_bytes();
-    json!({
-        "db_name": bucket.name(),
-        "purge_seq": bucket.purge_seq().to_string(),
-        "update_seq": bucket.high_seqnos().encode(),
+    let external = keyspace.record_bytes()?;
+    Ok(json!({
+        "db_name": keyspace.name(),
+        "purge_seq": keyspace.purge_seq()?.to_string(),
+        "update_seq": keyspace.high_seqnos()?.encode(),
         "sizes": {"file": sizes.file, "external": external, "active": sizes.active},
         "props": {},
         "doc_del_count": deleted,
@@ -77,14 +118,14 @@ pub fn db_info(bucket: &Bucket) -> serde_json::Value {
         "compact_running": bucket.is_compacting(),
         "cluster": {"q": bucket.vbuckets(), "n": 1, "w": 1, "r": 1},
         "instance_start_time": "0",
-    })
+    }))
 }
 
 pub async fn database(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
     match req.method {
         Method::GET | Method::HEAD => {
-            let bucket = open(state, req, db, Operation::ReadDb)?;
-            Ok(json(StatusCode::OK, &db_info(&bucket)))
+            let keyspace = open(state, req, db, Operation::ReadDb)?;
+            Ok(json(StatusCode::OK, &db_info(&keyspace)?))
         }
         Method::PUT => create(state, req, db).await,
         Method::DELETE => {
@@ -95,10 +136,9 @@ pub async fn database(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<H
                 ));
             }
             if state.engine.delete_bucket(db).await? {
-                Ok(ok_true(StatusCode::OK))
-            } else {
-                Err(ApiError::db_not_found())
+                return Ok(ok_true(StatusCode::OK));
             }
+            drop_collection(state, db).await
         }
         Method::POST => crate::doc_api::post(state, req, db).await,
         _ => Err(not_allowed("DELETE,GET,HEAD,POST,PUT")),
@@ -108,6 +148,9 @@ pub async fn database(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<H
 async fn create(state: &HttpState, req: &Req, db: &str) -> ApiResult<HttpResponse> {
     require_admin(&req.user)?;
     validate_db_name(db)?;
+    if create_collection(state, db).await? {
+        return Ok(created(req, db));
+    }
     let vbuckets = match req.u64_param("q")? {
         None => state.config.default_vbuckets,
         Some(q) if (1..=u64::from(settee_engine::vbucket::VBUCKETS_MAX)).contains(&q) => q as u16,
@@ -119,12 +162,82 @@ async fn create(state: &HttpState, req: &Req, db: &str) -> ApiResult<HttpRespons
         }
     };
     create_db(state, db, vbuckets).await?;
-    let response = ok_true(StatusCode::CREATED);
-    Ok(with_header(
-        response,
+    Ok(created(req, db))
+}
+
+fn created(req: &Req, db: &str) -> HttpResponse {
+    with_header(
+        ok_true(StatusCode::CREATED),
         "location",
         &crate::location::absolute_uri(req, &[db]),
-    ))
+    )
+}
+
+/// `PUT /bucket$scope$collection` of an existing bucket creates the collection, and its scope
+/// if needed (`docs/format/collections.md`, door names). `false` when `db` names no existing
+/// bucket's collection: then it is a new database's name.
+async fn create_collection(state: &HttpState, db: &str) -> ApiResult<bool> {
+    let Some(door) = settee_manifest::split_door_name(db) else {
+        return Ok(false);
+    };
+    let Some(bucket) = state.engine.bucket(door.bucket) else {
+        return Ok(false);
+    };
+    if bucket
+        .manifest()
+        .find(&door.scope, &door.collection)
+        .is_some()
+    {
+        return Err(ApiError::FileExists);
+    }
+    if bucket.manifest().scope(&door.scope).is_none() {
+        match bucket.create_scope(&door.scope).await {
+            Ok(_) | Err(EngineError::ScopeExists(_)) => {}
+            Err(error) => return Err(collection_error(db, error)),
+        }
+    }
+    let change = ManifestChange::CreateCollection {
+        scope: door.scope.clone(),
+        name: door.collection.clone(),
+        max_ttl: None,
+    };
+    match state.engine.change_manifest(&bucket, change).await {
+        Ok(_) => Ok(true),
+        Err(EngineError::CollectionExists(_)) => Err(ApiError::FileExists),
+        Err(error) => Err(collection_error(db, error)),
+    }
+}
+
+/// `DELETE /bucket$scope$collection` drops the collection: gone at once, its data purged in
+/// the background.
+async fn drop_collection(state: &HttpState, db: &str) -> ApiResult<HttpResponse> {
+    let keyspace = keyspace(state, db)?;
+    let manifest = keyspace.bucket().manifest();
+    let (scope, collection) = manifest
+        .collection(keyspace.collection())
+        .ok_or_else(ApiError::db_not_found)?;
+    match keyspace
+        .bucket()
+        .drop_collection(&scope.name, &collection.name)
+        .await
+    {
+        Ok(_) => Ok(ok_true(StatusCode::OK)),
+        Err(EngineError::UnknownCollection { .. } | EngineError::UnknownScope { .. }) => {
+            Err(ApiError::db_not_found())
+        }
+        Err(error) => Err(collection_error(db, error)),
+    }
+}
+
+/// A refused manifest change as CouchDB refuses a database name (400 `illegal_database_name`),
+/// except what is not the name's fault.
+fn collection_error(db: &str, error: EngineError) -> ApiError {
+    match error {
+        EngineError::InvalidName(reason) | EngineError::LimitReached(reason) => {
+            ApiError::IllegalDatabaseName(format!("Name: '{db}'. {reason}"))
+        }
+        other => other.into(),
+    }
 }
 
 /// Creates a database with CouchDB 3's default (admin-only) security.
@@ -143,11 +256,13 @@ pub async fn create_db(state: &HttpState, db: &str, vbuckets: u16) -> ApiResult<
 pub async fn security(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
     match req.method {
         Method::GET | Method::HEAD => {
-            let bucket = open(state, req, db, Operation::ReadSecurity)?;
-            Ok(json(StatusCode::OK, &bucket.security()))
+            let keyspace = open(state, req, db, Operation::ReadSecurity)?;
+            Ok(json(StatusCode::OK, &keyspace.bucket().security()))
         }
         Method::PUT => {
-            let bucket = open(state, req, db, Operation::WriteSecurity)?;
+            let bucket = open(state, req, db, Operation::WriteSecurity)?
+                .bucket()
+                .clone();
             let body = req.json_body_within(&state.config).await?;
             validate_security(&body)?;
             bucket.set_security(body).await?;
@@ -186,11 +301,11 @@ fn validate_security(body: &serde_json::Value) -> ApiResult<()> {
 pub async fn revs_limit(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
     match req.method {
         Method::GET | Method::HEAD => {
-            let bucket = open(state, req, db, Operation::ReadDb)?;
-            Ok(json(StatusCode::OK, &json!(bucket.revs_limit())))
+            let keyspace = open(state, req, db, Operation::ReadDb)?;
+            Ok(json(StatusCode::OK, &json!(keyspace.bucket().revs_limit())))
         }
         Method::PUT => {
-            let bucket = open(state, req, db, Operation::AdminDb)?;
+            let bucket = open(state, req, db, Operation::AdminDb)?.bucket().clone();
             let body = req.json_body_within(&state.config).await?;
             let limit = body
                 .as_u64()
@@ -207,7 +322,7 @@ pub async fn compact(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Ht
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, Operation::AdminDb)?;
+    let bucket = open(state, req, db, Operation::AdminDb)?.bucket().clone();
     req.require_json_content_type()?;
     // CouchDB answers 202 at once and compacts in the background (compact_running is true
     // from here on).
@@ -233,10 +348,10 @@ pub async fn compact_views(
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, Operation::AdminDb)?;
+    let keyspace = open(state, req, db, Operation::AdminDb)?;
     req.require_json_content_type()?;
     let id = format!("_design/{ddoc}");
-    let live = crate::doc_api::read_doc(&bucket, &id)?
+    let live = crate::doc_api::read_doc(&keyspace, &id)?
         .is_some_and(|record| record.winner().is_some_and(|winner| !winner.deleted));
     if !live {
         return Err(ApiError::missing());
@@ -248,16 +363,16 @@ pub async fn view_cleanup(state: &HttpState, req: &mut Req, db: &str) -> ApiResu
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, Operation::AdminDb)?;
+    let keyspace = open(state, req, db, Operation::AdminDb)?;
     req.require_json_content_type()?;
-    crate::view_api::view_cleanup(state, &bucket).await
+    crate::view_api::view_cleanup(state, &keyspace).await
 }
 
 pub async fn purge(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, Operation::AdminDb)?;
+    let keyspace = open(state, req, db, Operation::AdminDb)?;
     let body = req.json_body_within(&state.config).await?;
     let Some(requests) = body.as_object() else {
         return Err(ApiError::BadRequest(
@@ -275,7 +390,7 @@ pub async fn purge(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Http
             .iter()
             .map(|rev| parse_rev(rev.as_str().unwrap_or("")))
             .collect::<ApiResult<Vec<_>>>()?;
-        let done = bucket.purge(id.as_bytes(), &revs).await?;
+        let done = keyspace.purge(id.as_bytes(), &revs).await?;
         purged.insert(
             id.clone(),
             json!(done.iter().map(|rev| rev.to_string()).collect::<Vec<_>>()),

@@ -1,12 +1,10 @@
 //! Single documents: GET/HEAD/PUT/DELETE/COPY `/{db}/{docid}`, POST `/{db}`, and `_local`.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use serde_json::json;
 use settee_engine::{
-    AttachmentInput, Bucket, DocRecord, DocUpdate, EngineError, Leaf, LimitError, LocalOutcome,
+    AttachmentInput, DocRecord, DocUpdate, EngineError, Keyspace, Leaf, LimitError, LocalOutcome,
     RevId, UpdateOutcome,
 };
 
@@ -50,15 +48,15 @@ pub(crate) fn doc_access(
     db: &str,
     id: &str,
     write: bool,
-) -> ApiResult<Arc<Bucket>> {
-    let bucket = crate::db_api::bucket(state, db)?;
+) -> ApiResult<Keyspace> {
+    let keyspace = crate::db_api::keyspace(state, db)?;
     let operation = if write {
         Operation::WriteDoc(id.as_bytes())
     } else {
         Operation::ReadDoc(id.as_bytes())
     };
-    require(&bucket, &req.user, operation)?;
-    Ok(bucket)
+    require(keyspace.bucket(), &req.user, operation)?;
+    Ok(keyspace)
 }
 
 pub async fn document(
@@ -69,31 +67,31 @@ pub async fn document(
 ) -> ApiResult<HttpResponse> {
     match req.method {
         Method::GET | Method::HEAD => {
-            let bucket = doc_access(state, req, db, id, false)?;
-            get(state, req, &bucket, id)
+            let keyspace = doc_access(state, req, db, id, false)?;
+            get(state, req, &keyspace, id)
         }
         Method::PUT => {
-            let bucket = doc_access(state, req, db, id, true)?;
-            put(state, req, &bucket, id).await
+            let keyspace = doc_access(state, req, db, id, true)?;
+            put(state, req, &keyspace, id).await
         }
         Method::DELETE => {
-            let bucket = doc_access(state, req, db, id, true)?;
-            delete(req, &bucket, id).await
+            let keyspace = doc_access(state, req, db, id, true)?;
+            delete(req, &keyspace, id).await
         }
         Method::POST => {
-            let bucket = doc_access(state, req, db, id, true)?;
-            crate::form_upload::post_form(state, req, &bucket, id).await
+            let keyspace = doc_access(state, req, db, id, true)?;
+            crate::form_upload::post_form(state, req, &keyspace, id).await
         }
         ref method if method.as_str() == "COPY" => {
-            let bucket = doc_access(state, req, db, id, false)?;
-            copy(state, req, &bucket, id).await
+            let keyspace = doc_access(state, req, db, id, false)?;
+            copy(state, req, &keyspace, id).await
         }
         _ => Err(not_allowed("DELETE,GET,HEAD,POST,PUT,COPY")),
     }
 }
 
-/// Render options from the query string, for the request's user reading `bucket`.
-pub fn render_options(req: &Req, bucket: &Bucket) -> ApiResult<RenderOptions> {
+/// Render options from the query string, for the request's user reading `keyspace`.
+pub fn render_options(req: &Req, keyspace: &Keyspace) -> ApiResult<RenderOptions> {
     let meta = req.flag("meta", false);
     let atts_since = match req.json_param("atts_since")? {
         Some(serde_json::Value::Array(revs)) => revs
@@ -104,7 +102,7 @@ pub fn render_options(req: &Req, bucket: &Bucket) -> ApiResult<RenderOptions> {
         None => Vec::new(),
     };
     Ok(RenderOptions {
-        credentials: credentials_shown(bucket, &req.user),
+        credentials: credentials_shown(keyspace, &req.user),
         revs: req.flag("revs", false),
         revs_info: meta || req.flag("revs_info", false),
         conflicts: meta || req.flag("conflicts", false),
@@ -117,11 +115,11 @@ pub fn render_options(req: &Req, bucket: &Bucket) -> ApiResult<RenderOptions> {
 }
 
 pub fn attachment_fetcher<'a>(
-    bucket: &'a Bucket,
+    keyspace: &'a Keyspace,
     id: &'a str,
 ) -> impl Fn(&[u8; 16]) -> ApiResult<Bytes> + 'a {
     move |md5| {
-        bucket
+        keyspace
             .get_attachment(id.as_bytes(), md5)?
             .ok_or_else(|| ApiError::Internal("attachment body missing".into()))
     }
@@ -129,38 +127,39 @@ pub fn attachment_fetcher<'a>(
 
 /// The record of a live-or-deleted document, treating expired key-value documents as absent.
 /// A record that does not decode is an error naming the problem (`corrupt_document`).
-pub fn read_doc(bucket: &Bucket, id: &str) -> ApiResult<Option<DocRecord>> {
-    let record = bucket.read_record(id.as_bytes())?;
-    Ok(record.filter(|record| record.expiry == 0 || record.expiry > bucket.now_secs()))
+pub fn read_doc(keyspace: &Keyspace, id: &str) -> ApiResult<Option<DocRecord>> {
+    let record = keyspace.read_record(id.as_bytes())?;
+    Ok(record.filter(|record| record.expiry == 0 || record.expiry > keyspace.bucket().now_secs()))
 }
 
 /// [`read_doc`] for readers of many documents (`include_docs`, `keys`, `_revs_diff`): a record
 /// that does not decode is counted, logged once, and read as absent, so one bad record never
 /// fails the whole response (issue 18).
-pub fn read_doc_or_skip(bucket: &Bucket, id: &str) -> ApiResult<Option<DocRecord>> {
-    let record = bucket.read_record_or_skip(id.as_bytes())?;
-    Ok(record.filter(|record| record.expiry == 0 || record.expiry > bucket.now_secs()))
+pub fn read_doc_or_skip(keyspace: &Keyspace, id: &str) -> ApiResult<Option<DocRecord>> {
+    let record = keyspace.read_record_or_skip(id.as_bytes())?;
+    Ok(record.filter(|record| record.expiry == 0 || record.expiry > keyspace.bucket().now_secs()))
 }
 
 /// For readers of many documents: whether `leaf`'s body is within the node's document limits.
 /// A body past them (stored by an older version that did not enforce them on the KV door) is
 /// counted and logged once, and the reader leaves it out instead of sending a body its client
 /// may not be able to parse.
-pub fn within_limits(bucket: &Bucket, id: &str, leaf: &Leaf) -> Result<(), LimitError> {
-    bucket
+pub fn within_limits(keyspace: &Keyspace, id: &str, leaf: &Leaf) -> Result<(), LimitError> {
+    keyspace
+        .bucket()
         .doc_limits()
         .check(&leaf.body, leaf.json, 0)
-        .inspect_err(|error| bucket.skip_over_limit(id.as_bytes(), error))
+        .inspect_err(|error| keyspace.bucket().skip_over_limit(id.as_bytes(), error))
 }
 
-fn get(state: &HttpState, req: &Req, bucket: &Bucket, id: &str) -> ApiResult<HttpResponse> {
-    let options = render_options(req, bucket)?;
-    let record = read_doc(bucket, id)?;
+fn get(state: &HttpState, req: &Req, keyspace: &Keyspace, id: &str) -> ApiResult<HttpResponse> {
+    let options = render_options(req, keyspace)?;
+    let record = read_doc(keyspace, id)?;
     if let Some(open_revs) = req.param("open_revs") {
         return crate::attachments_api::open_revs(
             state,
             req,
-            bucket,
+            keyspace,
             id,
             record.as_ref(),
             open_revs,
@@ -199,9 +198,15 @@ fn get(state: &HttpState, req: &Req, bucket: &Bucket, id: &str) -> ApiResult<Htt
         && !leaf.attachments.is_empty()
         && crate::attachments_api::wants_multipart(req)
     {
-        return crate::attachments_api::multipart_doc(bucket, id, &record, leaf, &options);
+        return crate::attachments_api::multipart_doc(keyspace, id, &record, leaf, &options);
     }
-    let body = render_doc(id, &record, leaf, &options, &attachment_fetcher(bucket, id))?;
+    let body = render_doc(
+        id,
+        &record,
+        leaf,
+        &options,
+        &attachment_fetcher(keyspace, id),
+    )?;
     Ok(with_header(json_bytes(StatusCode::OK, body), "etag", &tag))
 }
 
@@ -283,17 +288,17 @@ pub fn prepare_user_doc(
 pub async fn save(
     state: &HttpState,
     req: &Req,
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     id: &str,
     mut doc: ParsedDoc,
     rev: Option<RevId>,
 ) -> ApiResult<HttpResponse> {
     validate_doc_id(id, state.config.max_key_bytes)?;
-    if bucket.name() == USERS_DB {
+    if keyspace.bucket().name() == USERS_DB {
         prepare_user_doc(state, &req.user, id, &mut doc)?;
     }
-    if bucket.name() == REPLICATOR_DB {
-        prepare_replicator_doc(bucket, &req.user, id, &mut doc)?;
+    if keyspace.bucket().name() == REPLICATOR_DB {
+        prepare_replicator_doc(keyspace, &req.user, id, &mut doc)?;
     }
     for attachment in doc.attachments.iter().flatten() {
         if let AttachmentInput::Data { name, .. } = attachment {
@@ -322,7 +327,7 @@ pub async fn save(
         body: doc.body,
         attachments: doc.attachments.unwrap_or_default(),
     };
-    let outcome = bucket.update_doc(update, new_edits).await?;
+    let outcome = keyspace.update_doc(update, new_edits).await?;
     let batched = req.param("batch") == Some("ok");
     if batched && matches!(outcome, UpdateOutcome::Conflict) {
         // CouchDB acknowledges a batched write before trying it, so a conflict is never
@@ -345,7 +350,7 @@ pub async fn save(
     Ok(with_header(
         response,
         "location",
-        &crate::location::absolute_uri(req, &[bucket.name(), id]),
+        &crate::location::absolute_uri(req, &[&keyspace.name(), id]),
     ))
 }
 
@@ -376,16 +381,16 @@ pub fn outcome_rev(outcome: UpdateOutcome, id: &str) -> ApiResult<String> {
 async fn put(
     state: &HttpState,
     req: &mut Req,
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     id: &str,
 ) -> ApiResult<HttpResponse> {
     let mut doc = read_doc_body(state, req, id).await?;
     let rev = write_rev(req, doc.rev.take())?;
-    save(state, req, bucket, id, doc, rev).await
+    save(state, req, keyspace, id, doc, rev).await
 }
 
 pub async fn post(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
-    let bucket = open(state, req, db, Operation::ReadDb)?;
+    let keyspace = open(state, req, db, Operation::ReadDb)?;
     req.require_json_content_type()?;
     let provisional = "(new document)";
     let mut doc = read_doc_body(state, req, provisional).await?;
@@ -396,21 +401,25 @@ pub async fn post(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
             .next("sequential")
             .ok_or_else(|| ApiError::Internal("uuid".into()))?,
     };
-    require(&bucket, &req.user, Operation::WriteDoc(id.as_bytes()))?;
+    require(
+        keyspace.bucket(),
+        &req.user,
+        Operation::WriteDoc(id.as_bytes()),
+    )?;
     let rev = doc.rev.take();
-    save(state, req, &bucket, &id, doc, rev).await
+    save(state, req, &keyspace, &id, doc, rev).await
 }
 
-async fn delete(req: &Req, bucket: &Bucket, id: &str) -> ApiResult<HttpResponse> {
+async fn delete(req: &Req, keyspace: &Keyspace, id: &str) -> ApiResult<HttpResponse> {
     let rev = write_rev(req, None)?;
-    if bucket.name() == REPLICATOR_DB {
+    if keyspace.bucket().name() == REPLICATOR_DB {
         let mut deletion = ParsedDoc {
             deleted: true,
             ..ParsedDoc::default()
         };
-        prepare_replicator_doc(bucket, &req.user, id, &mut deletion)?;
+        prepare_replicator_doc(keyspace, &req.user, id, &mut deletion)?;
     }
-    let Some(record) = bucket.read_record(id.as_bytes())? else {
+    let Some(record) = keyspace.read_record(id.as_bytes())? else {
         return Err(ApiError::missing());
     };
     let Some(rev) = rev else {
@@ -425,7 +434,7 @@ async fn delete(req: &Req, bucket: &Bucket, id: &str) -> ApiResult<HttpResponse>
         body: Bytes::from_static(b"{}"),
         attachments: Vec::new(),
     };
-    let rev = outcome_rev(bucket.update_doc(update, true).await?, id)?;
+    let rev = outcome_rev(keyspace.update_doc(update, true).await?, id)?;
     let status = if req.write_quorum_unmet(None) {
         StatusCode::ACCEPTED
     } else {
@@ -435,7 +444,12 @@ async fn delete(req: &Req, bucket: &Bucket, id: &str) -> ApiResult<HttpResponse>
     Ok(with_header(response, "etag", &etag(&rev)))
 }
 
-async fn copy(state: &HttpState, req: &Req, bucket: &Bucket, id: &str) -> ApiResult<HttpResponse> {
+async fn copy(
+    state: &HttpState,
+    req: &Req,
+    keyspace: &Keyspace,
+    id: &str,
+) -> ApiResult<HttpResponse> {
     let destination = req
         .header("destination")
         .ok_or_else(|| ApiError::BadRequest("Destination header is mandatory for COPY.".into()))?;
@@ -452,8 +466,12 @@ async fn copy(state: &HttpState, req: &Req, bucket: &Bucket, id: &str) -> ApiRes
     let target = percent_encoding::percent_decode_str(&target)
         .decode_utf8_lossy()
         .into_owned();
-    require(bucket, &req.user, Operation::WriteDoc(target.as_bytes()))?;
-    let record = read_doc(bucket, id)?.ok_or_else(ApiError::missing)?;
+    require(
+        keyspace.bucket(),
+        &req.user,
+        Operation::WriteDoc(target.as_bytes()),
+    )?;
+    let record = read_doc(keyspace, id)?.ok_or_else(ApiError::missing)?;
     let leaf = match req.param("rev") {
         Some(text) => record
             .leaf(&parse_rev(text)?)
@@ -465,7 +483,7 @@ async fn copy(state: &HttpState, req: &Req, bucket: &Bucket, id: &str) -> ApiRes
     };
     let mut attachments = Vec::with_capacity(leaf.attachments.len());
     for meta in &leaf.attachments {
-        let data = attachment_fetcher(bucket, id)(&meta.md5)?;
+        let data = attachment_fetcher(keyspace, id)(&meta.md5)?;
         attachments.push(AttachmentInput::Data {
             name: meta.name.clone(),
             content_type: meta.content_type.clone(),
@@ -473,13 +491,13 @@ async fn copy(state: &HttpState, req: &Req, bucket: &Bucket, id: &str) -> ApiRes
         });
     }
     // What the user may read of it: another user's replication without its credentials.
-    let options = RenderOptions::for_reader(credentials_shown(bucket, &req.user));
+    let options = RenderOptions::for_reader(credentials_shown(keyspace, &req.user));
     let doc = ParsedDoc {
         body: crate::couch_doc::shown_body(id, leaf, &options),
         attachments: Some(attachments),
         ..ParsedDoc::default()
     };
-    save(state, req, bucket, &target, doc, target_rev).await
+    save(state, req, keyspace, &target, doc, target_rev).await
 }
 
 pub async fn local(
@@ -494,7 +512,7 @@ pub async fn local(
     } else {
         Operation::WriteDoc(id.as_bytes())
     };
-    let bucket = open(state, req, db, operation)?;
+    let keyspace = open(state, req, db, operation)?;
     let key = name.as_bytes();
     let parse_generation = |text: &str| -> ApiResult<u64> {
         text.strip_prefix("0-")
@@ -503,7 +521,7 @@ pub async fn local(
     };
     match req.method {
         Method::GET | Method::HEAD => {
-            let (generation, body) = bucket.get_local(key)?.ok_or_else(ApiError::missing)?;
+            let (generation, body) = keyspace.get_local(key)?.ok_or_else(ApiError::missing)?;
             let mut out = format!(
                 "{{\"_id\":{},\"_rev\":\"0-{generation}\"",
                 crate::response::json_string(&id)
@@ -525,12 +543,12 @@ pub async fn local(
                 (None, None) => None,
             };
             let body = if doc.deleted { None } else { Some(doc.body) };
-            let outcome = bucket.put_local(key, rev, body).await?;
+            let outcome = keyspace.put_local(key, rev, body).await?;
             local_answer(outcome, &id, StatusCode::CREATED)
         }
         Method::DELETE => {
             let rev = req.param("rev").map(parse_generation).transpose()?;
-            let outcome = bucket.put_local(key, rev, None).await?;
+            let outcome = keyspace.put_local(key, rev, None).await?;
             local_answer(outcome, &id, StatusCode::OK)
         }
         _ => Err(not_allowed("GET,HEAD,PUT,DELETE")),

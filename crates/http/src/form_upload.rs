@@ -8,7 +8,7 @@
 //! site cannot write), and any other content type is 415.
 
 use bytes::Bytes;
-use settee_engine::{AttachmentInput, Bucket};
+use settee_engine::{AttachmentInput, Keyspace};
 
 use crate::couch_doc::{parse_doc, parse_rev, ParsedDoc};
 use crate::doc_api::{read_doc, save};
@@ -73,7 +73,7 @@ fn check_referer(req: &Req) -> ApiResult<()> {
 pub async fn post_form(
     state: &HttpState,
     req: &mut Req,
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     id: &str,
 ) -> ApiResult<HttpResponse> {
     check_referer(req)?;
@@ -124,7 +124,7 @@ pub async fn post_form(
         Some(text) => Some(parse_rev(&text)?),
         None => doc.rev.take(),
     };
-    let record = read_doc(bucket, id)?;
+    let record = read_doc(keyspace, id)?;
     let leaf = match (&rev, &record) {
         (Some(rev), Some(record)) => Some(record.leaf(rev).ok_or(ApiError::Conflict)?),
         (Some(_), None) => return Err(ApiError::missing()),
@@ -154,7 +154,7 @@ pub async fn post_form(
         doc.body = leaf.map_or_else(|| Bytes::from_static(b"{}"), |leaf| leaf.body.clone());
     }
     doc.attachments = Some(attachments);
-    let mut response = save(state, req, bucket, id, doc, rev).await?;
+    let mut response = save(state, req, keyspace, id, doc, rev).await?;
     // CouchDB answers a form with the ETag only.
     response.headers_mut().remove(hyper::header::LOCATION);
     Ok(response)

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
-use settee_engine::Bucket;
+use settee_engine::Keyspace;
 use settee_js::{JsPool, Program, ProgramSpec};
 
 use crate::error::{ApiError, ApiResult};
@@ -102,13 +102,13 @@ impl JsFilters {
 
     fn program(
         &self,
-        bucket: &Bucket,
+        keyspace: &Keyspace,
         ddoc: &str,
         function: &str,
         spec: impl FnOnce(&Map<String, Value>) -> ApiResult<ProgramSpec>,
     ) -> ApiResult<Arc<Program>> {
         let id = format!("_design/{ddoc}");
-        let record = bucket
+        let record = keyspace
             .read_record(id.as_bytes())?
             .ok_or_else(|| ApiError::NotFound("missing design document".into()))?;
         let winner = record
@@ -116,7 +116,7 @@ impl JsFilters {
             .filter(|winner| !winner.deleted)
             .ok_or_else(|| ApiError::NotFound("deleted design document".into()))?;
         let key = (
-            bucket.name().to_string(),
+            keyspace.name().to_string(),
             id,
             winner.rev.to_string(),
             function.to_string(),
@@ -144,7 +144,7 @@ impl JsFilters {
     /// `filter=ddoc/name`.
     pub fn function(
         &self,
-        bucket: &Bucket,
+        keyspace: &Keyspace,
         req: &Req,
         filter: &str,
         body: &Value,
@@ -152,7 +152,7 @@ impl JsFilters {
         let (ddoc, name) = filter
             .split_once('/')
             .ok_or_else(|| bad("`filter` parameter is not a proper filter name"))?;
-        let program = self.program(bucket, ddoc, &format!("filters/{name}"), |doc| {
+        let program = self.program(keyspace, ddoc, &format!("filters/{name}"), |doc| {
             let source = doc
                 .get("filters")
                 .and_then(|filters| filters.get(name))
@@ -167,18 +167,18 @@ impl JsFilters {
             program,
             kind: Kind::Function {
                 name: name.to_string(),
-                req: request_object(bucket, req, body).to_string(),
+                req: request_object(keyspace, req, body).to_string(),
             },
             label: filter.to_string(),
         })
     }
 
     /// `filter=_view&view=ddoc/name`.
-    pub fn view(&self, bucket: &Bucket, view: &str) -> ApiResult<JsFilter> {
+    pub fn view(&self, keyspace: &Keyspace, view: &str) -> ApiResult<JsFilter> {
         let (ddoc, name) = view
             .split_once('/')
             .ok_or_else(|| bad("`view` filter parameter is not provided."))?;
-        let program = self.program(bucket, ddoc, &format!("views/{name}"), |doc| {
+        let program = self.program(keyspace, ddoc, &format!("views/{name}"), |doc| {
             let source = doc
                 .get("views")
                 .and_then(|views| views.get(name))
@@ -306,7 +306,7 @@ impl<T: Send> WaitOutsideRuntime<T> for settee_js::Pending<T> {
 }
 
 /// CouchDB's request object for filter functions (the parts a filter can use).
-fn request_object(bucket: &Bucket, req: &Req, body: &Value) -> Value {
+fn request_object(keyspace: &Keyspace, req: &Req, body: &Value) -> Value {
     let query: Map<String, Value> = req
         .query
         .iter()
@@ -319,7 +319,7 @@ fn request_object(bucket: &Bucket, req: &Req, body: &Value) -> Value {
         .filter_map(|(name, value)| Some((name.to_string(), json!(value.to_str().ok()?))))
         .collect();
     json!({
-        "info": crate::db_api::db_info(bucket),
+        "info": crate::db_api::db_info(keyspace).unwrap_or_default(),
         "id": null,
         "method": req.method.as_str(),
         "path": req.path,
@@ -331,7 +331,7 @@ fn request_object(bucket: &Bucket, req: &Req, body: &Value) -> Value {
         "peer": "127.0.0.1",
         "form": {},
         "cookie": {},
-        "userCtx": {"db": bucket.name(), "name": req.user.name, "roles": req.user.roles},
-        "secObj": bucket.security(),
+        "userCtx": {"db": keyspace.name(), "name": req.user.name, "roles": req.user.roles},
+        "secObj": keyspace.bucket().security(),
     })
 }

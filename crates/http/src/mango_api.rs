@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
-use settee_engine::{AttachmentInput, Bucket, DocRecord, DocUpdate, ScanRange, UpdateOutcome};
+use settee_engine::{AttachmentInput, DocRecord, DocUpdate, Keyspace, ScanRange, UpdateOutcome};
 use settee_mango::index::{add_to_ddoc, indexes_in_ddoc, remove_from_ddoc, AddOutcome};
 use settee_mango::request::design_id;
 use settee_mango::{
@@ -29,7 +29,7 @@ use crate::HttpState;
 
 /// Every index of the database: `_all_docs`, then the JSON indexes of its `"language":
 /// "query"` design documents, in CouchDB's listing order.
-pub fn load_indexes(bucket: &Bucket) -> ApiResult<Vec<Index>> {
+pub fn load_indexes(keyspace: &Keyspace) -> ApiResult<Vec<Index>> {
     let range = ScanRange {
         collection: 0,
         start: Some(b"_design/".to_vec()),
@@ -38,9 +38,9 @@ pub fn load_indexes(bucket: &Bucket) -> ApiResult<Vec<Index>> {
         descending: false,
     };
     let mut indexes = Vec::new();
-    for item in bucket.scan_docs(range) {
+    for item in keyspace.scan_docs(range) {
         let (key, record) = item?;
-        let (Ok(id), Some(body)) = (String::from_utf8(key), live_body(bucket, &record)) else {
+        let (Ok(id), Some(body)) = (String::from_utf8(key), live_body(keyspace, &record)) else {
             continue;
         };
         indexes.extend(indexes_in_ddoc(&id, &body));
@@ -51,9 +51,9 @@ pub fn load_indexes(bucket: &Bucket) -> ApiResult<Vec<Index>> {
 }
 
 /// The winner's JSON body, unless the document is deleted, expired or not JSON.
-fn live_body(bucket: &Bucket, record: &DocRecord) -> Option<Value> {
+fn live_body(keyspace: &Keyspace, record: &DocRecord) -> Option<Value> {
     let leaf = record.winner()?;
-    let expired = record.expiry != 0 && record.expiry <= bucket.now_secs();
+    let expired = record.expiry != 0 && record.expiry <= keyspace.bucket().now_secs();
     if leaf.deleted || expired || !leaf.json {
         return None;
     }
@@ -69,8 +69,8 @@ pub async fn index(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Http
 }
 
 fn list(state: &HttpState, req: &Req, db: &str) -> ApiResult<HttpResponse> {
-    let bucket = open(state, req, db, Operation::ReadDb)?;
-    let indexes = load_indexes(&bucket)?;
+    let keyspace = open(state, req, db, Operation::ReadDb)?;
+    let indexes = load_indexes(&keyspace)?;
     let total = indexes.len();
     let bad_params = || {
         ApiError::Mango(MangoError::Internal {
@@ -106,18 +106,18 @@ fn list(state: &HttpState, req: &Req, db: &str) -> ApiResult<HttpResponse> {
 }
 
 async fn create(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
-    let bucket = open(state, req, db, Operation::AdminDb)?;
+    let keyspace = open(state, req, db, Operation::AdminDb)?;
     req.require_json_content_type()?;
     let body = req.json_body_within(&state.config).await?;
     let index = NewIndex::parse(&body)?;
-    let record = read_doc(&bucket, &index.ddoc)?;
+    let record = read_doc(&keyspace, &index.ddoc)?;
     let current = record
         .as_ref()
-        .and_then(|record| live_body(&bucket, record));
+        .and_then(|record| live_body(&keyspace, record));
     let result = match add_to_ddoc(current.as_ref(), &index)? {
         AddOutcome::Exists => "exists",
         AddOutcome::Updated(new_body) => {
-            save_ddoc(&bucket, &index.ddoc, record.as_ref(), Some(new_body)).await?;
+            save_ddoc(&keyspace, &index.ddoc, record.as_ref(), Some(new_body)).await?;
             "created"
         }
     };
@@ -130,7 +130,7 @@ async fn create(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpRes
 /// Writes a new body for the design document `id` over its current winner (or deletes it when
 /// `body` is `None`), keeping its attachments.
 async fn save_ddoc(
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     id: &str,
     current: Option<&DocRecord>,
     body: Option<Value>,
@@ -158,7 +158,7 @@ async fn save_ddoc(
         ),
         attachments,
     };
-    match bucket.update_doc(update, true).await? {
+    match keyspace.update_doc(update, true).await? {
         UpdateOutcome::Saved { .. } => Ok(()),
         UpdateOutcome::Conflict => Err(ApiError::Mango(MangoError::Internal {
             error: "error_saving_ddoc",
@@ -194,9 +194,9 @@ pub async fn delete(
     if req.method != Method::DELETE {
         return Err(not_allowed("DELETE"));
     }
-    let bucket = open(state, req, db, Operation::AdminDb)?;
+    let keyspace = open(state, req, db, Operation::AdminDb)?;
     let ddoc = design_id(ddoc);
-    let found = load_indexes(&bucket)?.into_iter().any(|index| {
+    let found = load_indexes(&keyspace)?.into_iter().any(|index| {
         index.kind == IndexKind::Json
             && kind == "json"
             && index.ddoc.as_deref() == Some(ddoc.as_str())
@@ -205,18 +205,18 @@ pub async fn delete(
     if !found {
         return Err(ApiError::missing());
     }
-    remove_index(&bucket, &ddoc, name).await?;
+    remove_index(&keyspace, &ddoc, name).await?;
     Ok(json(StatusCode::OK, &json!({"ok": true})))
 }
 
-async fn remove_index(bucket: &Bucket, ddoc: &str, name: &str) -> ApiResult<()> {
-    let record = read_doc(bucket, ddoc)?;
+async fn remove_index(keyspace: &Keyspace, ddoc: &str, name: &str) -> ApiResult<()> {
+    let record = read_doc(keyspace, ddoc)?;
     let body = record
         .as_ref()
-        .and_then(|record| live_body(bucket, record))
+        .and_then(|record| live_body(keyspace, record))
         .ok_or_else(ApiError::missing)?;
     let remaining = remove_from_ddoc(&body, name)?;
-    save_ddoc(bucket, ddoc, record.as_ref(), remaining).await
+    save_ddoc(keyspace, ddoc, record.as_ref(), remaining).await
 }
 
 /// `POST /{db}/_index/_bulk_delete` `{"docids": [...]}`: removes every JSON index of each
@@ -225,7 +225,7 @@ pub async fn bulk_delete(state: &HttpState, req: &mut Req, db: &str) -> ApiResul
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, Operation::AdminDb)?;
+    let keyspace = open(state, req, db, Operation::AdminDb)?;
     req.require_json_content_type()?;
     let body = req.json_body_within(&state.config).await?;
     let docids = match body.get("docids") {
@@ -243,7 +243,7 @@ pub async fn bulk_delete(state: &HttpState, req: &mut Req, db: &str) -> ApiResul
     if docids.len() > state.config.max_docs_per_bulk {
         return Err(ApiError::RequestTooLarge);
     }
-    let indexes = load_indexes(&bucket)?;
+    let indexes = load_indexes(&keyspace)?;
     let (mut success, mut fail) = (Vec::new(), Vec::new());
     for docid in docids.iter().filter_map(Value::as_str) {
         let ddoc = design_id(docid);
@@ -258,7 +258,7 @@ pub async fn bulk_delete(state: &HttpState, req: &mut Req, db: &str) -> ApiResul
         }
         let mut outcome = Ok(());
         for name in names {
-            outcome = outcome.and(remove_index(&bucket, &ddoc, name).await);
+            outcome = outcome.and(remove_index(&keyspace, &ddoc, name).await);
         }
         match outcome {
             Ok(()) => success.push(json!({"id": ddoc, "ok": true})),
@@ -284,9 +284,9 @@ pub async fn explain_find(state: &HttpState, req: &mut Req, db: &str) -> ApiResu
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, Operation::ReadDb)?;
+    let keyspace = open(state, req, db, Operation::ReadDb)?;
     let request = find_request(state, req).await?;
-    let indexes = load_indexes(&bucket)?;
+    let indexes = load_indexes(&keyspace)?;
     let plan = plan(&Query::of(&request), &indexes, Purpose::Explain)?;
     Ok(json(StatusCode::OK, &explain(db, &request, &plan)))
 }
@@ -295,27 +295,27 @@ pub async fn find(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, Operation::ReadDb)?;
+    let keyspace = open(state, req, db, Operation::ReadDb)?;
     let request = find_request(state, req).await?;
     if let Some(bookmark) = &request.bookmark {
         settee_mango::bookmark::Bookmark::decode(bookmark)?;
     }
-    let indexes = load_indexes(&bucket)?;
+    let indexes = load_indexes(&keyspace)?;
     let plan = plan(&Query::of(&request), &indexes, Purpose::Find)?;
     let group = match &plan.index {
-        Some(index) => open_index(&state.views, &bucket, index).await?,
+        Some(index) => open_index(&state.views, &keyspace, index).await?,
         None => None,
     };
     if let Some(group) = &group {
         // CouchDB's update=true: the index first catches up with every write acknowledged
         // before the query arrived; otherwise it is read as it is, and catches up behind.
         if request.update {
-            group.wait_for(&bucket.high_seqnos()).await?;
+            group.wait_for(&keyspace.high_seqnos()?).await?;
         } else {
             group.ensure_builder();
         }
     }
-    let credentials = credentials_shown(&bucket, &req.user);
+    let credentials = credentials_shown(&keyspace, &req.user);
     delayed_json(&state.streams, move |out| {
         let options = RenderOptions {
             conflicts: request.conflicts,
@@ -326,7 +326,14 @@ pub async fn find(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
             if leaf.deleted || !leaf.json {
                 return None;
             }
-            render_doc(id, record, leaf, &options, &attachment_fetcher(&bucket, id)).ok()
+            render_doc(
+                id,
+                record,
+                leaf,
+                &options,
+                &attachment_fetcher(&keyspace, id),
+            )
+            .ok()
         };
         out.buffer().extend_from_slice(b"{\"docs\":[");
         let mut first = true;
@@ -339,7 +346,7 @@ pub async fn find(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
             out.flush_when_full().is_ok()
         };
         let outcome = execute(
-            &bucket,
+            &keyspace,
             group.as_deref(),
             &request,
             &plan,

@@ -23,7 +23,7 @@
 use bytes::Bytes;
 use md5::{Digest, Md5};
 use serde_json::{Map, Value};
-use settee_engine::{Bucket, Leaf, RevId};
+use settee_engine::{Keyspace, Leaf, RevId};
 
 use crate::auth::{db_access, DbAccess, UserCtx, REPLICATOR_DB};
 use crate::couch_doc::{Members, ParsedDoc};
@@ -42,8 +42,8 @@ fn is_replication(id: &str) -> bool {
 }
 
 /// The owner of the current revision of `id`, if it has one.
-fn stored_owner(bucket: &Bucket, id: &str) -> ApiResult<Option<String>> {
-    let Some(record) = bucket.read_record(id.as_bytes())? else {
+fn stored_owner(keyspace: &Keyspace, id: &str) -> ApiResult<Option<String>> {
+    let Some(record) = keyspace.read_record(id.as_bytes())? else {
         return Ok(None);
     };
     let Some(winner) = record.winner().filter(|winner| !winner.deleted) else {
@@ -56,7 +56,7 @@ fn stored_owner(bucket: &Bucket, id: &str) -> ApiResult<Option<String>> {
 /// Checks a write of replication document `id` by `user` and records the writer as its owner.
 /// A deletion is checked against the stored document only.
 pub fn prepare_replicator_doc(
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     user: &UserCtx,
     id: &str,
     doc: &mut ParsedDoc,
@@ -64,10 +64,10 @@ pub fn prepare_replicator_doc(
     if !is_replication(id) {
         return Ok(());
     }
-    let is_admin = db_access(bucket, user) == DbAccess::Admin;
+    let is_admin = db_access(keyspace.bucket(), user) == DbAccess::Admin;
     let writer = user.name.as_deref();
     if !is_admin {
-        if let Some(owner) = stored_owner(bucket, id)? {
+        if let Some(owner) = stored_owner(keyspace, id)? {
             if Some(owner.as_str()) != writer {
                 return Err(forbidden(
                     "Can't update replication documents from other users.",
@@ -108,9 +108,11 @@ pub enum CredentialsShown {
     OwnedBy(Option<String>),
 }
 
-/// What `user` is shown of the documents of `bucket`.
-pub fn credentials_shown(bucket: &Bucket, user: &UserCtx) -> CredentialsShown {
-    if bucket.name() != REPLICATOR_DB || db_access(bucket, user) == DbAccess::Admin {
+/// What `user` is shown of the documents of `keyspace`.
+pub fn credentials_shown(keyspace: &Keyspace, user: &UserCtx) -> CredentialsShown {
+    if keyspace.bucket().name() != REPLICATOR_DB
+        || db_access(keyspace.bucket(), user) == DbAccess::Admin
+    {
         CredentialsShown::All
     } else {
         CredentialsShown::OwnedBy(user.name.clone())

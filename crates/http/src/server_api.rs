@@ -92,14 +92,14 @@ pub fn all_dbs(state: &HttpState, req: &Req) -> ApiResult<HttpResponse> {
         return Err(not_allowed("GET,HEAD"));
     }
     require_admin(&req.user)?;
-    let names = list_options(req, state.engine.bucket_names())?;
+    let names = list_options(req, crate::db_api::all_db_names(state))?;
     Ok(json(StatusCode::OK, &json!(names)))
 }
 
 pub async fn dbs_info(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
     require_admin(&req.user)?;
     let names: Vec<String> = match req.method {
-        Method::GET | Method::HEAD => list_options(req, state.engine.bucket_names())?,
+        Method::GET | Method::HEAD => list_options(req, crate::db_api::all_db_names(state))?,
         Method::POST => {
             let body = req.json_body_within(&state.config).await?;
             let keys = body
@@ -120,9 +120,12 @@ pub async fn dbs_info(state: &HttpState, req: &mut Req) -> ApiResult<HttpRespons
     };
     let rows: Vec<serde_json::Value> = names
         .iter()
-        .map(|name| match state.engine.bucket(name) {
-            Some(bucket) => json!({"key": name, "info": db_info(&bucket)}),
-            None => json!({"key": name, "error": "not_found"}),
+        .map(|name| match crate::db_api::keyspace(state, name) {
+            Ok(keyspace) => match db_info(&keyspace) {
+                Ok(info) => json!({"key": name, "info": info}),
+                Err(_) => json!({"key": name, "error": "not_found"}),
+            },
+            Err(_) => json!({"key": name, "error": "not_found"}),
         })
         .collect();
     Ok(json(StatusCode::OK, &json!(rows)))

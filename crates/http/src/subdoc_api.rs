@@ -114,7 +114,7 @@ pub async fn lookup(
         return Err(ApiError::MethodNotAllowed("POST"));
     }
     // Paths of the stored body as it is: no read filter (see `replicator_docs.rs`).
-    let bucket = open(state, req, db, Operation::ReadDocRaw(id.as_bytes()))?;
+    let keyspace = open(state, req, db, Operation::ReadDocRaw(id.as_bytes()))?;
     let body: LookupBody = parse_body(req.json_body_within(&state.config).await?)?;
     if body.specs.is_empty() || body.specs.len() > MAX_SPECS {
         return Err(bad("between 1 and 16 specs"));
@@ -138,9 +138,10 @@ pub async fn lookup(
         });
     }
     let mut results = Vec::with_capacity(specs.len());
-    let found = bucket
+    let found = keyspace
+        .bucket()
         .lookup_in(
-            id.as_bytes(),
+            keyspace.key(id.as_bytes()),
             &specs,
             body.access_deleted,
             |index, status, value| {
@@ -185,7 +186,7 @@ pub async fn mutate(
     }
     // Sub-document mutations edit the stored body directly, without the document API's
     // checks: a design document or a system database's document needs a database admin.
-    let bucket = open(state, req, db, Operation::WriteDocRaw(id.as_bytes()))?;
+    let keyspace = open(state, req, db, Operation::WriteDocRaw(id.as_bytes()))?;
     let body: MutateBody = parse_body(req.json_body_within(&state.config).await?)?;
     if body.specs.is_empty() || body.specs.len() > MAX_SPECS {
         return Err(bad("between 1 and 16 specs"));
@@ -264,7 +265,7 @@ pub async fn mutate(
             .parse()
             .map_err(|_| bad("cas must be a decimal string"))?,
     };
-    let now = bucket.now_secs();
+    let now = keyspace.bucket().now_secs();
     let expiry = body.expiry.map(|secs| {
         if secs == 0 {
             0
@@ -272,9 +273,10 @@ pub async fn mutate(
             now.saturating_add(secs)
         }
     });
-    let outcome = bucket
+    let outcome = keyspace
+        .bucket()
         .mutate_in(
-            id.as_bytes(),
+            keyspace.key(id.as_bytes()),
             MutateIn {
                 specs,
                 create,

@@ -4,11 +4,10 @@
 //! `view_rows.rs` and streamed by `streamed.rs`; the index is `settee-views`.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
-use settee_engine::{Bucket, ScanRange};
+use settee_engine::{Keyspace, ScanRange};
 use settee_views::{Design, DesignViews, ViewError};
 
 use crate::auth::Operation;
@@ -66,13 +65,13 @@ pub fn check_design_fields(id: &str, body: &[u8]) -> ApiResult<()> {
 
 async fn design_views(
     state: &HttpState,
-    bucket: &Arc<Bucket>,
+    keyspace: &Keyspace,
     ddoc: &str,
 ) -> ApiResult<DesignViews> {
     let id = format!("_design/{ddoc}");
-    match state.views.design_views(bucket, &id).await? {
+    match state.views.design_views(keyspace, &id).await? {
         Some(found) => Ok(found),
-        None => match bucket.read_winner(id.as_bytes())? {
+        None => match keyspace.read_winner(id.as_bytes())? {
             Some((header, _)) if !header.deleted => {
                 Err(ApiError::NotFound("missing_named_view".into()))
             }
@@ -94,7 +93,7 @@ pub async fn view(
     if !post && !is_get(req) {
         return Err(not_allowed("GET,HEAD,POST"));
     }
-    let bucket = open(state, req, db, Operation::ReadDb)?;
+    let keyspace = open(state, req, db, Operation::ReadDb)?;
     let mut params = ViewParams::from_query(&req.query)?;
     let mut queries = None;
     if post {
@@ -115,19 +114,19 @@ pub async fn view(
         }
         params.merge_json(&members)?;
     }
-    let found = design_views(state, &bucket, ddoc).await?;
+    let found = design_views(state, &keyspace, ddoc).await?;
     let view = found
         .design
         .view_index(view_name)
         .ok_or_else(|| ApiError::NotFound("missing_named_view".into()))?;
-    let credentials = credentials_shown(&bucket, &req.user);
+    let credentials = credentials_shown(&keyspace, &req.user);
     if let Some(list) = queries {
-        return run_queries(state, &bucket, &found, view, &list, credentials).await;
+        return run_queries(state, &keyspace, &found, view, &list, credentials).await;
     }
-    let query = view_rows::plan(state, &bucket, &found, view, params).await?;
+    let query = view_rows::plan(state, &keyspace, &found, view, params).await?;
     let group = found.group.clone();
     delayed_json(&state.streams, move |out| {
-        view_rows::write(&bucket, &group, &query, &credentials, out)
+        view_rows::write(&keyspace, &group, &query, &credentials, out)
     })
     .await
 }
@@ -143,7 +142,7 @@ pub async fn view_queries(
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
-    let bucket = open(state, req, db, Operation::ReadDb)?;
+    let keyspace = open(state, req, db, Operation::ReadDb)?;
     req.require_json_content_type()?;
     let body = req
         .json_body(
@@ -155,19 +154,19 @@ pub async fn view_queries(
         .get("queries")
         .cloned()
         .ok_or_else(|| ApiError::BadRequest("Missing `queries` field".into()))?;
-    let found = design_views(state, &bucket, ddoc).await?;
+    let found = design_views(state, &keyspace, ddoc).await?;
     let view = found
         .design
         .view_index(view_name)
         .ok_or_else(|| ApiError::NotFound("missing_named_view".into()))?;
-    let credentials = credentials_shown(&bucket, &req.user);
-    run_queries(state, &bucket, &found, view, &list, credentials).await
+    let credentials = credentials_shown(&keyspace, &req.user);
+    run_queries(state, &keyspace, &found, view, &list, credentials).await
 }
 
 /// Several queries of one view, answered in one `{"results": [...]}` streamed like one.
 async fn run_queries(
     state: &HttpState,
-    bucket: &Arc<Bucket>,
+    keyspace: &Keyspace,
     found: &DesignViews,
     view: usize,
     list: &Value,
@@ -190,9 +189,9 @@ async fn run_queries(
         };
         let mut params = ViewParams::default();
         params.merge_json(members)?;
-        planned.push(view_rows::plan(state, bucket, found, view, params).await?);
+        planned.push(view_rows::plan(state, keyspace, found, view, params).await?);
     }
-    let bucket = bucket.clone();
+    let keyspace = keyspace.clone();
     let group = found.group.clone();
     delayed_json(&state.streams, move |out| {
         out.buffer().extend_from_slice(b"{\"results\":[");
@@ -200,7 +199,7 @@ async fn run_queries(
             if index > 0 {
                 out.buffer().push(b',');
             }
-            view_rows::write(&bucket, &group, query, &credentials, out)?;
+            view_rows::write(&keyspace, &group, query, &credentials, out)?;
         }
         out.buffer().extend_from_slice(b"]}");
         Ok(())
@@ -218,8 +217,8 @@ pub async fn design_info(
     if !is_get(req) {
         return Err(not_allowed("GET,HEAD"));
     }
-    let bucket = open(state, req, db, Operation::ReadDb)?;
-    let found = design_views(state, &bucket, ddoc).await?;
+    let keyspace = open(state, req, db, Operation::ReadDb)?;
+    let found = design_views(state, &keyspace, ddoc).await?;
     let group = &found.group;
     let (file, active) = group.sizes();
     Ok(json_response(
@@ -242,7 +241,7 @@ pub async fn design_info(
 }
 
 /// `POST /{db}/_view_cleanup`: drops index data no design document of the database uses.
-pub async fn view_cleanup(state: &HttpState, bucket: &Arc<Bucket>) -> ApiResult<HttpResponse> {
+pub async fn view_cleanup(state: &HttpState, keyspace: &Keyspace) -> ApiResult<HttpResponse> {
     let mut keep = HashSet::new();
     let ids: Vec<String> = {
         let range = ScanRange {
@@ -253,7 +252,7 @@ pub async fn view_cleanup(state: &HttpState, bucket: &Arc<Bucket>) -> ApiResult<
             descending: false,
         };
         let mut ids = Vec::new();
-        for item in bucket.scan_docs(range) {
+        for item in keyspace.scan_docs(range) {
             let (key, record) = item?;
             if !record.is_deleted() {
                 ids.push(String::from_utf8_lossy(&key).into_owned());
@@ -263,16 +262,16 @@ pub async fn view_cleanup(state: &HttpState, bucket: &Arc<Bucket>) -> ApiResult<
     };
     for id in ids {
         // A design document that no longer parses keeps nothing.
-        if let Ok(Some((design, _))) = state.views.design(bucket, &id) {
+        if let Ok(Some((design, _))) = state.views.design(keyspace, &id) {
             keep.insert(design.signature);
         }
     }
     // Mango JSON indexes are index groups too.
-    for index in crate::mango_api::load_indexes(bucket)? {
+    for index in crate::mango_api::load_indexes(keyspace)? {
         if index.kind == settee_mango::IndexKind::Json {
             keep.insert(settee_mango::signature(&index));
         }
     }
-    state.views.cleanup(bucket, &keep).await?;
+    state.views.cleanup(keyspace, &keep).await?;
     Ok(ok_true(StatusCode::ACCEPTED))
 }

@@ -4,10 +4,8 @@
 //! [`ChunkWriter`], which sends them on in bounded chunks (`streamed.rs`). No answer is ever
 //! held whole, however many rows or however large the documents.
 
-use std::sync::Arc;
-
 use serde_json::Value;
-use settee_engine::Bucket;
+use settee_engine::Keyspace;
 use settee_views::{
     DesignViews, GroupedReduce, Grouping, IndexGroup, KeyBound, KeyRange, ReduceKind, Reducer, Row,
 };
@@ -32,7 +30,7 @@ pub struct PlannedQuery {
 /// Checks and plans `params` on view `view`, then waits for the index as `update` asks.
 pub async fn plan(
     state: &HttpState,
-    bucket: &Arc<Bucket>,
+    keyspace: &Keyspace,
     found: &DesignViews,
     view: usize,
     params: ViewParams,
@@ -40,7 +38,7 @@ pub async fn plan(
     let reduce_kind = found.design.views[view].reduce.clone();
     let kind = params.plan(reduce_kind.is_some())?;
     match params.update {
-        UpdateMode::Wait => found.group.wait_for(&bucket.high_seqnos()).await?,
+        UpdateMode::Wait => found.group.wait_for(&keyspace.high_seqnos()?).await?,
         UpdateMode::Lazy => found.group.ensure_builder(),
         UpdateMode::No => {}
     }
@@ -63,7 +61,7 @@ pub async fn plan(
 
 /// Writes the answer to `query` (its documents as `credentials` lets the reader see them).
 pub fn write(
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     group: &IndexGroup,
     query: &PlannedQuery,
     credentials: &CredentialsShown,
@@ -73,7 +71,7 @@ pub fn write(
         (QueryKind::Reduce(grouping), Some(reducer)) => {
             reduce_rows(group, query.view, &query.params, grouping, reducer, out)
         }
-        _ => map_rows(bucket, group, query.view, &query.params, credentials, out),
+        _ => map_rows(keyspace, group, query.view, &query.params, credentials, out),
     }
 }
 
@@ -120,7 +118,7 @@ fn push_meta(out: &mut Vec<u8>, group: &IndexGroup, params: &ViewParams) {
 }
 
 fn map_rows(
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     group: &IndexGroup,
     view: usize,
     params: &ViewParams,
@@ -166,7 +164,7 @@ fn map_rows(
             write_row(buffer, &row);
             if params.include_docs {
                 buffer.extend_from_slice(b",\"doc\":");
-                include_doc(buffer, bucket, &row, &options)?;
+                include_doc(buffer, keyspace, &row, &options)?;
             }
             buffer.push(b'}');
             out.flush_when_full()?;
@@ -189,7 +187,7 @@ fn write_row(out: &mut Vec<u8>, row: &Row) {
 /// documents), or `null`.
 fn include_doc(
     out: &mut Vec<u8>,
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     row: &Row,
     options: &RenderOptions,
 ) -> ApiResult<()> {
@@ -206,7 +204,7 @@ fn include_doc(
     };
     // A document whose record does not decode, or whose body is past the document limits,
     // is `null` here, as a missing one is: one bad document never fails the query (issue 18).
-    let record = read_doc_or_skip(bucket, &id)?;
+    let record = read_doc_or_skip(keyspace, &id)?;
     let leaf = record.as_ref().and_then(|record| match &rev {
         Some(rev) => record
             .leaves
@@ -214,10 +212,10 @@ fn include_doc(
             .find(|leaf| leaf.rev.to_string() == *rev),
         None => record.winner().filter(|leaf| !leaf.deleted),
     });
-    let leaf = leaf.filter(|leaf| within_limits(bucket, &id, leaf).is_ok());
+    let leaf = leaf.filter(|leaf| within_limits(keyspace, &id, leaf).is_ok());
     match (record.as_ref(), leaf) {
         (Some(record), Some(leaf)) => {
-            let fetch = attachment_fetcher(bucket, &id);
+            let fetch = attachment_fetcher(keyspace, &id);
             out.extend(render_doc(&id, record, leaf, options, &fetch)?);
         }
         _ => out.extend_from_slice(b"null"),

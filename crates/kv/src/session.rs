@@ -715,8 +715,10 @@ impl Session {
             Err(_) => Err(settee_engine::EngineError::InvalidName(
                 "a path is UTF-8".into(),
             )),
-            Ok(path) if frame.opcode == opcode::GET_SCOPE_ID => manifest.scope_id(path),
-            Ok(path) => manifest.collection_id(path),
+            Ok(path) if frame.opcode == opcode::GET_SCOPE_ID => {
+                manifest.scope_id(path).map_err(Into::into)
+            }
+            Ok(path) => manifest.collection_id(path).map_err(Into::into),
         };
         match found {
             Ok(id) => {

@@ -11,7 +11,7 @@ use std::ops::Bound;
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use settee_engine::{Bucket, DocRecord, EngineError, ScanRange};
+use settee_engine::{DocRecord, EngineError, Keyspace, ScanRange};
 use settee_views::{EncodedRange, IndexGroup, ViewError};
 
 use crate::bookmark::Bookmark;
@@ -72,11 +72,11 @@ struct Row {
 /// Renders a stored document as the JSON a client sees; `None` skips it.
 pub type Render<'a> = dyn Fn(&str, &DocRecord) -> Option<Vec<u8>> + 'a;
 
-/// Runs `plan` for `request` over `bucket`, handing each result's JSON to `emit` (which returns
+/// Runs `plan` for `request` over `keyspace`, handing each result's JSON to `emit` (which returns
 /// `false` when the client has gone, to stop early). `group` is the indexer's group of the
 /// plan's JSON index (`None` for `_all_docs`).
 pub fn execute(
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     group: Option<&IndexGroup>,
     request: &FindRequest,
     plan: &Plan,
@@ -125,7 +125,7 @@ pub fn execute(
             let record = match row.record.take() {
                 Some(record) => record,
                 // A record that does not decode is skipped (counted by the engine).
-                None => match bucket
+                None => match keyspace
                     .read_record_or_skip(row.id.as_bytes())
                     .map_err(engine_error)?
                 {
@@ -179,7 +179,7 @@ pub fn execute(
     if request.limit > 0 {
         match (&plan.ranges, index.kind) {
             (Ranges::Ids(ranges), _) => scan_ids(
-                bucket,
+                keyspace,
                 ranges,
                 plan.descending,
                 resume.as_ref(),
@@ -243,7 +243,7 @@ fn engine_error(error: EngineError) -> MangoError {
 /// `_all_docs` ranges, each scanned in key order (live documents only; design documents are
 /// never results), resuming strictly after a bookmark.
 fn scan_ids(
-    bucket: &Bucket,
+    keyspace: &Keyspace,
     ranges: &[IdRange],
     descending: bool,
     resume: Option<&Bookmark>,
@@ -258,7 +258,7 @@ fn scan_ids(
         let Some(range) = resume_within(range, resume, descending) else {
             continue;
         };
-        for item in bucket.scan_docs(scan_range(&range, descending)) {
+        for item in keyspace.scan_docs(scan_range(&range, descending)) {
             let (key, record) = item.map_err(engine_error)?;
             let Ok(id) = String::from_utf8(key) else {
                 continue;
@@ -267,7 +267,7 @@ fn scan_ids(
                 continue;
             }
             let live = record.winner().is_some_and(|leaf| !leaf.deleted)
-                && (record.expiry == 0 || record.expiry > bucket.now_secs());
+                && (record.expiry == 0 || record.expiry > keyspace.bucket().now_secs());
             if !live || id.starts_with("_design/") {
                 continue;
             }

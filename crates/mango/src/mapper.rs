@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use settee_engine::{md5_of, Bucket};
+use settee_engine::{md5_of, Keyspace};
 use settee_views::{DocInput, GroupSpec, IndexGroup, MappedBatch, Mapper, ViewError, Views};
 
 use crate::index::{Index, IndexKind};
@@ -65,11 +65,11 @@ pub fn signature(index: &Index) -> [u8; 16] {
     md5_of(definition.to_string().as_bytes())
 }
 
-/// The indexer's group for a JSON index of `bucket` (opened, not necessarily built: see
+/// The indexer's group for a JSON index of `keyspace` (opened, not necessarily built: see
 /// [`IndexGroup::wait_for`]). `None` for `_all_docs`, which needs no index.
 pub async fn open_index(
     views: &Views,
-    bucket: &Arc<Bucket>,
+    keyspace: &Keyspace,
     index: &Index,
 ) -> Result<Option<Arc<IndexGroup>>, ViewError> {
     if index.kind != IndexKind::Json {
@@ -82,7 +82,7 @@ pub async fn open_index(
         include_design: false,
         mapper: Arc::new(MangoMapper::new(index.clone())?),
     };
-    views.open_group(bucket, spec).await.map(Some)
+    views.open_group(keyspace, spec).await.map(Some)
 }
 
 #[cfg(test)]

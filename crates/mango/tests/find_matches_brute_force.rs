@@ -14,7 +14,7 @@ use bytes::Bytes;
 use common::{doc, selector};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
-use settee_engine::{DocRecord, DocUpdate, Engine, EngineOptions};
+use settee_engine::{DocRecord, DocUpdate, Engine, EngineOptions, Keyspace};
 use settee_mango::{execute, open_index, plan, FindRequest, Index, IndexKind, Purpose, Query};
 use settee_views::{Views, ViewsConfig};
 
@@ -88,10 +88,11 @@ fn find_all(
             .map_err(|e| e.reason().to_string())?;
         let index = plan.index.clone().expect("find plans pick an index");
         let fixture = fixture();
+        let keyspace = Keyspace::default_of(bucket.clone());
         let group = fixture
             .runtime
             .block_on(async {
-                let group = open_index(&fixture.views, bucket, &index).await?;
+                let group = open_index(&fixture.views, &keyspace, &index).await?;
                 if let Some(group) = &group {
                     group.wait_for(&bucket.high_seqnos()).await?;
                 }
@@ -100,7 +101,7 @@ fn find_all(
             .map_err(|e| e.to_string())?;
         let mut docs = Vec::new();
         let outcome = execute(
-            bucket,
+            &keyspace,
             group.as_deref(),
             &request,
             &plan,

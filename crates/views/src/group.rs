@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
-use settee_engine::{Bucket, ChangeEntry, SeqVector};
+use settee_engine::{Bucket, ChangeEntry, Keyspace, SeqVector};
 use settee_storage::{Batch, Cf, Store};
 use tokio::sync::watch;
 
@@ -40,7 +40,7 @@ pub struct TaskProgress {
 }
 
 pub struct IndexGroup {
-    pub(crate) bucket: Arc<Bucket>,
+    keyspace: Keyspace,
     store: Arc<Store>,
     pub(crate) id: u32,
     pub(crate) signature: [u8; 16],
@@ -64,7 +64,7 @@ pub struct IndexGroup {
 }
 
 pub(crate) struct GroupParts {
-    pub bucket: Arc<Bucket>,
+    pub keyspace: Keyspace,
     pub store: Arc<Store>,
     pub id: u32,
     pub signature: [u8; 16],
@@ -78,11 +78,11 @@ pub(crate) struct GroupParts {
 impl IndexGroup {
     pub(crate) fn load(parts: GroupParts) -> Result<IndexGroup, ViewError> {
         let views = parts.view_names.len();
-        let vbuckets = parts.bucket.vbuckets();
-        let state = match parts
-            .store
-            .get(Cf::View, &keys::state_key(parts.bucket.id(), parts.id))?
-        {
+        let vbuckets = parts.keyspace.bucket().vbuckets();
+        let state = match parts.store.get(
+            Cf::View,
+            &keys::state_key(parts.keyspace.bucket().id(), parts.id),
+        )? {
             Some(raw) => GroupState::decode(&raw)
                 .filter(|state| {
                     state.seqnos.len() == vbuckets as usize && state.row_counts.len() == views
@@ -92,7 +92,7 @@ impl IndexGroup {
         };
         let (progress, _) = watch::channel(0);
         Ok(IndexGroup {
-            bucket: parts.bucket,
+            keyspace: parts.keyspace,
             store: parts.store,
             id: parts.id,
             signature: parts.signature,
@@ -116,7 +116,12 @@ impl IndexGroup {
     }
 
     pub fn bucket(&self) -> &Arc<Bucket> {
-        &self.bucket
+        self.keyspace.bucket()
+    }
+
+    /// The collection the group indexes.
+    pub fn keyspace(&self) -> &Keyspace {
+        &self.keyspace
     }
 
     pub fn view_names(&self) -> &[String] {
@@ -140,7 +145,7 @@ impl IndexGroup {
     /// (bytes on disk, bytes on disk) of the group's rows, back index and state; data still
     /// in memtables is not counted.
     pub fn sizes(&self) -> (u64, u64) {
-        let prefix = keys::group_prefix(self.bucket.id(), self.id);
+        let prefix = keys::group_prefix(self.bucket().id(), self.id);
         let file = self
             .store
             .size_on_disk(Cf::View, &prefix, &keys::prefix_end(&prefix));
@@ -204,12 +209,12 @@ impl IndexGroup {
     }
 
     async fn run_builder(self: Arc<Self>) {
-        let mut changes = self.bucket.subscribe();
+        let mut changes = self.bucket().subscribe();
         loop {
             if self.stopped.load(Ordering::Acquire) {
                 break;
             }
-            let target = self.bucket.high_seqnos();
+            let target = self.bucket().high_seqnos();
             if !self.covers(&target) {
                 self.begin_task(&target);
                 let group = self.clone();
@@ -220,7 +225,7 @@ impl IndexGroup {
                     Err(join) => Some(ViewError::Internal(format!("indexer panicked: {join}"))),
                 };
                 if let Some(error) = failure {
-                    tracing::warn!(bucket = self.bucket.name(), design = %self.name, %error, "index build failed");
+                    tracing::warn!(bucket = self.bucket().name(), design = %self.name, %error, "index build failed");
                     *self.error.lock() = Some(error);
                     self.task.lock().running = false;
                     self.builder_running.store(false, Ordering::Release);
@@ -267,8 +272,8 @@ impl IndexGroup {
         let state = self.state.lock().clone();
         // Read before the entries: every seqno up to it is durable and readable, so a vbucket
         // read to its end has reached at least this.
-        let high = self.bucket.high_seqnos();
-        let vbuckets = self.bucket.vbuckets() as usize;
+        let high = self.bucket().high_seqnos();
+        let vbuckets = self.bucket().vbuckets() as usize;
         let mut positions = state.seqnos.clone();
         let mut entries: Vec<ChangeEntry> = Vec::with_capacity(BATCH_DOCS);
         let start = self.next_vbucket.load(Ordering::Relaxed) % vbuckets.max(1);
@@ -285,7 +290,7 @@ impl IndexGroup {
                 resume_at = vbucket;
                 break;
             }
-            let read = self.bucket.vbucket_changes(vbucket as u16, from, want)?;
+            let read = self.keyspace.vbucket_changes(vbucket as u16, from, want)?;
             let last = read.last().map_or(from, |entry| entry.seqno);
             positions[vbucket] = if read.len() < want {
                 last.max(until)
@@ -317,7 +322,7 @@ impl IndexGroup {
         }
         batch.put(
             Cf::View,
-            keys::state_key(self.bucket.id(), self.id),
+            keys::state_key(self.bucket().id(), self.id),
             new_state.encode(),
         );
         // Row keys follow emitted keys, not the order documents arrived in: sorted, the
@@ -365,7 +370,7 @@ impl IndexGroup {
     }
 
     fn process_part(&self, entries: &[ChangeEntry]) -> Result<(Batch, Vec<i64>), ViewError> {
-        let bucket_id = self.bucket.id();
+        let bucket_id = self.bucket().id();
         // The documents to map: (entry index, id, full JSON).
         let mut docs: Vec<(usize, String, String)> = Vec::with_capacity(entries.len());
         for (index, entry) in entries.iter().enumerate() {
@@ -382,14 +387,14 @@ impl IndexGroup {
             // past the document limits is never handed to a mapper: a 100,000-deep value would
             // fail the JavaScript map of the whole batch, so of every query (issue 18). Either
             // way the document emits no rows and the build goes on.
-            let Some((header, body)) = self.bucket.read_winner_or_skip(&entry.key)? else {
+            let Some((header, body)) = self.keyspace.read_winner_or_skip(&entry.key)? else {
                 continue;
             };
             if header.deleted || !header.json {
                 continue;
             }
-            if let Err(error) = self.bucket.doc_limits().check(&body, true, 0) {
-                self.bucket.skip_over_limit(&entry.key, &error);
+            if let Err(error) = self.bucket().doc_limits().check(&body, true, 0) {
+                self.bucket().skip_over_limit(&entry.key, &error);
                 continue;
             }
             docs.push((

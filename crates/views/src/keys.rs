@@ -9,16 +9,26 @@ const BACK_VERSION: u8 = 1;
 
 pub const META_NEXT_GROUP_ID: &[u8] = b"view/next_group_id";
 
-pub fn meta_signature(bucket: u32, signature: &[u8; 16]) -> Vec<u8> {
-    let mut key = b"view/sig/".to_vec();
-    key.extend_from_slice(&bucket.to_be_bytes());
+/// The `meta` key naming a group by its signature: `view/sig/` for collection 0 (as before
+/// collections), `view/csig/` with the collection id for the others
+/// (`docs/format/collections.md`, CF `view`).
+pub fn meta_signature(bucket: u32, collection: u32, signature: &[u8; 16]) -> Vec<u8> {
+    let mut key = meta_signature_prefix(bucket, collection);
     key.extend_from_slice(signature);
     key
 }
 
-pub fn meta_signature_prefix(bucket: u32) -> Vec<u8> {
-    let mut key = b"view/sig/".to_vec();
+/// Where one collection's signature keys start.
+pub fn meta_signature_prefix(bucket: u32, collection: u32) -> Vec<u8> {
+    let mut key = if collection == 0 {
+        b"view/sig/".to_vec()
+    } else {
+        b"view/csig/".to_vec()
+    };
     key.extend_from_slice(&bucket.to_be_bytes());
+    if collection != 0 {
+        key.extend_from_slice(&collection.to_be_bytes());
+    }
     key
 }
 

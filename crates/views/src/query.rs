@@ -111,7 +111,7 @@ fn bound_bytes(prefix: &[u8], bound: &KeyBound) -> Vec<u8> {
 impl IndexGroup {
     /// `[lower, upper)` of the stored rows `range` selects in view `view`.
     fn bounds(&self, view: usize, range: &KeyRange) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
-        let prefix = keys::view_prefix(self.bucket.id(), self.id, view as u16);
+        let prefix = keys::view_prefix(self.bucket().id(), self.id, view as u16);
         let (low, low_inclusive, high, high_inclusive) = if range.descending {
             (&range.end, range.inclusive_end, &range.start, true)
         } else {
@@ -147,7 +147,7 @@ impl IndexGroup {
         view: usize,
         range: &EncodedRange,
     ) -> impl Iterator<Item = Result<Row, ViewError>> + '_ {
-        let prefix = keys::view_prefix(self.bucket.id(), self.id, view as u16);
+        let prefix = keys::view_prefix(self.bucket().id(), self.id, view as u16);
         let mut lower = prefix.clone();
         lower.extend_from_slice(&range.lower);
         let mut upper = prefix.clone();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde_json::{json, Value};
-use settee_engine::{Bucket, Engine};
+use settee_engine::{CollectionPurgeHook, Engine, EngineError, Keyspace};
 use settee_js::{JsConfig, JsPool, Program};
 use settee_storage::{Batch, Cf, Store};
 
@@ -54,7 +54,10 @@ pub struct DesignViews {
     pub group: Arc<IndexGroup>,
 }
 
-type GroupKey = (u32, [u8; 16]);
+/// (bucket id, collection id, signature).
+type GroupKey = (u32, u32, [u8; 16]);
+/// (bucket id, collection id, design document id).
+type DesignKey = (u32, u32, String);
 /// A parsed design document and its compiled-on-demand program.
 pub type ParsedDesign = (Arc<Design>, Arc<Program>);
 
@@ -64,8 +67,9 @@ pub struct Views {
     config: ViewsConfig,
     /// Open groups; read on every query, written when a group opens or is cleaned up.
     groups: Mutex<HashMap<GroupKey, Arc<IndexGroup>>>,
-    /// Parsed design documents by (bucket id, ddoc id), with the CAS they were parsed at.
-    designs: Mutex<HashMap<(u32, String), (u64, ParsedDesign)>>,
+    /// Parsed design documents by (bucket id, collection id, ddoc id), with the CAS they were
+    /// parsed at.
+    designs: Mutex<HashMap<DesignKey, (u64, ParsedDesign)>>,
     /// Serialises group id allocation (a read-modify-write of the `meta` counter).
     allocate: tokio::sync::Mutex<()>,
 }
@@ -73,14 +77,20 @@ pub struct Views {
 impl Views {
     pub fn new(engine: Arc<Engine>, config: ViewsConfig) -> Result<Arc<Views>, ViewError> {
         let js = Arc::new(JsPool::new(config.js.clone())?);
-        Ok(Arc::new(Views {
+        let views = Arc::new(Views {
             engine,
             js,
             config,
             groups: Mutex::new(HashMap::new()),
             designs: Mutex::new(HashMap::new()),
             allocate: tokio::sync::Mutex::new(()),
-        }))
+        });
+        views
+            .engine
+            .add_collection_purge_hook(Arc::new(GroupPurger {
+                views: Arc::downgrade(&views),
+            }));
+        Ok(views)
     }
 
     pub fn js(&self) -> &Arc<JsPool> {
@@ -102,20 +112,24 @@ impl Views {
         Ok(())
     }
 
-    /// The design document `ddoc_id` of `bucket` parsed, `None` when it is missing, deleted or
-    /// has no JavaScript views.
+    /// The design document `ddoc_id` of `keyspace` parsed, `None` when it is missing, deleted
+    /// or has no JavaScript views.
     pub fn design(
         &self,
-        bucket: &Bucket,
+        keyspace: &Keyspace,
         ddoc_id: &str,
     ) -> Result<Option<ParsedDesign>, ViewError> {
-        let Some((header, body)) = bucket.read_winner(ddoc_id.as_bytes())? else {
+        let Some((header, body)) = keyspace.read_winner(ddoc_id.as_bytes())? else {
             return Ok(None);
         };
         if header.deleted || !header.json {
             return Ok(None);
         }
-        let cache_key = (bucket.id(), ddoc_id.to_string());
+        let cache_key = (
+            keyspace.bucket().id(),
+            keyspace.collection(),
+            ddoc_id.to_string(),
+        );
         if let Some((cas, parsed)) = self.designs.lock().get(&cache_key) {
             if *cas == header.cas {
                 return Ok(Some(parsed.clone()));
@@ -137,10 +151,10 @@ impl Views {
     /// The design document's views and their index group (opened, not yet built).
     pub async fn design_views(
         &self,
-        bucket: &Arc<Bucket>,
+        keyspace: &Keyspace,
         ddoc_id: &str,
     ) -> Result<Option<DesignViews>, ViewError> {
-        let Some((design, program)) = self.design(bucket, ddoc_id)? else {
+        let Some((design, program)) = self.design(keyspace, ddoc_id)? else {
             return Ok(None);
         };
         let mapper = Arc::new(JsMapper::new(
@@ -150,7 +164,7 @@ impl Views {
         ));
         let group = self
             .open_group(
-                bucket,
+                keyspace,
                 GroupSpec {
                     signature: design.signature,
                     name: ddoc_id.to_string(),
@@ -167,15 +181,17 @@ impl Views {
         }))
     }
 
-    /// The index group for `spec` in `bucket`: the open one with that signature, or the one
+    /// The index group for `spec` in `keyspace`: the open one with that signature, or the one
     /// stored on disk, or a new empty one. Building starts with the first
     /// [`IndexGroup::wait_for`] or [`IndexGroup::ensure_builder`].
     pub async fn open_group(
         &self,
-        bucket: &Arc<Bucket>,
+        keyspace: &Keyspace,
         spec: GroupSpec,
     ) -> Result<Arc<IndexGroup>, ViewError> {
-        let key = (bucket.id(), spec.signature);
+        let bucket = keyspace.bucket();
+        let collection = keyspace.collection();
+        let key = (bucket.id(), collection, spec.signature);
         if let Some(group) = self.groups.lock().get(&key) {
             return Ok(group.clone());
         }
@@ -184,7 +200,7 @@ impl Views {
             return Ok(group.clone());
         }
         let store = self.store();
-        let signature_key = keys::meta_signature(bucket.id(), &spec.signature);
+        let signature_key = keys::meta_signature(bucket.id(), collection, &spec.signature);
         let id = match store.get(Cf::Meta, &signature_key)? {
             Some(raw) => u32::from_be_bytes(
                 raw.as_slice()
@@ -207,19 +223,21 @@ impl Views {
                     (next + 1).to_be_bytes().to_vec(),
                 );
                 batch.put(Cf::Meta, signature_key, next.to_be_bytes().to_vec());
+                let mut record = json!({"signature": hex(&spec.signature), "name": spec.name, "views": spec.view_names});
+                if collection != 0 {
+                    record["collection"] = json!(collection);
+                }
                 batch.put(
                     Cf::Meta,
                     keys::meta_group(bucket.id(), next),
-                    json!({"signature": hex(&spec.signature), "name": spec.name, "views": spec.view_names})
-                        .to_string()
-                        .into_bytes(),
+                    record.to_string().into_bytes(),
                 );
                 store.commit(batch).await?;
                 next
             }
         };
         let group = Arc::new(IndexGroup::load(GroupParts {
-            bucket: bucket.clone(),
+            keyspace: keyspace.clone(),
             store: store.clone(),
             id,
             signature: spec.signature,
@@ -231,9 +249,9 @@ impl Views {
         })?);
         let mut groups = self.groups.lock();
         // A bucket of the same name re-created: its old groups stop.
-        groups.retain(|(bucket_id, _), old| {
+        groups.retain(|(bucket_id, _, _), old| {
             let same_name_other_id =
-                old.bucket.name() == bucket.name() && *bucket_id != bucket.id();
+                old.bucket().name() == bucket.name() && *bucket_id != bucket.id();
             if same_name_other_id {
                 old.stop();
             }
@@ -243,44 +261,70 @@ impl Views {
         Ok(group)
     }
 
-    /// Deletes the index data of every group of `bucket` whose signature is not in `keep`
+    /// Deletes the index data of every group of `keyspace` whose signature is not in `keep`
     /// (CouchDB's `_view_cleanup`). Returns how many groups were removed.
     pub async fn cleanup(
         &self,
-        bucket: &Bucket,
+        keyspace: &Keyspace,
         keep: &HashSet<[u8; 16]>,
     ) -> Result<usize, ViewError> {
         let _allocating = self.allocate.lock().await;
         let store = self.store();
-        let prefix = keys::meta_signature_prefix(bucket.id());
-        let mut doomed = Vec::new();
-        for item in store.scan(Cf::Meta, &prefix, &keys::prefix_end(&prefix), false) {
-            let (key, value) = item?;
-            let Ok(signature) = <[u8; 16]>::try_from(&key[prefix.len()..]) else {
-                continue;
-            };
-            let Ok(id) = <[u8; 4]>::try_from(value.as_ref()) else {
-                continue;
-            };
-            if !keep.contains(&signature) {
-                doomed.push((signature, u32::from_be_bytes(id)));
-            }
-        }
+        let (bucket, collection) = (keyspace.bucket(), keyspace.collection());
+        let doomed: Vec<([u8; 16], u32)> = self
+            .collection_groups(bucket.id(), collection)?
+            .into_iter()
+            .filter(|(signature, _)| !keep.contains(signature))
+            .collect();
         if doomed.is_empty() {
             return Ok(0);
         }
         let mut batch = Batch::new();
         for (signature, id) in &doomed {
-            if let Some(group) = self.groups.lock().remove(&(bucket.id(), *signature)) {
-                group.stop();
-            }
-            let range = keys::group_prefix(bucket.id(), *id);
-            batch.delete_range(Cf::View, range.clone(), keys::prefix_end(&range));
-            batch.delete(Cf::Meta, keys::meta_signature(bucket.id(), signature));
-            batch.delete(Cf::Meta, keys::meta_group(bucket.id(), *id));
+            self.remove_group(&mut batch, (bucket.id(), collection, *signature), *id);
         }
         store.commit(batch).await?;
         Ok(doomed.len())
+    }
+
+    /// Stops the open group `key` and adds the deletion of its rows, back index, state and
+    /// `meta` records to `batch`.
+    fn remove_group(&self, batch: &mut Batch, key: GroupKey, id: u32) {
+        let (bucket, collection, signature) = key;
+        if let Some(group) = self.groups.lock().remove(&key) {
+            group.stop();
+        }
+        let range = keys::group_prefix(bucket, id);
+        batch.delete_range(Cf::View, range.clone(), keys::prefix_end(&range));
+        batch.delete(
+            Cf::Meta,
+            keys::meta_signature(bucket, collection, &signature),
+        );
+        batch.delete(Cf::Meta, keys::meta_group(bucket, id));
+    }
+
+    /// Every group of one collection: (signature, group id), from its `meta` signature keys.
+    fn collection_groups(
+        &self,
+        bucket: u32,
+        collection: u32,
+    ) -> Result<Vec<([u8; 16], u32)>, ViewError> {
+        let prefix = keys::meta_signature_prefix(bucket, collection);
+        let mut found = Vec::new();
+        for item in self
+            .store()
+            .scan(Cf::Meta, &prefix, &keys::prefix_end(&prefix), false)
+        {
+            let (key, value) = item?;
+            let (Ok(signature), Ok(id)) = (
+                <[u8; 16]>::try_from(&key[prefix.len()..]),
+                <[u8; 4]>::try_from(value.as_ref()),
+            ) else {
+                continue;
+            };
+            found.push((signature, u32::from_be_bytes(id)));
+        }
+        Ok(found)
     }
 
     /// `/_active_tasks` entries for groups being built, as CouchDB shows indexers.
@@ -299,7 +343,7 @@ impl Views {
                         "type": "indexer",
                         "node": "settee@127.0.0.1",
                         "pid": format!("<0.{}.0>", group.id),
-                        "database": group.bucket.name(),
+                        "database": group.keyspace().name(),
                         "design_document": group.name,
                         "changes_done": task.changes_done,
                         "total_changes": task.total_changes,
@@ -310,6 +354,37 @@ impl Views {
                 })
             })
             .collect()
+    }
+}
+
+/// Deletes a dropped collection's index groups with the end of its purge.
+struct GroupPurger {
+    views: std::sync::Weak<Views>,
+}
+
+impl CollectionPurgeHook for GroupPurger {
+    fn purge_collection(
+        &self,
+        bucket: u32,
+        collection: u32,
+        batch: &mut Batch,
+    ) -> Result<(), EngineError> {
+        let Some(views) = self.views.upgrade() else {
+            return Ok(());
+        };
+        let groups = views
+            .collection_groups(bucket, collection)
+            .map_err(|error| {
+                EngineError::Invalid(format!("index groups of a dropped collection: {error}"))
+            })?;
+        for (signature, id) in groups {
+            views.remove_group(batch, (bucket, collection, signature), id);
+        }
+        views
+            .designs
+            .lock()
+            .retain(|(held_bucket, held, _), _| (*held_bucket, *held) != (bucket, collection));
+        Ok(())
     }
 }
 

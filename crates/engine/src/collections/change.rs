@@ -8,12 +8,12 @@ use std::sync::Arc;
 use settee_storage::{Batch, Cf};
 
 use super::event::SystemEvent;
-use super::manifest::{Manifest, ManifestChange, SystemEventKind};
 use super::{CollectionsState, DroppedCollection};
 use crate::bucket::Bucket;
 use crate::error::EngineError;
 use crate::keys;
 use crate::vb_state::{VbSlot, VbState};
+use settee_manifest::{Manifest, ManifestChange, SystemEventKind};
 
 /// The format version a data directory has once a bucket's manifest changed (collections.md:
 /// older binaries would misparse long keys in whole-bucket scans).

@@ -8,7 +8,7 @@
 //! 31 namelen u8 | 32 name
 //! ```
 
-use super::manifest::{PlannedEvent, SystemEventKind};
+use settee_manifest::{PlannedEvent, SystemEventKind};
 
 pub(crate) const VERSION_EVENT: u8 = 5;
 const FLAG_MAX_TTL: u8 = 1;

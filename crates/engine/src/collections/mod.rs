@@ -2,9 +2,9 @@
 //! scope holds collections, a document lives in exactly one collection; `_default._default`
 //! (id 0) always exists and keeps the storage keys of format version 1.
 //!
-//! - `manifest.rs`: the [`Manifest`] value: validation, the stored record, kv_engine's JSON,
-//!   name lookups, and [`Manifest::plan`], which turns a change into the next manifest and its
-//!   system events (pure);
+//! - the [`Manifest`] value (validation, the stored record, kv_engine's JSON, name lookups, and
+//!   [`Manifest::plan`], which turns a change into the next manifest and its system events) is
+//!   pure and lives in the `settee-manifest` crate;
 //! - `event.rs`: system events, the version 5 entries of the `seq` column family;
 //! - `change.rs`: [`crate::Bucket::create_scope`] and the other changes, one atomic batch each
 //!   under every vbucket's lock;
@@ -14,7 +14,6 @@
 
 mod change;
 mod event;
-mod manifest;
 mod purge;
 
 use std::collections::BTreeMap;
@@ -26,12 +25,13 @@ use settee_storage::{Cf, Store};
 pub use change::FORMAT_VERSION;
 pub use event::SystemEvent;
 pub(crate) use event::VERSION_EVENT;
-pub use manifest::{
+pub use settee_manifest::{
     check_new_name, Collection, Manifest, ManifestChange, ManifestLimits, Scope, SystemEventKind,
     DEFAULT_NAME, MAX_TTL_MAX, NAME_BYTES_MAX,
 };
 
-pub use purge::{plan_purge_round, PurgeRound};
+pub(crate) use purge::PurgeHooks;
+pub use purge::{plan_purge_round, CollectionPurgeHook, PurgeRound};
 
 use crate::bucket::Bucket;
 use crate::error::EngineError;
@@ -160,7 +160,7 @@ impl Bucket {
         if state.manifest.is_live(cid) {
             Ok(())
         } else {
-            Err(state.manifest.unknown_collection())
+            Err(state.manifest.unknown_collection().into())
         }
     }
 

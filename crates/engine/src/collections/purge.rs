@@ -19,6 +19,21 @@ use crate::change_entry::StoredEntry;
 use crate::error::EngineError;
 use crate::keys;
 
+/// What a dropped collection leaves outside the engine's column families (view and Mango index
+/// groups, `docs/format/collections.md`, purger step 2). The purge's last batch, which deletes
+/// the drop's record, carries every hook's deletions, so they happen exactly once with it.
+pub trait CollectionPurgeHook: Send + Sync {
+    fn purge_collection(
+        &self,
+        bucket: u32,
+        collection: u32,
+        batch: &mut Batch,
+    ) -> Result<(), EngineError>;
+}
+
+/// The hooks of a node, registered once by the crates that keep per-collection data.
+pub(crate) type PurgeHooks = parking_lot::RwLock<Vec<std::sync::Arc<dyn CollectionPurgeHook>>>;
+
 /// `seq` deletions per batch while a vbucket's stream is scanned.
 const SEQ_DELETES_PER_BATCH: usize = 1024;
 
@@ -187,6 +202,10 @@ impl Bucket {
         {
             let _changing = self.manifest_lock.lock().await;
             let mut batch = Batch::new();
+            let hooks = self.purge_hooks.read().clone();
+            for hook in hooks {
+                hook.purge_collection(self.id, cid, &mut batch)?;
+            }
             batch.delete(Cf::Meta, keys::meta::dropped_collection(self.id, cid));
             batch.delete(Cf::Meta, keys::meta::collection_purge_seq(self.id, cid));
             self.store.commit(batch).await?;

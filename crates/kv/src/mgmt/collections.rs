@@ -14,7 +14,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::{Method, Request, Response, StatusCode};
 use settee_auth::{db_access, DbAccess, UserCtx};
-use settee_engine::{Bucket, EngineError, Manifest};
+use settee_engine::{Bucket, Engine, EngineError, Manifest, ManifestChange};
 
 use super::json;
 use crate::KvState;
@@ -208,10 +208,11 @@ pub(crate) async fn handle(
             }),
         );
     }
-    change(&bucket, method, request, &rest).await
+    change(&state.engine, &bucket, method, request, &rest).await
 }
 
 async fn change(
+    engine: &Engine,
     bucket: &Bucket,
     method: Method,
     request: Request<hyper::body::Incoming>,
@@ -249,8 +250,15 @@ async fn change(
                 Ok(max_ttl) => max_ttl,
                 Err(reason) => return errors(StatusCode::BAD_REQUEST, "maxTTL", reason),
             };
+            // Through the engine: it refuses a collection whose CouchDB-door name is a
+            // bucket's name.
+            let create = ManifestChange::CreateCollection {
+                scope: scope.to_string(),
+                name: name.to_string(),
+                max_ttl,
+            };
             changed(
-                bucket.create_collection(scope, name, max_ttl).await,
+                engine.change_manifest(bucket, create).await,
                 scope,
                 Some(name),
             )

@@ -5,8 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::EngineError;
-use crate::keys::FIRST_COLLECTION_ID;
+use crate::error::ManifestError;
+/// The first id of a scope or collection that is not `_default` (1..=7 are reserved).
+pub const FIRST_COLLECTION_ID: u32 = 8;
 
 /// The name of the default scope and of the default collection.
 pub const DEFAULT_NAME: &str = "_default";
@@ -90,7 +91,7 @@ pub enum SystemEventKind {
 }
 
 impl SystemEventKind {
-    pub(crate) fn from_u8(value: u8) -> Option<SystemEventKind> {
+    pub fn from_u8(value: u8) -> Option<SystemEventKind> {
         Some(match value {
             0 => SystemEventKind::CollectionCreated,
             1 => SystemEventKind::CollectionDropped,
@@ -114,7 +115,7 @@ impl SystemEventKind {
 
 /// An event a change writes into every vbucket's stream (seqno and cas come at commit).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct PlannedEvent {
+pub struct PlannedEvent {
     pub kind: SystemEventKind,
     pub scope_id: u32,
     pub collection_id: u32,
@@ -125,7 +126,7 @@ pub(crate) struct PlannedEvent {
 
 /// A change planned against a manifest: the manifest it leaves and the events it writes.
 #[derive(Clone, Debug)]
-pub(crate) struct PlannedChange {
+pub struct PlannedChange {
     pub manifest: Manifest,
     pub events: Vec<PlannedEvent>,
 }
@@ -140,23 +141,23 @@ fn well_formed(name: &str) -> bool {
 }
 
 /// Refuses a name a user may not create: not well formed, or starting with `_` or `%`.
-pub fn check_new_name(name: &str) -> Result<(), EngineError> {
+pub fn check_new_name(name: &str) -> Result<(), ManifestError> {
     if !well_formed(name) {
-        return Err(EngineError::InvalidName(format!(
+        return Err(ManifestError::InvalidName(format!(
             "a name must be 1..={NAME_BYTES_MAX} bytes of [A-Za-z0-9_%-]"
         )));
     }
     if name.starts_with(['_', '%']) {
-        return Err(EngineError::InvalidName(
+        return Err(ManifestError::InvalidName(
             "a name must not start with _ or %".into(),
         ));
     }
     Ok(())
 }
 
-fn check_max_ttl(max_ttl: Option<u32>) -> Result<(), EngineError> {
+fn check_max_ttl(max_ttl: Option<u32>) -> Result<(), ManifestError> {
     match max_ttl {
-        Some(seconds) if seconds > MAX_TTL_MAX => Err(EngineError::Invalid(format!(
+        Some(seconds) if seconds > MAX_TTL_MAX => Err(ManifestError::Invalid(format!(
             "max_ttl must be at most {MAX_TTL_MAX} seconds"
         ))),
         _ => Ok(()),
@@ -164,10 +165,10 @@ fn check_max_ttl(max_ttl: Option<u32>) -> Result<(), EngineError> {
 }
 
 /// The part of a lookup path naming a scope or collection: empty means `_default`.
-fn path_name(part: &str) -> Result<&str, EngineError> {
+fn path_name(part: &str) -> Result<&str, ManifestError> {
     let name = if part.is_empty() { DEFAULT_NAME } else { part };
     if !well_formed(name) {
-        return Err(EngineError::InvalidName(
+        return Err(ManifestError::InvalidName(
             "a path names scopes and collections of [A-Za-z0-9_%-]".into(),
         ));
     }
@@ -250,14 +251,14 @@ impl Manifest {
             .sum()
     }
 
-    pub(crate) fn unknown_scope(&self) -> EngineError {
-        EngineError::UnknownScope {
+    pub fn unknown_scope(&self) -> ManifestError {
+        ManifestError::UnknownScope {
             manifest_uid: self.uid,
         }
     }
 
-    pub(crate) fn unknown_collection(&self) -> EngineError {
-        EngineError::UnknownCollection {
+    pub fn unknown_collection(&self) -> ManifestError {
+        ManifestError::UnknownCollection {
             manifest_uid: self.uid,
         }
     }
@@ -265,14 +266,14 @@ impl Manifest {
     /// The id of the collection a `scope.collection` path names, with kv_engine's rules
     /// (GET_COLLECTION_ID): exactly one `.`, an omitted part means `_default` (`.` is
     /// `_default._default`, `.c1` is `_default.c1`).
-    pub fn collection_id(&self, path: &str) -> Result<u32, EngineError> {
+    pub fn collection_id(&self, path: &str) -> Result<u32, ManifestError> {
         let Some((scope, collection)) = path.split_once('.') else {
-            return Err(EngineError::InvalidName(
+            return Err(ManifestError::InvalidName(
                 "a collection path is scope.collection".into(),
             ));
         };
         if collection.contains('.') {
-            return Err(EngineError::InvalidName(
+            return Err(ManifestError::InvalidName(
                 "a collection path has exactly one '.'".into(),
             ));
         }
@@ -288,9 +289,9 @@ impl Manifest {
 
     /// The id of the scope a path names (GET_SCOPE_ID): the part before a `.` (a collection
     /// part is ignored), empty meaning `_default`; more than one `.` is refused.
-    pub fn scope_id(&self, path: &str) -> Result<u32, EngineError> {
+    pub fn scope_id(&self, path: &str) -> Result<u32, ManifestError> {
         if path.matches('.').count() > 1 {
-            return Err(EngineError::InvalidName(
+            return Err(ManifestError::InvalidName(
                 "a scope path has at most one '.'".into(),
             ));
         }
@@ -301,17 +302,17 @@ impl Manifest {
     }
 
     /// The stored record (`meta` `bucket/manifest/`): JSON with numbers.
-    pub(crate) fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
     /// Reads a stored record, checking every invariant of the type.
-    pub(crate) fn decode(raw: &[u8]) -> Result<Manifest, EngineError> {
+    pub fn decode(raw: &[u8]) -> Result<Manifest, ManifestError> {
         let manifest: Manifest = serde_json::from_slice(raw)
-            .map_err(|error| EngineError::Corrupt(format!("collections manifest: {error}")))?;
+            .map_err(|error| ManifestError::Corrupt(format!("collections manifest: {error}")))?;
         manifest
             .check()
-            .map_err(|reason| EngineError::Corrupt(format!("collections manifest: {reason}")))?;
+            .map_err(|reason| ManifestError::Corrupt(format!("collections manifest: {reason}")))?;
         Ok(manifest)
     }
 
@@ -412,24 +413,24 @@ impl Manifest {
     /// Plans `change`: validates it against this manifest and `limits` and returns the
     /// manifest it leaves (uid + 1) and the system events it writes, in order (dropping a scope:
     /// one drop event per collection it held, then the scope's).
-    pub(crate) fn plan(
+    pub fn plan(
         &self,
         change: &ManifestChange,
         limits: ManifestLimits,
-    ) -> Result<PlannedChange, EngineError> {
+    ) -> Result<PlannedChange, ManifestError> {
         let mut next = self.clone();
         next.uid = self
             .uid
             .checked_add(1)
-            .ok_or_else(|| EngineError::LimitReached("manifest uid".into()))?;
+            .ok_or_else(|| ManifestError::LimitReached("manifest uid".into()))?;
         let events = match change {
             ManifestChange::CreateScope { name } => {
                 check_new_name(name)?;
                 if self.scope(name).is_some() {
-                    return Err(EngineError::ScopeExists(name.clone()));
+                    return Err(ManifestError::ScopeExists(name.clone()));
                 }
                 if self.scopes.len() >= limits.scopes_max {
-                    return Err(EngineError::LimitReached(format!(
+                    return Err(ManifestError::LimitReached(format!(
                         "at most {} scopes per bucket",
                         limits.scopes_max
                     )));
@@ -437,7 +438,7 @@ impl Manifest {
                 let id = next.next_scope_id;
                 next.next_scope_id = id
                     .checked_add(1)
-                    .ok_or_else(|| EngineError::LimitReached("scope ids".into()))?;
+                    .ok_or_else(|| ManifestError::LimitReached("scope ids".into()))?;
                 next.scopes.push(Scope {
                     name: name.clone(),
                     id,
@@ -453,7 +454,7 @@ impl Manifest {
             }
             ManifestChange::DropScope { name } => {
                 if name == DEFAULT_NAME {
-                    return Err(EngineError::Invalid(
+                    return Err(ManifestError::Invalid(
                         "the _default scope cannot be dropped".into(),
                     ));
                 }
@@ -498,10 +499,10 @@ impl Manifest {
                     .find(|held| &held.name == scope)
                     .ok_or_else(|| self.unknown_scope())?;
                 if held.collections.iter().any(|held| &held.name == name) {
-                    return Err(EngineError::CollectionExists(format!("{scope}.{name}")));
+                    return Err(ManifestError::CollectionExists(format!("{scope}.{name}")));
                 }
                 if count >= limits.collections_max {
-                    return Err(EngineError::LimitReached(format!(
+                    return Err(ManifestError::LimitReached(format!(
                         "at most {} collections per bucket",
                         limits.collections_max
                     )));
@@ -514,7 +515,7 @@ impl Manifest {
                 let scope_id = held.id;
                 next.next_collection_id = id
                     .checked_add(1)
-                    .ok_or_else(|| EngineError::LimitReached("collection ids".into()))?;
+                    .ok_or_else(|| ManifestError::LimitReached("collection ids".into()))?;
                 vec![PlannedEvent {
                     kind: SystemEventKind::CollectionCreated,
                     scope_id,
@@ -551,7 +552,7 @@ impl Manifest {
                     .find(|held| &held.name == name)
                     .ok_or_else(|| self.unknown_collection())?;
                 if held.id == 0 {
-                    return Err(EngineError::Invalid(
+                    return Err(ManifestError::Invalid(
                         "the _default collection takes the bucket's max_ttl".into(),
                     ));
                 }
@@ -578,9 +579,9 @@ impl Manifest {
         current: &Manifest,
         scope: &str,
         name: &str,
-    ) -> Result<(u32, Collection), EngineError> {
+    ) -> Result<(u32, Collection), ManifestError> {
         if scope == DEFAULT_NAME && name == DEFAULT_NAME {
-            return Err(EngineError::Invalid(
+            return Err(ManifestError::Invalid(
                 "the _default collection cannot be dropped".into(),
             ));
         }
@@ -719,7 +720,7 @@ mod tests {
             "x".repeat(252).as_str(),
         ] {
             assert!(
-                matches!(check_new_name(bad), Err(EngineError::InvalidName(_))),
+                matches!(check_new_name(bad), Err(ManifestError::InvalidName(_))),
                 "{bad}"
             );
         }
@@ -779,37 +780,37 @@ mod tests {
         let refused = |change: ManifestChange| manifest.plan(&change, LIMITS).err();
         assert!(matches!(
             refused(create_scope("inventory")),
-            Some(EngineError::ScopeExists(_))
+            Some(ManifestError::ScopeExists(_))
         ));
         assert!(matches!(
             refused(create_collection("inventory", "route", None)),
-            Some(EngineError::CollectionExists(_))
+            Some(ManifestError::CollectionExists(_))
         ));
         assert!(matches!(
             refused(create_collection("nowhere", "c", None)),
-            Some(EngineError::UnknownScope { manifest_uid: 3 })
+            Some(ManifestError::UnknownScope { manifest_uid: 3 })
         ));
         assert!(matches!(
             refused(drop_collection("inventory", "nothing")),
-            Some(EngineError::UnknownCollection { manifest_uid: 3 })
+            Some(ManifestError::UnknownCollection { manifest_uid: 3 })
         ));
         assert!(matches!(
             refused(drop_collection("_default", "_default")),
-            Some(EngineError::Invalid(_))
+            Some(ManifestError::Invalid(_))
         ));
         assert!(matches!(
             refused(ManifestChange::DropScope {
                 name: "_default".into()
             }),
-            Some(EngineError::Invalid(_))
+            Some(ManifestError::Invalid(_))
         ));
         assert!(matches!(
             refused(create_collection("inventory", "c", Some(MAX_TTL_MAX + 1))),
-            Some(EngineError::Invalid(_))
+            Some(ManifestError::Invalid(_))
         ));
         assert!(matches!(
             refused(create_collection("inventory", "_c", None)),
-            Some(EngineError::InvalidName(_))
+            Some(ManifestError::InvalidName(_))
         ));
     }
 
@@ -826,7 +827,7 @@ mod tests {
             .manifest;
         assert!(matches!(
             one.plan(&create_scope("b"), limits).err(),
-            Some(EngineError::LimitReached(_))
+            Some(ManifestError::LimitReached(_))
         ));
         let two = one
             .plan(&create_collection("a", "x", None), limits)
@@ -838,7 +839,7 @@ mod tests {
             .manifest;
         assert!(matches!(
             three.plan(&create_collection("a", "z", None), limits).err(),
-            Some(EngineError::LimitReached(_))
+            Some(ManifestError::LimitReached(_))
         ));
         // A drop frees a place; the id still moves on.
         let freed = three
@@ -863,15 +864,15 @@ mod tests {
                 .collection_id("inventory.")
                 .err()
                 .map(|e| e.to_string()),
-            Some(EngineError::UnknownCollection { manifest_uid: 3 }.to_string())
+            Some(ManifestError::UnknownCollection { manifest_uid: 3 }.to_string())
         );
         assert!(matches!(
             manifest.collection_id(".airline"),
-            Err(EngineError::UnknownCollection { manifest_uid: 3 })
+            Err(ManifestError::UnknownCollection { manifest_uid: 3 })
         ));
         assert!(matches!(
             manifest.collection_id("nowhere.airline"),
-            Err(EngineError::UnknownScope { manifest_uid: 3 })
+            Err(ManifestError::UnknownScope { manifest_uid: 3 })
         ));
         for bad in [
             "inventory",
@@ -883,7 +884,7 @@ mod tests {
             assert!(
                 matches!(
                     manifest.collection_id(bad),
-                    Err(EngineError::InvalidName(_))
+                    Err(ManifestError::InvalidName(_))
                 ),
                 "{bad}"
             );
@@ -893,11 +894,11 @@ mod tests {
         assert_eq!(manifest.scope_id("inventory.whatever").ok(), Some(8));
         assert!(matches!(
             manifest.scope_id("_system"),
-            Err(EngineError::UnknownScope { manifest_uid: 3 })
+            Err(ManifestError::UnknownScope { manifest_uid: 3 })
         ));
         assert!(matches!(
             manifest.scope_id("a.b.c"),
-            Err(EngineError::InvalidName(_))
+            Err(ManifestError::InvalidName(_))
         ));
         let (scope, collection) = manifest.collection(8).expect("airline");
         assert_eq!(
@@ -956,7 +957,7 @@ mod tests {
             assert!(
                 matches!(
                     Manifest::decode(bad.as_bytes()),
-                    Err(EngineError::Corrupt(_))
+                    Err(ManifestError::Corrupt(_))
                 ),
                 "{bad}"
             );
