@@ -100,6 +100,32 @@ def test_crud_cas_subdoc_and_expiry_in_each_collection(bucket, inventory, key):
         assert collection.get(key).content_as[dict]["in"] == collection.name
 
 
+def test_the_couchdb_door_shows_each_collection_as_a_database(settee, bucket, inventory, key):
+    """docs/format/collections.md: `bucket$scope$collection` on the HTTP door holds exactly the
+    documents the SDK wrote into that collection."""
+    airline = wait_for_collection(bucket, inventory, "airline")
+    route = wait_for_collection(bucket, inventory, "route")
+    airline.upsert(key, {"door": "kv", "in": "airline"})
+    route.upsert(key, {"door": "kv", "in": "route"})
+    db = f"/default${inventory}$airline"
+    status, body = settee.http("GET", f"{db}/{key}")
+    assert status == 200, body
+    assert (body["_id"], body["in"]) == (key, "airline")
+    status, changes = settee.http("GET", f"{db}/_changes")
+    assert status == 200, changes
+    ids = {row["id"] for row in changes["results"]}
+    assert key in ids
+    status, default_changes = settee.http("GET", "/default/_changes")
+    assert status == 200
+    assert all(row["id"] != key for row in default_changes["results"])
+    # An HTTP write into the collection is the SDK's document.
+    status, put = settee.http("PUT", f"{db}/{key}::http", {"door": "http"})
+    assert status == 201, put
+    assert airline.get(key + "::http").content_as[dict] == {"door": "http"}
+    status, dbs = settee.http("GET", "/_all_dbs")
+    assert f"default${inventory}$airline" in dbs and f"default${inventory}$route" in dbs
+
+
 def test_a_dropped_collection_comes_back_empty(bucket, key):
     manager = bucket.collections()
     scope = f"drop-{uuid.uuid4().hex[:8]}"
