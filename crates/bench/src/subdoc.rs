@@ -140,6 +140,7 @@ pub async fn run(args: SubdocArgs) -> anyhow::Result<Vec<PhaseReport>> {
         mechanism: args.sasl_mechanism,
         bucket: Some(args.bucket.clone()),
         unordered: !args.ordered,
+        collection: None,
     };
     let (mut setup, negotiated) = Client::connect(&handshake).await?;
     let vbuckets = negotiated.vbuckets.unwrap_or(1024);

@@ -310,7 +310,7 @@ pub async fn find(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
         // CouchDB's update=true: the index first catches up with every write acknowledged
         // before the query arrived; otherwise it is read as it is, and catches up behind.
         if request.update {
-            group.wait_for(&keyspace.high_seqnos()?).await?;
+            group.wait_for(&keyspace.bucket().high_seqnos()).await?;
         } else {
             group.ensure_builder();
         }

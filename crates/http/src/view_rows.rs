@@ -38,7 +38,12 @@ pub async fn plan(
     let reduce_kind = found.design.views[view].reduce.clone();
     let kind = params.plan(reduce_kind.is_some())?;
     match params.update {
-        UpdateMode::Wait => found.group.wait_for(&keyspace.high_seqnos()?).await?,
+        UpdateMode::Wait => {
+            found
+                .group
+                .wait_for(&keyspace.bucket().high_seqnos())
+                .await?
+        }
         UpdateMode::Lazy => found.group.ensure_builder(),
         UpdateMode::No => {}
     }

@@ -50,6 +50,8 @@ pub(crate) struct Handshake {
     pub(crate) bucket: Option<String>,
     /// Ask for HELLO UnorderedExecution.
     pub(crate) unordered: bool,
+    /// `scope.collection`: ask for HELLO Collections and resolve the collection's id.
+    pub(crate) collection: Option<String>,
 }
 
 /// What the server agreed to.
@@ -59,11 +61,14 @@ pub(crate) struct Negotiated {
     pub(crate) features: Vec<u16>,
     /// The length of the bucket config's `vBucketServerMap.vBucketMap`, when the server sent one.
     pub(crate) vbuckets: Option<u16>,
+    /// The collection id in LEB128, to put before every key (empty: bare keys).
+    pub(crate) collection_prefix: Vec<u8>,
 }
 
 /// A reply read during the handshake, copied out of the read buffer.
 pub(crate) struct Reply {
     pub(crate) status: u16,
+    pub(crate) extras: Vec<u8>,
     pub(crate) value: Vec<u8>,
 }
 
@@ -95,7 +100,9 @@ impl Client {
         let Some((user, password)) = &handshake.credentials else {
             return Ok(negotiated);
         };
-        negotiated.features = self.hello(handshake.unordered).await?;
+        negotiated.features = self
+            .hello(handshake.unordered, handshake.collection.is_some())
+            .await?;
         self.authenticate(handshake.mechanism, user, password)
             .await?;
         if let Some(bucket) = &handshake.bucket {
@@ -110,6 +117,28 @@ impl Client {
                 );
             }
         }
+        if let Some(path) = &handshake.collection {
+            if !negotiated.features.contains(&feature::COLLECTIONS) {
+                bail!("the server did not accept HELLO Collections");
+            }
+            let reply = self
+                .call(opcode::GET_COLLECTION_ID, b"", path.as_bytes())
+                .await?;
+            if reply.status != status::SUCCESS || reply.extras.len() != 12 {
+                bail!(
+                    "GET_COLLECTION_ID {path:?}: status 0x{:04x} {}",
+                    reply.status,
+                    String::from_utf8_lossy(&reply.value)
+                );
+            }
+            let cid = u32::from_be_bytes([
+                reply.extras[8],
+                reply.extras[9],
+                reply.extras[10],
+                reply.extras[11],
+            ]);
+            settee_kv_codec::leb128::encode_u32(cid, &mut negotiated.collection_prefix);
+        }
         let reply = self.call(opcode::GET_CLUSTER_CONFIG, b"", &[]).await?;
         if reply.status == status::SUCCESS {
             negotiated.vbuckets = vbucket_count(&reply.value)?;
@@ -119,7 +148,7 @@ impl Client {
 
     /// HELLO with TcpNoDelay, Xerror, SelectBucket (and UnorderedExecution when asked); returns
     /// the features the server accepted.
-    async fn hello(&mut self, unordered: bool) -> anyhow::Result<Vec<u16>> {
+    async fn hello(&mut self, unordered: bool, collections: bool) -> anyhow::Result<Vec<u16>> {
         let mut wanted = vec![
             feature::TCP_NODELAY,
             feature::XERROR,
@@ -127,6 +156,9 @@ impl Client {
         ];
         if unordered {
             wanted.push(feature::UNORDERED_EXECUTION);
+        }
+        if collections {
+            wanted.push(feature::COLLECTIONS);
         }
         let value: Vec<u8> = wanted.iter().flat_map(|code| code.to_be_bytes()).collect();
         let reply = self.call(opcode::HELLO, AGENT.as_bytes(), &value).await?;
@@ -250,6 +282,7 @@ impl Client {
                 }
                 let reply = Reply {
                     status: frame.status(),
+                    extras: frame.extras.to_vec(),
                     value: frame.value.to_vec(),
                 };
                 self.input.drain(..used);

@@ -12,22 +12,31 @@ pub(crate) fn vbucket_of(key: &[u8], vbuckets: u16) -> u16 {
 }
 
 pub(crate) struct Keys {
-    /// All keys back to back, `KEY_LEN` bytes each: one allocation, not one per key.
+    /// All keys back to back, `key_len` bytes each: one allocation, not one per key.
     bytes: Vec<u8>,
+    key_len: usize,
     vbuckets: Vec<u16>,
 }
 
 impl Keys {
-    pub(crate) fn new(count: usize, vbucket_count: u16) -> Keys {
-        let mut bytes = Vec::with_capacity(count * KEY_LEN);
+    /// `count` keys, each after `prefix` (a collection id in LEB128, or nothing); the vbucket
+    /// is the key's alone, as the SDKs compute it.
+    pub(crate) fn new(count: usize, vbucket_count: u16, prefix: &[u8]) -> Keys {
+        let key_len = prefix.len() + KEY_LEN;
+        let mut bytes = Vec::with_capacity(count * key_len);
         let mut vbuckets = Vec::with_capacity(count);
         for index in 0..count {
             let key = crate::docs::doc_id(index);
             debug_assert_eq!(key.len(), KEY_LEN);
             vbuckets.push(vbucket_of(key.as_bytes(), vbucket_count));
+            bytes.extend_from_slice(prefix);
             bytes.extend_from_slice(key.as_bytes());
         }
-        Keys { bytes, vbuckets }
+        Keys {
+            bytes,
+            key_len,
+            vbuckets,
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -36,8 +45,11 @@ impl Keys {
 
     /// Key `index` and its vbucket.
     pub(crate) fn get(&self, index: usize) -> (&[u8], u16) {
-        let start = index * KEY_LEN;
-        (&self.bytes[start..start + KEY_LEN], self.vbuckets[index])
+        let start = index * self.key_len;
+        (
+            &self.bytes[start..start + self.key_len],
+            self.vbuckets[index],
+        )
     }
 }
 
@@ -57,10 +69,18 @@ mod tests {
 
     #[test]
     fn keys_are_the_shared_document_ids() {
-        let keys = Keys::new(3, 64);
+        let keys = Keys::new(3, 64, &[]);
         assert_eq!(keys.len(), 3);
         let (key, vbucket) = keys.get(2);
         assert_eq!(key, b"doc-00000002");
         assert_eq!(vbucket, vbucket_of(b"doc-00000002", 64));
+    }
+
+    #[test]
+    fn a_collection_prefix_comes_before_each_key_and_not_into_its_vbucket() {
+        let keys = Keys::new(3, 64, &[0x88, 0x01]);
+        let (key, vbucket) = keys.get(1);
+        assert_eq!(key, b"\x88\x01doc-00000001");
+        assert_eq!(vbucket, vbucket_of(b"doc-00000001", 64));
     }
 }

@@ -343,7 +343,7 @@ mod tests {
     use rand::SeedableRng;
 
     fn plan() -> Plan {
-        Plan::new(Keys::new(10, 64), crate::docs::doc_body(200))
+        Plan::new(Keys::new(10, 64, &[]), crate::docs::doc_body(200))
     }
 
     #[test]

@@ -81,6 +81,11 @@ pub struct KvArgs {
     /// Bucket to SELECT_BUCKET after authenticating.
     #[arg(long)]
     pub bucket: Option<String>,
+    /// Collection `scope.collection` to read and write (HELLO Collections, its id from
+    /// GET_COLLECTION_ID, then the id in LEB128 before every key); default `_default._default`
+    /// with bare keys. Needs --user.
+    #[arg(long)]
+    pub collection: Option<String>,
     /// Skip the load phase (SET of every key); the keys must already be there.
     #[arg(long)]
     pub no_load: bool,

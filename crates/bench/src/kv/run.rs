@@ -55,6 +55,7 @@ pub(super) async fn run(args: &KvArgs) -> anyhow::Result<KvReport> {
         mechanism: args.sasl_mechanism,
         bucket: args.bucket.clone(),
         unordered: args.unordered,
+        collection: args.collection.clone(),
     };
     // One connection first, alone: it shows whether the server is there and what it accepts,
     // and gives the vbucket count every request needs.
@@ -89,7 +90,7 @@ pub(super) async fn run(args: &KvArgs) -> anyhow::Result<KvReport> {
     let shared = Arc::new(Shared {
         handshake,
         plan: Plan::new(
-            Keys::new(args.keys, vbuckets),
+            Keys::new(args.keys, vbuckets, &negotiated.collection_prefix),
             crate::docs::doc_body(args.value_size_bytes),
         ),
         connections: args.connections,
@@ -329,8 +330,8 @@ mod tests {
     #[test]
     fn the_servers_vbucket_map_wins() {
         let from_server = Negotiated {
-            features: Vec::new(),
             vbuckets: Some(64),
+            ..Negotiated::default()
         };
         assert_eq!(resolve_vbuckets(Some(1024), &from_server), 64);
         assert_eq!(resolve_vbuckets(None, &from_server), 64);

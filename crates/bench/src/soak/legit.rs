@@ -292,6 +292,7 @@ async fn kv_worker(
         mechanism: SaslMechanism::ScramSha512,
         bucket: Some(endpoints.db.clone()),
         unordered: false,
+        collection: None,
     };
     let mut client: Option<Client> = None;
     let mut sequence = 0u64;

@@ -281,6 +281,7 @@ fn handshake_as(endpoints: &Endpoints, user: &str, password: &str) -> Handshake 
         mechanism: SaslMechanism::ScramSha512,
         bucket: Some(endpoints.db.clone()),
         unordered: false,
+        collection: None,
     }
 }
 
