@@ -177,6 +177,14 @@ test('design documents whose functions do not compile are refused at PUT', async
   await assert.rejects(db.put({ _id: '_design/broken', views: { v: { map: 'not a function' } } }), (error) => error.status === 400);
 });
 
+test('a function followed by a semicolon is accepted, as CouchDB 3.5 accepts it', async () => {
+  await db.put({ _id: '_design/semi', views: { v: { map: 'function (doc) { if (doc.type) emit(doc.n, 1); };', reduce: 'function (keys, values) { return sum(values); };' } } });
+  const reduced = await db.query('semi/v');
+  assert.equal(reduced.rows[0].value, 30);
+  const rows = await db.query('semi/v', { reduce: false, limit: 2 });
+  assert.deepEqual(rows.rows.map((row) => row.key), [0, 1]);
+});
+
 test('a map function that throws skips that document only', async () => {
   await db.put({ _id: '_design/throws', views: { v: { map: 'function (doc) { if (doc.n === 3) { throw new Error("no"); } if (doc.type) emit(doc.n, null); }' } } });
   const result = await db.query('throws/v');

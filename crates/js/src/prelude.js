@@ -60,13 +60,24 @@
     return String(error);
   }
 
-  // Compiles function source the way CouchDB does: the text must evaluate to a function.
+  // Compiles function source the way CouchDB does: the text must evaluate to a function. As
+  // CouchDB 3.5 does, a source whose function is followed by `;` (common in real design
+  // documents) is accepted: the trailing semicolons are dropped when the text does not
+  // compile with them.
   function compileFunction(source, what) {
     var fn;
     try {
       fn = (0, eval)("(" + source + "\n)");
     } catch (error) {
-      throw compilationError("Compilation of " + what + " failed: " + describe(error));
+      var trimmed = String(source).replace(/[\s;]+$/, "");
+      if (trimmed === String(source).replace(/\s+$/, "")) {
+        throw compilationError("Compilation of " + what + " failed: " + describe(error));
+      }
+      try {
+        fn = (0, eval)("(" + trimmed + "\n)");
+      } catch (ignored) {
+        throw compilationError("Compilation of " + what + " failed: " + describe(error));
+      }
     }
     if (typeof fn !== "function") {
       throw compilationError("Compilation of " + what + " failed: Expression does not eval to a function. (" + source + ")");

@@ -102,6 +102,26 @@ fn functions_that_do_not_compile_are_named() {
 }
 
 #[test]
+fn a_function_followed_by_semicolons_compiles_as_in_couchdb() {
+    let pool = pool(5000);
+    let program = program(&[
+        "function (doc) { emit(doc._id, 1); };",
+        "function (doc) { emit(doc.n, 2); } ; \n ;\n",
+    ]);
+    assert_eq!(pool.check(program.clone()).wait(), Ok(()));
+    let output = pool
+        .map(program, json!([{"_id": "a", "n": 7}]).to_string())
+        .wait()
+        .expect("map");
+    assert_eq!(rows(&output), json!([[[["a", 1]], [[7, 2]]]]));
+    // What follows the semicolon is not dropped: still refused.
+    assert!(matches!(
+        pool.check(program(&["function (doc) {}; 1"])).wait(),
+        Err(JsError::Compile(_))
+    ));
+}
+
+#[test]
 fn an_endless_loop_is_stopped_and_the_pool_keeps_serving() {
     let pool = pool(300);
     let result = pool
