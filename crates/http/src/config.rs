@@ -45,6 +45,9 @@ pub struct HttpConfig {
     pub stream_bytes_max: usize,
     /// Cross-origin requests (CouchDB's `[cors]`; off by default).
     pub cors: settee_http_wire::cors::CorsConfig,
+    /// Where `POST /_node/_local/_backup` makes its checkpoints (`docs/format/backup.md`);
+    /// `None`: backups are not offered.
+    pub backup_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for HttpConfig {
@@ -68,6 +71,7 @@ impl Default for HttpConfig {
             body_timeout: Some(crate::connection::BODY_TIMEOUT_DEFAULT),
             stream_bytes_max: crate::streamed::STREAM_BYTES_MAX_DEFAULT,
             cors: settee_http_wire::cors::CorsConfig::default(),
+            backup_dir: None,
         }
     }
 }
