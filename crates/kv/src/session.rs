@@ -39,6 +39,9 @@ pub(crate) enum Handled {
     Later(BoxFuture<'static, Vec<u8>>),
     /// Flush the output and close the connection.
     Close,
+    /// DCP_OPEN succeeded (its reply is in the output): the connection becomes a DCP producer
+    /// once every earlier reply is written (`dcp::serve`).
+    Dcp(crate::dcp::Opened),
 }
 
 pub(crate) struct Session {
@@ -407,6 +410,13 @@ impl Session {
                 ),
             },
             opcode::GET_COLLECTION_ID | opcode::GET_SCOPE_ID => self.collection_id(frame, out),
+            opcode::DCP_OPEN => return crate::dcp::open(self.view(), frame, out),
+            opcode::GET_ALL_VB_SEQNOS | opcode::DCP_GET_FAILOVER_LOG => {
+                crate::dcp::info_request(self.view(), frame, out)
+            }
+            code if crate::dcp::is_dcp_opcode(code) => {
+                err(out, status::EINVAL, "Not a DCP connection")
+            }
             _ => return data_op(self.view(), frame, bytes, framing, out),
         }
         Handled::Done
