@@ -56,7 +56,11 @@ struct Carried {
 pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>, slot: Slot) {
     let now = Instant::now();
     let carried = Carried {
-        session: Session::new(state.clone(), stream.peer_addr().ok().map(|addr| addr.ip())),
+        session: Session::new(
+            state.clone(),
+            stream.peer_addr().ok().map(|addr| addr.ip()),
+            stream.local_addr().ok().map(|addr| addr.ip()),
+        ),
         input: BytesMut::with_capacity(READ_BUFFER_BYTES),
         timings: TimingsGuard {
             local: ConnTimings::new(),

@@ -550,6 +550,15 @@ fn only_admins_open_dcp_and_ordinary_connections_refuse_stream_requests() {
     // Still an ordinary connection: a stream request is not DCP here.
     let refused = member.stream(0, 0, u64::MAX, 0, (0, 0), b"");
     assert_eq!(refused.vbucket_or_status, status::EINVAL);
+    // The bucket config names the address the client connected to, never `$HOST`.
+    let config = member.call(opcode::GET_CLUSTER_CONFIG, 0, &[], b"", b"");
+    let config = String::from_utf8(config.value).unwrap();
+    let kv_port = server.kv_addr.rsplit(':').next().unwrap();
+    assert!(
+        config.contains(&format!("\"127.0.0.1:{kv_port}\"")),
+        "{config}"
+    );
+    assert!(!config.contains("$HOST"), "{config}");
     let (_, code) = Dcp::open(&server, "admin", "secret", &features, 0);
     assert_eq!(
         code,
@@ -716,7 +725,10 @@ fn collection_events_and_documents_reach_only_collection_aware_streams() {
     }
     assert_eq!(got.len(), 3, "{got:?}");
     assert!(got[0].starts_with("SystemEvent"));
-    assert!(got[1].starts_with("Mutation") && got[1].contains("key: [8, "), "{got:?}");
+    assert!(
+        got[1].starts_with("Mutation") && got[1].contains("key: [8, "),
+        "{got:?}"
+    );
     assert_eq!(got[2], format!("SeqnoAdvanced {{ seqno: {high} }}"));
     let unknown = aware.stream(5, 0, high, 0, (0, 0), br#"{"collections":["77"]}"#);
     assert_eq!(unknown.vbucket_or_status, status::UNKNOWN_COLLECTION);
