@@ -797,3 +797,81 @@ fn flow_control_holds_the_producer_until_the_consumer_acknowledges() {
     );
     server.stop();
 }
+
+#[test]
+fn idle_consumers_get_noops_and_one_that_stops_answering_is_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    setup(&server);
+    let mut dcp = Dcp::admin(&server, false);
+    assert_eq!(dcp.control("enable_noop", "true"), 0);
+    assert_eq!(dcp.control("set_noop_interval", "1"), 0);
+    for _ in 0..2 {
+        let noop = dcp.next_within(Duration::from_secs(3)).expect("a DCP_NOOP");
+        assert_eq!(
+            (noop.magic, noop.opcode),
+            (Magic::Request, opcode::DCP_NOOP)
+        );
+        let mut response = Vec::new();
+        settee_kv_codec::encode_response(
+            &mut response,
+            opcode::DCP_NOOP,
+            0,
+            noop.opaque,
+            0,
+            0,
+            &[],
+            &[],
+            &[],
+        );
+        dcp.kv.stream.write_all(&response).unwrap();
+    }
+    // The response was not answered back, and the connection still serves requests.
+    assert_eq!(
+        dcp.call(opcode::NOOP, 0, &[], b"", b"").vbucket_or_status,
+        0
+    );
+    let unanswered = dcp.next_within(Duration::from_secs(3)).expect("a DCP_NOOP");
+    assert_eq!(unanswered.opcode, opcode::DCP_NOOP);
+    assert!(
+        dcp.kv.closed_by_server(),
+        "a consumer silent for an interval is closed"
+    );
+    server.stop();
+}
+
+#[test]
+fn close_stream_ends_the_stream_and_says_so_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    setup(&server);
+    let mut dcp = Dcp::admin(&server, false);
+    assert_eq!(
+        dcp.control("send_stream_end_on_client_close_stream", "true"),
+        0
+    );
+    assert_eq!(dcp.control("v7_dcp_status_codes", "true"), 0);
+    assert_eq!(
+        dcp.stream(4, 0, u64::MAX, 0, (0, 0), b"").vbucket_or_status,
+        0
+    );
+    assert_eq!(
+        dcp.call(opcode::DCP_CLOSE_STREAM, 4, &[], b"", b"")
+            .vbucket_or_status,
+        0
+    );
+    let end = dcp.next();
+    assert_eq!(
+        (end.opcode, end.vbucket_or_status),
+        (opcode::DCP_STREAM_END, 4)
+    );
+    assert_eq!(end.message(), Some(Message::StreamEnd { reason: 1 }));
+    let again = dcp.call(opcode::DCP_CLOSE_STREAM, 4, &[], b"", b"");
+    assert_eq!(again.vbucket_or_status, status::DCP_STREAM_NOT_FOUND);
+    // The vbucket may be streamed again.
+    assert_eq!(
+        dcp.stream(4, 0, u64::MAX, 0, (0, 0), b"").vbucket_or_status,
+        0
+    );
+    server.stop();
+}
