@@ -529,20 +529,7 @@ fn only_admins_open_dcp_and_ordinary_connections_refuse_stream_requests() {
     let server = Server::start(dir.path());
     setup(&server);
     let mut http = Client::connect(&server.addr).unwrap();
-    let user = br#"{"name":"bob","password":"bobpw","roles":[],"type":"user"}"#;
-    assert_eq!(
-        http.request("PUT", "/_users/org.couchdb.user:bob", Some(user))
-            .unwrap()
-            .status,
-        201
-    );
-    let security = br#"{"admins":{"names":[],"roles":[]},"members":{"names":["bob"],"roles":[]}}"#;
-    assert_eq!(
-        http.request("PUT", "/db/_security", Some(security))
-            .unwrap()
-            .status,
-        200
-    );
+    support::add_member(&mut http, "db", "bob", "bobpw");
 
     let features = [feature::XERROR, feature::SELECT_BUCKET];
     let (mut member, code) = Dcp::open(&server, "bob", "bobpw", &features, open_flags::PRODUCER);
