@@ -862,3 +862,69 @@ fn close_stream_ends_the_stream_and_says_so_when_asked() {
     );
     server.stop();
 }
+
+#[test]
+fn open_flags_shape_values_and_deletions() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let mut kv = setup(&server);
+    let keys = keys_in(2, 2);
+    set(&mut kv, keys[0].as_bytes(), b"{\"kept\":true}");
+    set(&mut kv, keys[1].as_bytes(), b"{\"gone\":true}");
+    let removed = kv.call(opcode::DELETE, keys[1].as_bytes(), &[], &[], 0);
+    assert_eq!(removed.status, 0);
+    let features = [feature::XERROR, feature::SELECT_BUCKET, feature::JSON];
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as u32;
+
+    // Deletion times (DELETION v2) and no values, the JSON datatype kept.
+    let flags = open_flags::PRODUCER
+        | open_flags::INCLUDE_DELETE_TIMES
+        | open_flags::NO_VALUE_WITH_UNDERLYING_DATATYPE;
+    let (mut dcp, code) = Dcp::open(&server, "admin", "secret", &features, flags);
+    assert_eq!(code, 0);
+    assert_eq!(dcp.stream(2, 0, 3, 0, (0, 0), b"").vbucket_or_status, 0);
+    let marker = dcp.next();
+    assert_eq!(marker.opcode, opcode::DCP_SNAPSHOT_MARKER);
+    let mutation = dcp.next();
+    assert_eq!(
+        (mutation.opcode, mutation.extras.len()),
+        (opcode::DCP_MUTATION, 31)
+    );
+    assert!(mutation.value.is_empty());
+    assert_eq!(mutation.datatype, settee_kv_codec::datatype::JSON);
+    assert_eq!(&mutation.extras[16..20], &3u32.to_be_bytes(), "item flags");
+    let deletion = dcp.next();
+    assert_eq!(
+        (deletion.opcode, deletion.extras.len()),
+        (opcode::DCP_DELETION, 21)
+    );
+    match deletion.message() {
+        Some(Message::Deletion {
+            meta,
+            delete_time: Some(time),
+            key,
+            ..
+        }) => {
+            assert_eq!((meta.seqno, meta.rev_seqno), (3, 2));
+            assert_eq!(key, keys[1].as_bytes());
+            assert!(
+                time >= before.saturating_sub(1) && time <= before + 60,
+                "{time}"
+            );
+        }
+        other => panic!("not a DELETION v2: {other:?}"),
+    }
+    assert_eq!(dcp.next().message(), Some(Message::StreamEnd { reason: 0 }));
+
+    // The default: values, and DELETION v1.
+    let (mut plain, code) = Dcp::open(&server, "admin", "secret", &features, open_flags::PRODUCER);
+    assert_eq!(code, 0);
+    assert_eq!(plain.stream(2, 0, 3, 0, (0, 0), b"").vbucket_or_status, 0);
+    plain.next();
+    assert_eq!(plain.next().value, b"{\"kept\":true}");
+    assert_eq!(plain.next().extras.len(), 18);
+    server.stop();
+}
