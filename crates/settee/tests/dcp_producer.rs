@@ -928,3 +928,38 @@ fn open_flags_shape_values_and_deletions() {
     assert_eq!(plain.next().extras.len(), 18);
     server.stop();
 }
+
+#[test]
+fn a_database_admin_streams_until_the_right_is_taken_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let mut kv = setup(&server);
+    let mut http = Client::connect(&server.addr).unwrap();
+    support::add_member(&mut http, "db", "carol", "carolpw");
+    let admins = br#"{"admins":{"names":["carol"],"roles":[]},"members":{"names":[],"roles":[]}}"#;
+    let put = http.request("PUT", "/db/_security", Some(admins)).unwrap();
+    assert_eq!(put.status, 200);
+
+    let features = [feature::XERROR, feature::SELECT_BUCKET];
+    let (mut dcp, code) = Dcp::open(&server, "carol", "carolpw", &features, open_flags::PRODUCER);
+    assert_eq!(code, 0, "a database admin may open DCP");
+    let key = keys_in(1, 1).remove(0);
+    set(&mut kv, key.as_bytes(), b"{\"v\":1}");
+    assert_eq!(
+        dcp.stream(1, 0, u64::MAX, 0, (0, 0), b"").vbucket_or_status,
+        0
+    );
+    assert_eq!(dcp.next().opcode, opcode::DCP_SNAPSHOT_MARKER);
+    assert_eq!(dcp.next().opcode, opcode::DCP_MUTATION);
+
+    // No longer an admin: the next write ends the open stream, and no new one opens.
+    let members = br#"{"admins":{"names":[],"roles":[]},"members":{"names":["carol"],"roles":[]}}"#;
+    let put = http.request("PUT", "/db/_security", Some(members)).unwrap();
+    assert_eq!(put.status, 200);
+    set(&mut kv, key.as_bytes(), b"{\"v\":2}");
+    let end = dcp.next();
+    assert_eq!(end.message(), Some(Message::StreamEnd { reason: 8 }));
+    let refused = dcp.stream(1, 0, u64::MAX, 0, (0, 0), b"");
+    assert_eq!(refused.vbucket_or_status, status::EACCESS);
+    server.stop();
+}
