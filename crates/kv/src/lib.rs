@@ -78,6 +78,8 @@ pub struct KvState {
     output: budget::NodeOutput,
     /// Open connections, against `limits.max_connections`.
     slots: settee_door::Slots,
+    /// DCP producer connections by name (`dcp/names.rs`).
+    dcp_names: dcp::ProducerNames,
 }
 
 impl KvState {
@@ -92,6 +94,7 @@ impl KvState {
             bulk: config.bulk_lane.map(lanes::BulkLane::new).transpose()?,
             output: budget::NodeOutput::new(config.limits.node_output_bytes_max),
             slots: settee_door::Slots::new("kv", config.limits.max_connections),
+            dcp_names: dcp::ProducerNames::default(),
             engine,
             users,
             config,

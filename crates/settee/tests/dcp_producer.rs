@@ -62,13 +62,34 @@ struct Dcp {
 }
 
 impl Dcp {
-    /// Authenticated as `user`, bucket selected, DCP_OPEN sent; returns the open's status.
+    /// Authenticated as `user`, bucket selected, DCP_OPEN sent under a name of its own;
+    /// returns the open's status.
     fn open(
         server: &Server,
         user: &str,
         password: &str,
         features: &[u16],
         flags: u32,
+    ) -> (Dcp, u16) {
+        static CONNECTIONS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = CONNECTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Dcp::open_named(
+            server,
+            user,
+            password,
+            features,
+            flags,
+            &format!("test:consumer-{n}"),
+        )
+    }
+
+    fn open_named(
+        server: &Server,
+        user: &str,
+        password: &str,
+        features: &[u16],
+        flags: u32,
+        name: &str,
     ) -> (Dcp, u16) {
         let mut kv = Kv::connect(&server.kv_addr);
         kv.hello(features);
@@ -81,7 +102,7 @@ impl Dcp {
         };
         let mut extras = [0u8; 8];
         extras[4..].copy_from_slice(&flags.to_be_bytes());
-        let reply = dcp.call(opcode::DCP_OPEN, 0, &extras, b"test:consumer", b"");
+        let reply = dcp.call(opcode::DCP_OPEN, 0, &extras, name.as_bytes(), b"");
         (dcp, reply.vbucket_or_status)
     }
 
@@ -961,5 +982,43 @@ fn a_database_admin_streams_until_the_right_is_taken_away() {
     assert_eq!(end.message(), Some(Message::StreamEnd { reason: 8 }));
     let refused = dcp.stream(1, 0, u64::MAX, 0, (0, 0), b"");
     assert_eq!(refused.vbucket_or_status, status::EACCESS);
+    server.stop();
+}
+
+#[test]
+fn a_newer_connection_of_the_same_name_closes_the_older() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    setup(&server);
+    let features = [feature::XERROR, feature::SELECT_BUCKET];
+    let open = |name: &str| {
+        let (dcp, code) = Dcp::open_named(
+            &server,
+            "admin",
+            "secret",
+            &features,
+            open_flags::PRODUCER,
+            name,
+        );
+        assert_eq!(code, 0);
+        dcp
+    };
+    let mut older = open("connector:1");
+    let mut other = open("connector:2");
+    let mut newer = open("connector:1");
+    assert!(
+        older.kv.closed_by_server(),
+        "the older connection of the name is closed"
+    );
+    for dcp in [&mut other, &mut newer] {
+        assert_eq!(
+            dcp.call(opcode::NOOP, 0, &[], b"", b"").vbucket_or_status,
+            0
+        );
+        assert_eq!(
+            dcp.stream(0, 0, u64::MAX, 0, (0, 0), b"").vbucket_or_status,
+            0
+        );
+    }
     server.stop();
 }

@@ -13,6 +13,7 @@
 //! consumer whose socket takes nothing for the door's stuck timeout is closed.
 
 mod item;
+mod names;
 mod requests;
 mod rollback;
 mod stream;
@@ -35,6 +36,7 @@ use crate::KvState;
 use item::ValueOptions;
 use stream::{Step, Stream};
 
+pub(crate) use names::ProducerNames;
 pub(crate) use requests::info_request;
 
 /// Producer output gathered before one write to the socket.
@@ -265,6 +267,7 @@ pub(crate) async fn serve(
         after_reply: Vec::new(),
         noop_outstanding: false,
     };
+    let registration = state.dcp_names.register(bucket.id(), &opened.name);
     let stuck_after = state.config.limits.send_queue_stuck_timeout;
     let mut changes = bucket.subscribe();
     let mut watching = true;
@@ -322,6 +325,10 @@ pub(crate) async fn serve(
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             },
+            () = registration.replaced.notified() => {
+                tracing::debug!(name = %opened.name, "a newer dcp connection took the name, closing");
+                return;
+            }
             () = std::future::ready(()), if ready => {}
             changed = changes.changed(), if watching => {
                 // A dropped bucket stops the watch; its streams end with their reads.
