@@ -8,17 +8,23 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+/// (bucket id, connection name).
+type NameKey = (u32, String);
+
+/// The connection holding a name: its token, and how to tell it to go.
+type Holder = (u64, Arc<Notify>);
+
 /// The node's producer connections. The mutex is held only to insert or remove a name.
 #[derive(Default)]
 pub(crate) struct ProducerNames {
-    live: Mutex<HashMap<(u32, String), (u64, Arc<Notify>)>>,
+    live: Mutex<HashMap<NameKey, Holder>>,
     next_token: std::sync::atomic::AtomicU64,
 }
 
 /// One connection's place under its name; leaves it when dropped.
 pub(crate) struct Registration<'a> {
     names: &'a ProducerNames,
-    key: (u32, String),
+    key: NameKey,
     token: u64,
     /// Notified when a newer connection takes the name.
     pub replaced: Arc<Notify>,
