@@ -1,0 +1,167 @@
+//! Messages between the nodes of a cluster, behind the [`Transport`] trait.
+//!
+//! openraft speaks to peers through [`Network`] (its `RaftNetworkFactory`), which turns each RPC
+//! into a [`Request`] and hands it to the transport; the receiving node answers it with
+//! `ClusterNode::handle`. The real transport (TCP, authenticated with the cluster secret, its
+//! frames specified in docs/format/ before they are coded) and the simulation's network both
+//! implement [`Transport`]; nothing above this file knows which one runs.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use openraft::error::{NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, OptionalSend, Snapshot, SnapshotMeta, Vote};
+
+use crate::map::NodeId;
+use crate::types::TypeConfig;
+
+/// What one node asks another.
+#[derive(Debug)]
+pub enum Request {
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<NodeId>),
+    /// A whole snapshot: the state machine's bytes (docs/format/cluster-map.md).
+    Snapshot {
+        vote: Vote<NodeId>,
+        meta: SnapshotMeta<NodeId, BasicNode>,
+        data: Vec<u8>,
+    },
+    /// "I am alive", sent to the leader every heartbeat interval (the failure detector).
+    Heartbeat { from: NodeId },
+}
+
+#[derive(Debug)]
+pub enum Response {
+    AppendEntries(AppendEntriesResponse<NodeId>),
+    Vote(VoteResponse<NodeId>),
+    Snapshot(SnapshotResponse<NodeId>),
+    Heartbeat,
+    /// The receiver could not handle the request (shutting down, not initialised, ...).
+    Refused(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    #[error("node {0} is unreachable")]
+    Unreachable(NodeId),
+    #[error("request to node {0} timed out")]
+    Timeout(NodeId),
+    #[error("node {node} refused: {reason}")]
+    Refused { node: NodeId, reason: String },
+    #[error("node {0} answered with the wrong kind of response")]
+    Mismatch(NodeId),
+}
+
+pub type SendFuture = Pin<Box<dyn Future<Output = Result<Response, TransportError>> + Send>>;
+
+/// Delivers a request to a node and brings back its response.
+pub trait Transport: Send + Sync + 'static {
+    /// `addr` is the target's cluster address as the Raft membership records it.
+    fn send(&self, from: NodeId, target: NodeId, addr: &str, request: Request) -> SendFuture;
+}
+
+/// openraft's network factory: one [`Connection`] per peer, all over one transport.
+#[derive(Clone)]
+pub struct Network {
+    pub from: NodeId,
+    pub transport: Arc<dyn Transport>,
+}
+
+pub struct Connection {
+    from: NodeId,
+    target: NodeId,
+    addr: String,
+    transport: Arc<dyn Transport>,
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = Connection;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Connection {
+        Connection {
+            from: self.from,
+            target,
+            addr: node.addr.clone(),
+            transport: self.transport.clone(),
+        }
+    }
+}
+
+impl Connection {
+    async fn call(&self, request: Request) -> Result<Response, TransportError> {
+        match self
+            .transport
+            .send(self.from, self.target, &self.addr, request)
+            .await?
+        {
+            Response::Refused(reason) => Err(TransportError::Refused {
+                node: self.target,
+                reason,
+            }),
+            response => Ok(response),
+        }
+    }
+}
+
+// Every failure is reported as a network error, never as `Unreachable`: openraft then retries
+// at its own pace instead of entering its back-off path, which races two futures in an
+// unbiased `select!` and would make a simulated run depend on tokio's internal randomness.
+fn network_error(error: TransportError) -> NetworkError {
+    NetworkError::new(&error)
+}
+
+type RpcResult<T> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId>>>;
+
+impl RaftNetwork<TypeConfig> for Connection {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<NodeId>> {
+        match self.call(Request::AppendEntries(rpc)).await {
+            Ok(Response::AppendEntries(response)) => Ok(response),
+            Ok(_) => Err(RPCError::Network(network_error(TransportError::Mismatch(self.target)))),
+            Err(error) => Err(RPCError::Network(network_error(error))),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        _option: RPCOption,
+    ) -> RpcResult<VoteResponse<NodeId>> {
+        match self.call(Request::Vote(rpc)).await {
+            Ok(Response::Vote(response)) => Ok(response),
+            Ok(_) => Err(RPCError::Network(network_error(TransportError::Mismatch(self.target)))),
+            Err(error) => Err(RPCError::Network(network_error(error))),
+        }
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote<NodeId>,
+        snapshot: Snapshot<TypeConfig>,
+        _cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
+        _option: RPCOption,
+    ) -> Result<SnapshotResponse<NodeId>, StreamingError<TypeConfig, openraft::error::Fatal<NodeId>>>
+    {
+        let request = Request::Snapshot {
+            vote,
+            meta: snapshot.meta,
+            data: *snapshot.snapshot,
+        };
+        match self.call(request).await {
+            Ok(Response::Snapshot(response)) => Ok(response),
+            Ok(_) => Err(StreamingError::Network(network_error(TransportError::Mismatch(
+                self.target,
+            )))),
+            Err(error) => Err(StreamingError::Network(network_error(error))),
+        }
+    }
+}
