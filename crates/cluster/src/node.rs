@@ -202,7 +202,7 @@ impl ClusterNode {
     }
 
     /// Stops the node's tasks and its Raft instance (a crash, as far as peers can tell).
-    pub async fn shutdown(self) {
+    pub async fn shutdown(&self) {
         for task in &self.tasks {
             task.abort();
         }
