@@ -191,6 +191,13 @@ impl ClusterNode {
         self.propose(Command::CreateBucket(bucket)).await
     }
 
+    /// Leader only: fails `node` over now, as the auto-failover would (the manual failover of
+    /// Couchbase's REST API): asks its replicas for their seqnos, then commits the plan.
+    pub async fn fail_over(&self, node: NodeId) -> Result<Applied, ClusterError> {
+        let map = self.map();
+        fail_over(&self.inner, &map, node).await
+    }
+
     /// Leader only: commits `command` and returns what applying it did.
     pub async fn propose(&self, command: Command) -> Result<Applied, ClusterError> {
         propose(&self.inner, command).await
@@ -331,12 +338,7 @@ async fn orchestrate(inner: Arc<Inner>) {
 async fn execute(inner: &Inner, map: &ClusterMap, action: Action) -> Result<(), ClusterError> {
     match action {
         Action::FailOver(node) => {
-            let reports = gather_seqnos(inner, map, node).await;
-            let plan = failover::plan(map, node, &reports);
-            for (vbucket, decision) in &plan.decisions {
-                tracing::info!(failed = node, ?vbucket, ?decision, "failover decision");
-            }
-            propose(inner, Command::Failover { node, changes: plan.changes }).await?;
+            fail_over(inner, map, node).await?;
         }
         Action::AddLearner(node) => {
             let addr = map
@@ -362,6 +364,15 @@ async fn execute(inner: &Inner, map: &ClusterMap, action: Action) -> Result<(), 
         }
     }
     Ok(())
+}
+
+async fn fail_over(inner: &Inner, map: &ClusterMap, node: NodeId) -> Result<Applied, ClusterError> {
+    let reports = gather_seqnos(inner, map, node).await;
+    let plan = failover::plan(map, node, &reports);
+    for (vbucket, decision) in &plan.decisions {
+        tracing::info!(failed = node, ?vbucket, ?decision, "failover decision");
+    }
+    propose(inner, Command::Failover { node, changes: plan.changes }).await
 }
 
 /// Asks every other chain member of the failed node's actives for its seqnos, one request per

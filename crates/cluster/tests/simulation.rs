@@ -7,7 +7,8 @@
 //! leader per term, and once faults stop every node converges on one map and one leader.
 //!
 //! `SIM_SCHEDULES=n` runs n schedules (CI default below); `SIM_SEED=s` replays one schedule;
-//! `SIM_NODES_MAX=n` caps the node count. A failure prints the seed that reproduces it.
+//! `SIM_NODES_MAX=n` caps the node count; `SIM_DEBUG=1` prints each node's Raft state after the
+//! faults. A failure prints the seed that reproduces it.
 
 mod sim;
 
@@ -86,4 +87,12 @@ fn one_seed_replays_the_same_run() {
     let second = run(&plan).unwrap_or_else(|broken| panic!("seed 7: {broken}"));
     assert_eq!(first.trace, second.trace, "{first:?}\n{second:?}");
     assert_eq!(first.messages, second.messages);
+}
+
+#[test]
+fn a_manual_failover_moves_every_active_of_the_node_to_a_replica() {
+    let moved = sim::world::run_manual_failover(11, 4, 3)
+        .unwrap_or_else(|broken| panic!("manual failover: {broken}"));
+    // 1,024 vbuckets over 4 nodes: node 3 was active for a quarter of them.
+    assert_eq!(moved, 256);
 }

@@ -413,3 +413,68 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
     }
     Ok(outcome)
 }
+
+/// A manual failover of a live node on a quiet cluster: every vbucket it was active for moves
+/// to a replica that holds every acknowledged write, and the node is marked failed. Returns
+/// how many vbuckets moved.
+pub fn run_manual_failover(seed: u64, nodes: u64, victim: NodeId) -> Result<usize, String> {
+    settee_cluster::runtime::seed_thread_rng(seed);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(|error| error.to_string())?;
+    let net = SimNetwork(Arc::new(Mutex::new(NetState {
+        rng: StdRng::seed_from_u64(seed ^ 0x5eed),
+        nodes: BTreeMap::new(),
+        sides: BTreeMap::new(),
+        drop_rate: 0.0,
+        delay_ms_max: 5,
+        messages: 0,
+    })));
+    let mut world = World {
+        plan: Plan { seed, nodes, fault_ms: 0, quiet_ms: 0 },
+        rng: StdRng::seed_from_u64(seed),
+        net,
+        model: Arc::new(Mutex::new(Model::default())),
+        storage: BTreeMap::new(),
+        checks: Checks::default(),
+        outcome: Outcome::default(),
+    };
+    runtime.block_on(async {
+        world.set_up().await?;
+        for _ in 0..50 {
+            world.step().await?;
+            world.write_some();
+        }
+        let before = world.leader().ok_or("no leader")?.map();
+        let leader = world.leader().ok_or("no leader")?;
+        let applied = leader.fail_over(victim).await.map_err(|e| e.to_string())?;
+        if !matches!(applied, Applied::Revision(_)) {
+            return Err(format!("manual failover refused: {applied:?}"));
+        }
+        world.step().await?;
+        let after = leader.map();
+        if after.is_active_member(victim) {
+            return Err(format!("node {victim} is still active"));
+        }
+        let mut moved = 0;
+        for (name, bucket) in &after.buckets {
+            for (vb, entry) in bucket.vbuckets.iter().enumerate() {
+                let old = &before.buckets[name].vbuckets[vb];
+                if old.active == Some(victim) {
+                    if entry.active.is_none() || !old.replicas.contains(&entry.active.unwrap_or(0)) {
+                        return Err(format!("{name} vb {vb} went from {old:?} to {entry:?}"));
+                    }
+                    moved += 1;
+                } else if entry != old {
+                    return Err(format!("{name} vb {vb} changed though node {victim} was not its active"));
+                }
+            }
+        }
+        for (_, node) in world.running() {
+            node.shutdown().await;
+        }
+        Ok(moved)
+    })
+}
