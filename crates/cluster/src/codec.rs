@@ -192,7 +192,11 @@ fn write_bucket(w: &mut Writer, bucket: &Bucket) {
     w.u8(bucket.replicas);
     w.u8(bucket.durability_min as u8);
     w.u64(bucket.manifest_uid);
-    for entry in bucket.vbuckets.iter().take(usize::from(bucket.vbucket_count)) {
+    for entry in bucket
+        .vbuckets
+        .iter()
+        .take(usize::from(bucket.vbucket_count))
+    {
         write_vbucket(w, entry);
     }
 }
@@ -222,9 +226,13 @@ pub fn write_map(w: &mut Writer, map: &ClusterMap) {
     w.u8(u8::from(map.auto_failover.enabled));
     w.u32(map.auto_failover.timeout_ms);
     w.count(map.members.len());
-    map.members.values().for_each(|member| write_member(w, member));
+    map.members
+        .values()
+        .for_each(|member| write_member(w, member));
     w.count(map.buckets.len());
-    map.buckets.values().for_each(|bucket| write_bucket(w, bucket));
+    map.buckets
+        .values()
+        .for_each(|bucket| write_bucket(w, bucket));
 }
 
 pub fn read_map(r: &mut Reader) -> Result<ClusterMap, DecodeError> {
@@ -379,7 +387,11 @@ pub fn write_optional_log_id(w: &mut Writer, log_id: &Option<LogId<NodeId>>) {
 }
 
 pub fn read_optional_log_id(r: &mut Reader) -> Result<Option<LogId<NodeId>>, DecodeError> {
-    Ok(if r.bool()? { Some(read_log_id(r)?) } else { None })
+    Ok(if r.bool()? {
+        Some(read_log_id(r)?)
+    } else {
+        None
+    })
 }
 
 pub fn encode_vote(vote: &Vote<NodeId>) -> Vec<u8> {

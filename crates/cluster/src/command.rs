@@ -25,14 +25,27 @@ pub struct VbucketChange {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
     AddMember(Member),
-    SetMemberState { node: NodeId, state: MemberState },
+    SetMemberState {
+        node: NodeId,
+        state: MemberState,
+    },
     CreateBucket(Bucket),
-    DropBucket { name: String },
-    SetManifestUid { name: String, uid: u64 },
+    DropBucket {
+        name: String,
+    },
+    SetManifestUid {
+        name: String,
+        uid: u64,
+    },
     /// Marks `node` failed and applies the promotions of `failover::plan`, all or nothing.
-    Failover { node: NodeId, changes: Vec<VbucketChange> },
+    Failover {
+        node: NodeId,
+        changes: Vec<VbucketChange>,
+    },
     SetAutoFailover(AutoFailover),
-    SetVoters { voters: BTreeSet<NodeId> },
+    SetVoters {
+        voters: BTreeSet<NodeId>,
+    },
 }
 
 /// What applying a command did.
@@ -225,20 +238,22 @@ mod tests {
     use super::*;
 
     fn member(id: NodeId) -> Member {
-        Member {
+        let host = format!("10.0.0.{id}");
+        Member::joining(
             id,
-            cluster_addr: format!("10.0.0.{id}:4000"),
-            http_addr: format!("10.0.0.{id}:5984"),
-            kv_addr: format!("10.0.0.{id}:11210"),
-            state: MemberState::Active,
-            role: Role::Learner,
-        }
+            format!("{host}:4000"),
+            format!("{host}:5984"),
+            format!("{host}:11210"),
+        )
     }
 
     fn map_with_bucket() -> ClusterMap {
         let mut map = ClusterMap::default();
         for id in 1..=3 {
-            assert!(matches!(map.apply(&Command::AddMember(member(id))), Applied::Revision(_)));
+            assert!(matches!(
+                map.apply(&Command::AddMember(member(id))),
+                Applied::Revision(_)
+            ));
         }
         let bucket = Bucket {
             name: "b".into(),
@@ -247,11 +262,22 @@ mod tests {
             durability_min: Durability::None,
             manifest_uid: 0,
             vbuckets: vec![
-                Vbucket { active: Some(1), replicas: vec![2], epoch: 0 },
-                Vbucket { active: Some(2), replicas: vec![3], epoch: 0 },
+                Vbucket {
+                    active: Some(1),
+                    replicas: vec![2],
+                    epoch: 0,
+                },
+                Vbucket {
+                    active: Some(2),
+                    replicas: vec![3],
+                    epoch: 0,
+                },
             ],
         };
-        assert_eq!(map.apply(&Command::CreateBucket(bucket)), Applied::Revision(4));
+        assert_eq!(
+            map.apply(&Command::CreateBucket(bucket)),
+            Applied::Revision(4)
+        );
         map
     }
 
@@ -259,7 +285,10 @@ mod tests {
     fn every_accepted_command_raises_the_revision_and_stamps_epochs() {
         let map = map_with_bucket();
         assert_eq!(map.revision, 4);
-        assert!(map.buckets["b"].vbuckets.iter().all(|entry| entry.epoch == 4));
+        assert!(map.buckets["b"]
+            .vbuckets
+            .iter()
+            .all(|entry| entry.epoch == 4));
         assert_eq!(map.check(), Ok(()));
     }
 
@@ -267,9 +296,15 @@ mod tests {
     fn a_rejected_command_changes_nothing() {
         let mut map = map_with_bucket();
         let before = map.clone();
-        assert!(matches!(map.apply(&Command::AddMember(member(2))), Applied::Rejected(_)));
         assert!(matches!(
-            map.apply(&Command::SetAutoFailover(AutoFailover { enabled: true, timeout_ms: 999 })),
+            map.apply(&Command::AddMember(member(2))),
+            Applied::Rejected(_)
+        ));
+        assert!(matches!(
+            map.apply(&Command::SetAutoFailover(AutoFailover {
+                enabled: true,
+                timeout_ms: 999
+            })),
             Applied::Rejected(_)
         ));
         assert_eq!(map, before);
@@ -282,21 +317,38 @@ mod tests {
             bucket: "b".into(),
             vbucket: 0,
             expected_epoch: 4,
-            entry: Vbucket { active: Some(2), replicas: vec![1], epoch: 0 },
+            entry: Vbucket {
+                active: Some(2),
+                replicas: vec![1],
+                epoch: 0,
+            },
         };
-        let stale = VbucketChange { vbucket: 1, expected_epoch: 3, ..promote.clone() };
+        let stale = VbucketChange {
+            vbucket: 1,
+            expected_epoch: 3,
+            ..promote.clone()
+        };
         let before = map.clone();
-        let command = Command::Failover { node: 1, changes: vec![promote.clone(), stale] };
+        let command = Command::Failover {
+            node: 1,
+            changes: vec![promote.clone(), stale],
+        };
         assert!(matches!(map.apply(&command), Applied::Rejected(_)));
         assert_eq!(map, before);
-        let command = Command::Failover { node: 1, changes: vec![promote] };
+        let command = Command::Failover {
+            node: 1,
+            changes: vec![promote],
+        };
         assert_eq!(map.apply(&command), Applied::Revision(5));
         assert_eq!(map.members[&1].state, MemberState::Failed);
         assert_eq!(map.buckets["b"].vbuckets[0].active, Some(2));
         assert_eq!(map.buckets["b"].vbuckets[0].epoch, 5);
         assert_eq!(map.buckets["b"].vbuckets[1].epoch, 4);
         // The same plan again meets a failed node and a new epoch.
-        let again = Command::Failover { node: 1, changes: vec![] };
+        let again = Command::Failover {
+            node: 1,
+            changes: vec![],
+        };
         assert!(matches!(map.apply(&again), Applied::Rejected(_)));
     }
 
@@ -307,9 +359,16 @@ mod tests {
             bucket: "b".into(),
             vbucket: 0,
             expected_epoch: 4,
-            entry: Vbucket { active: Some(3), replicas: vec![1], epoch: 0 },
+            entry: Vbucket {
+                active: Some(3),
+                replicas: vec![1],
+                epoch: 0,
+            },
         };
-        let command = Command::Failover { node: 1, changes: vec![change] };
+        let command = Command::Failover {
+            node: 1,
+            changes: vec![change],
+        };
         assert!(matches!(map.apply(&command), Applied::Rejected(_)));
     }
 }

@@ -38,13 +38,22 @@ pub type Reports = BTreeMap<(String, u16), BTreeMap<NodeId, ReplicaSeqno>>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
-    Promote { node: NodeId, seqno: u64 },
+    Promote {
+        node: NodeId,
+        seqno: u64,
+    },
     /// No replica answered (or the bucket has none).
     NoReplica,
     /// Too few replicas answered to be sure no majority-acknowledged write is elsewhere.
-    MajorityUnreachable { answered: usize, needed: usize },
+    MajorityUnreachable {
+        answered: usize,
+        needed: usize,
+    },
     /// The best replica misses a write known to be majority-acknowledged.
-    MissesAcknowledgedWrite { best: u64, acknowledged: u64 },
+    MissesAcknowledgedWrite {
+        best: u64,
+        acknowledged: u64,
+    },
 }
 
 /// The decision for one vbucket whose active `entry.active` failed.
@@ -130,7 +139,11 @@ pub fn plan(map: &ClusterMap, failed: NodeId, reports: &Reports) -> Plan {
                 bucket: name.clone(),
                 vbucket: vb,
                 expected_epoch: entry.epoch,
-                entry: Vbucket { active, replicas, epoch: 0 },
+                entry: Vbucket {
+                    active,
+                    replicas,
+                    epoch: 0,
+                },
             });
             plan.decisions.push((key, decision));
         }

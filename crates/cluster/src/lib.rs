@@ -13,15 +13,15 @@
 #![deny(clippy::unwrap_used)]
 
 pub mod codec;
+pub mod command;
 pub mod detector;
 pub mod failover;
+pub mod map;
 pub mod network;
 pub mod node;
 pub mod orchestrator;
 pub mod placement;
-pub mod voters;
-pub mod command;
-pub mod map;
 pub mod runtime;
 pub mod storage;
 pub mod types;
+pub mod voters;

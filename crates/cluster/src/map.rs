@@ -43,6 +43,25 @@ pub struct Member {
     pub role: Role,
 }
 
+impl Member {
+    /// A node as it joins: active, and a learner until the orchestrator makes it vote.
+    pub fn joining(
+        id: NodeId,
+        cluster_addr: impl Into<String>,
+        http_addr: impl Into<String>,
+        kv_addr: impl Into<String>,
+    ) -> Member {
+        Member {
+            id,
+            cluster_addr: cluster_addr.into(),
+            http_addr: http_addr.into(),
+            kv_addr: kv_addr.into(),
+            state: MemberState::Active,
+            role: Role::Learner,
+        }
+    }
+}
+
 /// Couchbase's durability levels, the minimum a bucket raises every write to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Durability {
@@ -128,8 +147,7 @@ impl ClusterMap {
             }
         }
         for (name, bucket) in &self.buckets {
-            if *name != bucket.name || bucket.vbuckets.len() != usize::from(bucket.vbucket_count)
-            {
+            if *name != bucket.name || bucket.vbuckets.len() != usize::from(bucket.vbucket_count) {
                 return Err(format!("bucket {name} is malformed"));
             }
             if bucket.replicas > REPLICAS_MAX {

@@ -32,7 +32,9 @@ pub enum Request {
         data: Vec<u8>,
     },
     /// "I am alive", sent to the leader every heartbeat interval (the failure detector).
-    Heartbeat { from: NodeId },
+    Heartbeat {
+        from: NodeId,
+    },
 }
 
 #[derive(Debug)]
@@ -126,7 +128,9 @@ impl RaftNetwork<TypeConfig> for Connection {
     ) -> RpcResult<AppendEntriesResponse<NodeId>> {
         match self.call(Request::AppendEntries(rpc)).await {
             Ok(Response::AppendEntries(response)) => Ok(response),
-            Ok(_) => Err(RPCError::Network(network_error(TransportError::Mismatch(self.target)))),
+            Ok(_) => Err(RPCError::Network(network_error(TransportError::Mismatch(
+                self.target,
+            )))),
             Err(error) => Err(RPCError::Network(network_error(error))),
         }
     }
@@ -138,7 +142,9 @@ impl RaftNetwork<TypeConfig> for Connection {
     ) -> RpcResult<VoteResponse<NodeId>> {
         match self.call(Request::Vote(rpc)).await {
             Ok(Response::Vote(response)) => Ok(response),
-            Ok(_) => Err(RPCError::Network(network_error(TransportError::Mismatch(self.target)))),
+            Ok(_) => Err(RPCError::Network(network_error(TransportError::Mismatch(
+                self.target,
+            )))),
             Err(error) => Err(RPCError::Network(network_error(error))),
         }
     }
@@ -158,9 +164,9 @@ impl RaftNetwork<TypeConfig> for Connection {
         };
         match self.call(request).await {
             Ok(Response::Snapshot(response)) => Ok(response),
-            Ok(_) => Err(StreamingError::Network(network_error(TransportError::Mismatch(
-                self.target,
-            )))),
+            Ok(_) => Err(StreamingError::Network(network_error(
+                TransportError::Mismatch(self.target),
+            ))),
             Err(error) => Err(StreamingError::Network(network_error(error))),
         }
     }

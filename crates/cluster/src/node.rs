@@ -106,8 +106,8 @@ impl ClusterNode {
         }
         .validate()
         .map_err(|error| ClusterError::Raft(error.to_string()))?;
-        let state_machine =
-            StateMachine::open(backend.clone()).map_err(|e| ClusterError::Storage(e.to_string()))?;
+        let state_machine = StateMachine::open(backend.clone())
+            .map_err(|e| ClusterError::Storage(e.to_string()))?;
         let map = state_machine.subscribe();
         let network = Network {
             from: id,
@@ -160,7 +160,12 @@ impl ClusterNode {
     /// Makes this node a new one-node cluster: it votes alone and records itself in the map.
     pub async fn bootstrap(&self) -> Result<(), ClusterError> {
         let member = &self.inner.config.member;
-        let nodes = BTreeMap::from([(member.id, BasicNode { addr: member.cluster_addr.clone() })]);
+        let nodes = BTreeMap::from([(
+            member.id,
+            BasicNode {
+                addr: member.cluster_addr.clone(),
+            },
+        )]);
         self.inner
             .raft
             .initialize(nodes)
@@ -174,7 +179,9 @@ impl ClusterNode {
     /// later makes it a voter if the group needs one.
     pub async fn add_member(&self, member: Member) -> Result<Applied, ClusterError> {
         let id = member.id;
-        let node = BasicNode { addr: member.cluster_addr.clone() };
+        let node = BasicNode {
+            addr: member.cluster_addr.clone(),
+        };
         let applied = self.propose(Command::AddMember(member)).await?;
         if let Applied::Revision(_) = applied {
             // If this fails (a new leader), the orchestrator's AddLearner action finishes it.
@@ -244,7 +251,10 @@ async fn handle(inner: &Inner, request: Request) -> Response {
             Err(error) => Response::Refused(error.to_string()),
         },
         Request::Snapshot { vote, meta, data } => {
-            let snapshot = openraft::Snapshot { meta, snapshot: Box::new(data) };
+            let snapshot = openraft::Snapshot {
+                meta,
+                snapshot: Box::new(data),
+            };
             match inner.raft.install_full_snapshot(vote, snapshot).await {
                 Ok(response) => Response::Snapshot(response),
                 Err(error) => Response::Refused(error.to_string()),
@@ -276,7 +286,9 @@ async fn heartbeats(inner: Arc<Inner>) {
                     .map(|node| (leader, node.addr.clone()))
             })
         };
-        let Some((leader, addr)) = target else { continue };
+        let Some((leader, addr)) = target else {
+            continue;
+        };
         if leader == inner.id {
             continue;
         }
@@ -298,7 +310,10 @@ async fn orchestrate(inner: Arc<Inner>) {
             (
                 metrics.current_term,
                 metrics.state == ServerState::Leader,
-                membership.nodes().map(|(id, _)| *id).collect::<BTreeSet<NodeId>>(),
+                membership
+                    .nodes()
+                    .map(|(id, _)| *id)
+                    .collect::<BTreeSet<NodeId>>(),
                 membership.voter_ids().collect::<BTreeSet<NodeId>>(),
             )
         };
@@ -329,7 +344,9 @@ async fn orchestrate(inner: Arc<Inner>) {
             raft_nodes: &raft_nodes,
             raft_voters: &raft_voters,
         };
-        let Some(action) = orchestrator::decide(&seen) else { continue };
+        let Some(action) = orchestrator::decide(&seen) else {
+            continue;
+        };
         let outcome = execute(&inner, &map, action.clone()).await;
         tracing::debug!(node = inner.id, ?action, ?outcome, "orchestrator action");
     }
@@ -372,7 +389,14 @@ async fn fail_over(inner: &Inner, map: &ClusterMap, node: NodeId) -> Result<Appl
     for (vbucket, decision) in &plan.decisions {
         tracing::info!(failed = node, ?vbucket, ?decision, "failover decision");
     }
-    propose(inner, Command::Failover { node, changes: plan.changes }).await
+    propose(
+        inner,
+        Command::Failover {
+            node,
+            changes: plan.changes,
+        },
+    )
+    .await
 }
 
 /// Asks every other chain member of the failed node's actives for its seqnos, one request per
@@ -385,7 +409,11 @@ async fn gather_seqnos(inner: &Inner, map: &ClusterMap, failed: NodeId) -> Repor
             if entry.active != Some(failed) {
                 continue;
             }
-            for replica in entry.replicas.iter().filter(|node| map.is_active_member(**node)) {
+            for replica in entry
+                .replicas
+                .iter()
+                .filter(|node| map.is_active_member(**node))
+            {
                 asks.entry((*replica, name.clone()))
                     .or_default()
                     .push((vb, entry.epoch));
@@ -395,8 +423,12 @@ async fn gather_seqnos(inner: &Inner, map: &ClusterMap, failed: NodeId) -> Repor
     let mut reports = Reports::new();
     let timeout = Duration::from_millis(inner.config.orchestrator_tick_ms * 4);
     for ((node, bucket), vbuckets) in asks {
-        let asked = inner.seqnos.fence_and_report(node, &bucket, vbuckets.clone());
-        let Ok(Some(answers)) = tokio::time::timeout(timeout, asked).await else { continue };
+        let asked = inner
+            .seqnos
+            .fence_and_report(node, &bucket, vbuckets.clone());
+        let Ok(Some(answers)) = tokio::time::timeout(timeout, asked).await else {
+            continue;
+        };
         for ((vb, _), answer) in vbuckets.iter().zip(answers) {
             reports
                 .entry((bucket.clone(), *vb))

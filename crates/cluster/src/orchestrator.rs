@@ -71,11 +71,9 @@ pub fn decide(seen: &Observation) -> Option<Action> {
             }
         }
     }
-    if let Some(member) = map
-        .members
-        .values()
-        .find(|member| member.state != MemberState::Ejected && !seen.raft_nodes.contains(&member.id))
-    {
+    if let Some(member) = map.members.values().find(|member| {
+        member.state != MemberState::Ejected && !seen.raft_nodes.contains(&member.id)
+    }) {
         return Some(Action::AddLearner(member.id));
     }
     // Voters are chosen once the leader itself is in the map (the bootstrap adds it first).
@@ -93,7 +91,10 @@ pub fn decide(seen: &Observation) -> Option<Action> {
         .map(|member| member.id)
         .collect();
     if recorded != *seen.raft_voters
-        && seen.raft_voters.iter().all(|node| map.members.contains_key(node))
+        && seen
+            .raft_voters
+            .iter()
+            .all(|node| map.members.contains_key(node))
     {
         return Some(Action::RecordVoters(seen.raft_voters.clone()));
     }
@@ -108,17 +109,11 @@ mod tests {
     fn map_of(ids: &[NodeId], voters: &[NodeId]) -> ClusterMap {
         let mut map = ClusterMap::default();
         for id in ids {
-            map.members.insert(
-                *id,
-                Member {
-                    id: *id,
-                    cluster_addr: String::new(),
-                    http_addr: String::new(),
-                    kv_addr: String::new(),
-                    state: MemberState::Active,
-                    role: if voters.contains(id) { Role::Voter } else { Role::Learner },
-                },
-            );
+            let mut member = Member::joining(*id, "", "", "");
+            if voters.contains(id) {
+                member.role = Role::Voter;
+            }
+            map.members.insert(*id, member);
         }
         map
     }
@@ -129,7 +124,13 @@ mod tests {
         nodes: &'a BTreeSet<NodeId>,
         voters: &'a BTreeSet<NodeId>,
     ) -> Option<Action> {
-        decide(&Observation { map, leader: 1, silent, raft_nodes: nodes, raft_voters: voters })
+        decide(&Observation {
+            map,
+            leader: 1,
+            silent,
+            raft_nodes: nodes,
+            raft_voters: voters,
+        })
     }
 
     #[test]
@@ -151,8 +152,14 @@ mod tests {
         let two = BTreeSet::from([1, 2]);
         assert_eq!(observe(&map, &[], &two, &one), Some(Action::AddLearner(3)));
         let all = BTreeSet::from([1, 2, 3]);
-        assert_eq!(observe(&map, &[], &all, &one), Some(Action::ChangeVoters(all.clone())));
-        assert_eq!(observe(&map, &[], &all, &all), Some(Action::RecordVoters(all.clone())));
+        assert_eq!(
+            observe(&map, &[], &all, &one),
+            Some(Action::ChangeVoters(all.clone()))
+        );
+        assert_eq!(
+            observe(&map, &[], &all, &all),
+            Some(Action::RecordVoters(all.clone()))
+        );
         let recorded = map_of(&[1, 2, 3], &[1, 2, 3]);
         assert_eq!(observe(&recorded, &[], &all, &all), None);
     }

@@ -21,7 +21,11 @@ pub fn place(settings: &BucketSettings, nodes: &[NodeId]) -> Bucket {
     let vbuckets = (0..usize::from(settings.vbucket_count))
         .map(|vb| {
             if count == 0 {
-                return Vbucket { active: None, replicas: Vec::new(), epoch: 0 };
+                return Vbucket {
+                    active: None,
+                    replicas: Vec::new(),
+                    epoch: 0,
+                };
             }
             let active = vb % count;
             let round = vb / count;
@@ -105,7 +109,10 @@ mod tests {
         }
         assert_eq!(bucket.replicas, 3);
         let alone = place(&settings(4, 2), &[7]);
-        assert!(alone.vbuckets.iter().all(|e| e.active == Some(7) && e.replicas.is_empty()));
+        assert!(alone
+            .vbuckets
+            .iter()
+            .all(|e| e.active == Some(7) && e.replicas.is_empty()));
     }
 
     #[test]

@@ -99,6 +99,9 @@ impl AsyncRuntime for ClusterRuntime {
         T: OptionalSend,
     {
         let (sender, receiver) = tokio::sync::oneshot::channel();
-        (openraft::async_runtime::TokioOneShotSender(sender), receiver)
+        (
+            openraft::async_runtime::TokioOneShotSender(sender),
+            receiver,
+        )
     }
 }

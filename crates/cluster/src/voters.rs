@@ -42,22 +42,14 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::map::{Member, MemberState, Role};
+    use crate::map::{Member, MemberState};
 
     fn map_of(states: &[(NodeId, MemberState)]) -> ClusterMap {
         let mut map = ClusterMap::default();
         for (id, state) in states {
-            map.members.insert(
-                *id,
-                Member {
-                    id: *id,
-                    cluster_addr: String::new(),
-                    http_addr: String::new(),
-                    kv_addr: String::new(),
-                    state: *state,
-                    role: Role::Learner,
-                },
-            );
+            let mut member = Member::joining(*id, "", "", "");
+            member.state = *state;
+            map.members.insert(*id, member);
         }
         map
     }
@@ -106,6 +98,9 @@ mod tests {
             (3, MemberState::Active),
             (4, MemberState::Active),
         ]);
-        assert_eq!(choose(&map, &BTreeSet::from([1, 2, 3]), 1), BTreeSet::from([1, 3, 4]));
+        assert_eq!(
+            choose(&map, &BTreeSet::from([1, 2, 3]), 1),
+            BTreeSet::from([1, 3, 4])
+        );
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use openraft::ServerState;
 use settee_cluster::command::{Applied, BucketSettings, Command};
 use settee_cluster::failover::ReplicaSeqno;
-use settee_cluster::map::{Durability, Member, MemberState, NodeId, Role};
+use settee_cluster::map::{Durability, Member, NodeId};
 use settee_cluster::network::{Request, SendFuture, Transport, TransportError};
 use settee_cluster::node::{ClusterNode, NodeConfig};
 use settee_cluster::orchestrator::SeqnoSource;
@@ -37,14 +37,13 @@ impl SeqnoSource for Alone {
 }
 
 fn member(id: NodeId) -> Member {
-    Member {
+    let host = format!("127.0.0.{id}");
+    Member::joining(
         id,
-        cluster_addr: format!("127.0.0.{id}:4369"),
-        http_addr: format!("127.0.0.{id}:5984"),
-        kv_addr: format!("127.0.0.{id}:11210"),
-        state: MemberState::Active,
-        role: Role::Learner,
-    }
+        format!("{host}:7000"),
+        format!("{host}:5984"),
+        format!("{host}:11210"),
+    )
 }
 
 fn options() -> StoreOptions {
@@ -93,16 +92,28 @@ async fn log_vote_map_and_snapshot_come_back_after_a_restart() {
         replicas: 1,
         durability_min: Durability::Majority,
     };
-    assert!(matches!(node.create_bucket(&settings).await, Ok(Applied::Revision(2))));
+    assert!(matches!(
+        node.create_bucket(&settings).await,
+        Ok(Applied::Revision(2))
+    ));
     for uid in 1..=6 {
-        let command = Command::SetManifestUid { name: "beer-sample".into(), uid };
-        assert!(matches!(node.propose(command).await, Ok(Applied::Revision(_))));
+        let command = Command::SetManifestUid {
+            name: "beer-sample".into(),
+            uid,
+        };
+        assert!(matches!(
+            node.propose(command).await,
+            Ok(Applied::Revision(_))
+        ));
     }
     let map = node.map();
     let metrics = node.raft().metrics().borrow().clone();
     assert_eq!(map.revision, 8);
     assert_eq!(map.buckets["beer-sample"].manifest_uid, 6);
-    assert!(metrics.snapshot.is_some(), "a snapshot was built: {metrics:?}");
+    assert!(
+        metrics.snapshot.is_some(),
+        "a snapshot was built: {metrics:?}"
+    );
     node.shutdown().await;
     drop(node);
     drop(store);
@@ -114,12 +125,29 @@ async fn log_vote_map_and_snapshot_come_back_after_a_restart() {
     let again = node.raft().metrics().borrow().clone();
     assert_eq!(again.last_log_index, metrics.last_log_index);
     assert!(again.current_term >= metrics.current_term);
-    assert!(node.raft().get_snapshot().await.expect("snapshot read").is_some());
+    assert!(node
+        .raft()
+        .get_snapshot()
+        .await
+        .expect("snapshot read")
+        .is_some());
     until_leader(&node).await;
-    let command = Command::SetManifestUid { name: "beer-sample".into(), uid: 7 };
-    assert_eq!(node.propose(command).await.expect("commits"), Applied::Revision(9));
+    let command = Command::SetManifestUid {
+        name: "beer-sample".into(),
+        uid: 7,
+    };
+    assert_eq!(
+        node.propose(command).await.expect("commits"),
+        Applied::Revision(9)
+    );
     // A lower manifest uid is still refused: the whole state came back, not just the revision.
-    let stale = Command::SetManifestUid { name: "beer-sample".into(), uid: 3 };
-    assert!(matches!(node.propose(stale).await, Ok(Applied::Rejected(_))));
+    let stale = Command::SetManifestUid {
+        name: "beer-sample".into(),
+        uid: 3,
+    };
+    assert!(matches!(
+        node.propose(stale).await,
+        Ok(Applied::Rejected(_))
+    ));
     node.shutdown().await;
 }

@@ -20,7 +20,9 @@ use sim::world::{run, Plan};
 const SCHEDULES_CI: u64 = 200;
 
 fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|value| value.parse().ok())
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
 }
 
 /// The schedule a seed stands for: most runs are small clusters, some are large ones.
@@ -34,7 +36,12 @@ fn plan(seed: u64, nodes_max: u64) -> Plan {
         _ => 3 + spread % 5,
     }
     .min(nodes_max);
-    Plan { seed, nodes, fault_ms: 6_000, quiet_ms: 6_000 }
+    Plan {
+        seed,
+        nodes,
+        fault_ms: 6_000,
+        quiet_ms: 6_000,
+    }
 }
 
 #[test]
@@ -75,7 +82,10 @@ fn random_schedules_keep_the_invariants() {
     );
     // The schedules must exercise what they check, or passing proves nothing.
     if seeds.len() >= 50 {
-        assert!(totals.failovers > 0 && totals.promotions > 0, "no failover happened");
+        assert!(
+            totals.failovers > 0 && totals.promotions > 0,
+            "no failover happened"
+        );
         assert!(totals.acknowledged_writes > 0 && totals.crashes > 0);
     }
 }

@@ -9,27 +9,47 @@ fn member() -> impl Strategy<Value = Member> {
             cluster_addr: format!("{addr}:4000"),
             http_addr: format!("{addr}:5984"),
             kv_addr: format!("{addr}:11210"),
-            state: [MemberState::Active, MemberState::Failed, MemberState::Ejected][state as usize],
+            state: [
+                MemberState::Active,
+                MemberState::Failed,
+                MemberState::Ejected,
+            ][state as usize],
             role: if voter { Role::Voter } else { Role::Learner },
         }
     })
 }
 
 fn vbucket() -> impl Strategy<Value = Vbucket> {
-    (proptest::option::of(0u64..100), proptest::collection::vec(0u64..100, 0..4), any::<u64>())
-        .prop_map(|(active, replicas, epoch)| Vbucket { active, replicas, epoch })
+    (
+        proptest::option::of(0u64..100),
+        proptest::collection::vec(0u64..100, 0..4),
+        any::<u64>(),
+    )
+        .prop_map(|(active, replicas, epoch)| Vbucket {
+            active,
+            replicas,
+            epoch,
+        })
 }
 
 fn bucket() -> impl Strategy<Value = Bucket> {
-    ("[a-z]{1,10}", proptest::collection::vec(vbucket(), 1..20), 0u8..4, 0u8..4, any::<u64>())
-        .prop_map(|(name, vbuckets, replicas, durability, manifest_uid)| Bucket {
-            name,
-            vbucket_count: vbuckets.len() as u16,
-            replicas,
-            durability_min: durability_from(durability).unwrap_or(Durability::None),
-            manifest_uid,
-            vbuckets,
-        })
+    (
+        "[a-z]{1,10}",
+        proptest::collection::vec(vbucket(), 1..20),
+        0u8..4,
+        0u8..4,
+        any::<u64>(),
+    )
+        .prop_map(
+            |(name, vbuckets, replicas, durability, manifest_uid)| Bucket {
+                name,
+                vbucket_count: vbuckets.len() as u16,
+                replicas,
+                durability_min: durability_from(durability).unwrap_or(Durability::None),
+                manifest_uid,
+                vbuckets,
+            },
+        )
 }
 
 fn command() -> impl Strategy<Value = Command> {
@@ -37,12 +57,19 @@ fn command() -> impl Strategy<Value = Command> {
         member().prop_map(Command::AddMember),
         (any::<u64>(), 0u8..3).prop_map(|(node, state)| Command::SetMemberState {
             node,
-            state: [MemberState::Active, MemberState::Failed, MemberState::Ejected][state as usize],
+            state: [
+                MemberState::Active,
+                MemberState::Failed,
+                MemberState::Ejected
+            ][state as usize],
         }),
         bucket().prop_map(Command::CreateBucket),
         "[a-z]{1,10}".prop_map(|name| Command::DropBucket { name }),
         ("[a-z]{1,10}", any::<u64>()).prop_map(|(name, uid)| Command::SetManifestUid { name, uid }),
-        (any::<u64>(), proptest::collection::vec(("[a-z]{1,5}", any::<u16>(), any::<u64>(), vbucket()), 0..5))
+        (
+            any::<u64>(),
+            proptest::collection::vec(("[a-z]{1,5}", any::<u16>(), any::<u64>(), vbucket()), 0..5)
+        )
             .prop_map(|(node, changes)| Command::Failover {
                 node,
                 changes: changes
@@ -56,9 +83,13 @@ fn command() -> impl Strategy<Value = Command> {
                     .collect(),
             }),
         (any::<bool>(), any::<u32>()).prop_map(|(enabled, timeout_ms)| {
-            Command::SetAutoFailover(AutoFailover { enabled, timeout_ms })
+            Command::SetAutoFailover(AutoFailover {
+                enabled,
+                timeout_ms,
+            })
         }),
-        proptest::collection::btree_set(any::<u64>(), 0..6).prop_map(|voters| Command::SetVoters { voters }),
+        proptest::collection::btree_set(any::<u64>(), 0..6)
+            .prop_map(|voters| Command::SetVoters { voters }),
     ]
 }
 
@@ -130,8 +161,14 @@ fn votes_round_trip_and_unknown_versions_are_refused() {
     }
     let mut bytes = encode_command(&Command::DropBucket { name: "b".into() });
     bytes[0] = 2;
-    assert_eq!(decode_command(&bytes), Err(DecodeError("unknown version 2".into())));
+    assert_eq!(
+        decode_command(&bytes),
+        Err(DecodeError("unknown version 2".into()))
+    );
     bytes[0] = VERSION;
     bytes.push(0);
-    assert_eq!(decode_command(&bytes), Err(DecodeError("trailing bytes".into())));
+    assert_eq!(
+        decode_command(&bytes),
+        Err(DecodeError("trailing bytes".into()))
+    );
 }

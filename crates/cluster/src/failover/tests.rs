@@ -3,11 +3,18 @@ use proptest::prelude::*;
 use super::*;
 
 fn answer(persisted: u64, majority_acked: u64) -> ReplicaSeqno {
-    ReplicaSeqno { persisted, majority_acked }
+    ReplicaSeqno {
+        persisted,
+        majority_acked,
+    }
 }
 
 fn entry(active: NodeId, replicas: &[NodeId]) -> Vbucket {
-    Vbucket { active: Some(active), replicas: replicas.to_vec(), epoch: 3 }
+    Vbucket {
+        active: Some(active),
+        replicas: replicas.to_vec(),
+        epoch: 3,
+    }
 }
 
 #[test]
@@ -23,7 +30,13 @@ fn a_replica_missing_an_acknowledged_write_is_never_promoted() {
     // acknowledged (it cannot, here: so feed the knowledge through the same answer).
     let answers = BTreeMap::from([(2, answer(5, 9))]);
     let decision = decide_vbucket(&entry(1, &[2]), &answers, |_| true);
-    assert_eq!(decision, Decision::MissesAcknowledgedWrite { best: 5, acknowledged: 9 });
+    assert_eq!(
+        decision,
+        Decision::MissesAcknowledgedWrite {
+            best: 5,
+            acknowledged: 9
+        }
+    );
 }
 
 #[test]
@@ -31,8 +44,17 @@ fn without_enough_answers_the_vbucket_stays_without_an_active() {
     // Chain of three: a write may be acknowledged by the failed active and replica 3 alone.
     let answers = BTreeMap::from([(2, answer(10, 0))]);
     let decision = decide_vbucket(&entry(1, &[2, 3]), &answers, |_| true);
-    assert_eq!(decision, Decision::MajorityUnreachable { answered: 1, needed: 2 });
-    assert_eq!(decide_vbucket(&entry(1, &[]), &BTreeMap::new(), |_| true), Decision::NoReplica);
+    assert_eq!(
+        decision,
+        Decision::MajorityUnreachable {
+            answered: 1,
+            needed: 2
+        }
+    );
+    assert_eq!(
+        decide_vbucket(&entry(1, &[]), &BTreeMap::new(), |_| true),
+        Decision::NoReplica
+    );
 }
 
 #[test]
@@ -54,24 +76,29 @@ fn the_plan_keeps_the_failed_node_in_the_chain_and_names_the_epoch() {
     // No members in this map: nobody is a candidate, so the vbucket is stranded.
     let stranded = plan(&map, 1, &reports);
     assert_eq!(stranded.decisions[0].1, Decision::NoReplica);
-    assert_eq!(stranded.changes[0].entry, Vbucket { active: None, replicas: vec![2, 1], epoch: 0 });
+    assert_eq!(
+        stranded.changes[0].entry,
+        Vbucket {
+            active: None,
+            replicas: vec![2, 1],
+            epoch: 0
+        }
+    );
     for id in [1, 2] {
-        map.members.insert(
-            id,
-            crate::map::Member {
-                id,
-                cluster_addr: String::new(),
-                http_addr: String::new(),
-                kv_addr: String::new(),
-                state: crate::map::MemberState::Active,
-                role: crate::map::Role::Voter,
-            },
-        );
+        map.members
+            .insert(id, crate::map::Member::joining(id, "", "", ""));
     }
     let promoted = plan(&map, 1, &reports);
     assert_eq!(promoted.changes.len(), 1, "vb 1 is not the failed node's");
     assert_eq!(promoted.changes[0].expected_epoch, 3);
-    assert_eq!(promoted.changes[0].entry, Vbucket { active: Some(2), replicas: vec![1], epoch: 0 });
+    assert_eq!(
+        promoted.changes[0].entry,
+        Vbucket {
+            active: Some(2),
+            replicas: vec![1],
+            epoch: 0
+        }
+    );
 }
 
 /// A vbucket's history as the model sees it: the chain, what each member persisted (replicas

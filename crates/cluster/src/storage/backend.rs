@@ -130,8 +130,10 @@ impl Backend for MemoryBackend {
                 }
                 Write::DeleteRange(from, to) => {
                     if from < to {
-                        let doomed: Vec<Vec<u8>> =
-                            entries.range(from..to).map(|(key, _)| key.clone()).collect();
+                        let doomed: Vec<Vec<u8>> = entries
+                            .range(from..to)
+                            .map(|(key, _)| key.clone())
+                            .collect();
                         for key in doomed {
                             entries.remove(&key);
                         }

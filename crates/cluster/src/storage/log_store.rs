@@ -106,11 +106,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .last(&log_key(0), &log_end())
             .map_err(read_error)?;
         let last_log_id = match last {
-            Some((_, value)) => Some(
-                codec::decode_entry(&value)
-                    .map_err(read_error)?
-                    .log_id,
-            ),
+            Some((_, value)) => Some(codec::decode_entry(&value).map_err(read_error)?.log_id),
             None => last_purged_log_id,
         };
         Ok(LogState {
@@ -130,9 +126,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
         match self.backend.get(VOTE_KEY).map_err(vote_error)? {
-            Some(bytes) => Ok(Some(
-                codec::decode_vote(&bytes).map_err(vote_error)?,
-            )),
+            Some(bytes) => Ok(Some(codec::decode_vote(&bytes).map_err(vote_error)?)),
             None => Ok(None),
         }
     }

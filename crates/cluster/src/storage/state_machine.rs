@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
-    BasicNode, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, SnapshotMeta,
-    StorageError, StorageIOError, StoredMembership,
+    BasicNode, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StorageError,
+    StorageIOError, StoredMembership,
 };
 use tokio::sync::watch;
 
@@ -124,7 +124,8 @@ impl StateMachine {
     }
 
     fn publish(&self) {
-        self.published.send_replace(Arc::new(self.state.map.clone()));
+        self.published
+            .send_replace(Arc::new(self.state.map.clone()));
     }
 }
 
@@ -138,7 +139,10 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
         let bytes = self.state.encode();
         let id = match &self.state.applied {
-            Some(log_id) => format!("{}-{}-{}", log_id.leader_id.term, log_id.index, self.state.map.revision),
+            Some(log_id) => format!(
+                "{}-{}-{}",
+                log_id.leader_id.term, log_id.index, self.state.map.revision
+            ),
             None => "empty".to_owned(),
         };
         let stored = encode_snapshot(&id, &bytes);

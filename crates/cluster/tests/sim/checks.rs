@@ -46,18 +46,31 @@ impl Checks {
     /// A map some node applied. New revisions are checked against everything seen, and their
     /// promotions against the model's acknowledged writes at this moment (the first moment
     /// any node applied them).
-    pub fn map(&mut self, node: NodeId, map: &Arc<ClusterMap>, model: &Model) -> Result<(), String> {
-        if self.last_checked.get(&node).is_some_and(|last| Arc::ptr_eq(last, map)) {
+    pub fn map(
+        &mut self,
+        node: NodeId,
+        map: &Arc<ClusterMap>,
+        model: &Model,
+    ) -> Result<(), String> {
+        if self
+            .last_checked
+            .get(&node)
+            .is_some_and(|last| Arc::ptr_eq(last, map))
+        {
             return Ok(());
         }
         self.last_checked.insert(node, map.clone());
         if let Some(seen) = self.maps.get(&map.revision) {
             if **seen != **map {
-                return Err(format!("node {node} applied a different map at revision {}", map.revision));
+                return Err(format!(
+                    "node {node} applied a different map at revision {}",
+                    map.revision
+                ));
             }
             return Ok(());
         }
-        map.check().map_err(|broken| format!("revision {}: {broken}", map.revision))?;
+        map.check()
+            .map_err(|broken| format!("revision {}: {broken}", map.revision))?;
         for (name, bucket) in &map.buckets {
             for (vb, entry) in bucket.vbuckets.iter().enumerate() {
                 let key = (name.clone(), vb as u16, entry.epoch);
@@ -84,9 +97,15 @@ impl Checks {
         if map.revision <= self.promotions_checked_to {
             return Ok(());
         }
-        let previous = self.maps.range(..map.revision).next_back().map(|(_, m)| m.clone());
+        let previous = self
+            .maps
+            .range(..map.revision)
+            .next_back()
+            .map(|(_, m)| m.clone());
         self.promotions_checked_to = map.revision;
-        let Some(previous) = previous else { return Ok(()) };
+        let Some(previous) = previous else {
+            return Ok(());
+        };
         let failed_now = map
             .members
             .values()
@@ -94,7 +113,9 @@ impl Checks {
             .count();
         self.failovers += failed_now as u64;
         for (name, bucket) in &map.buckets {
-            let Some(before) = previous.buckets.get(name) else { continue };
+            let Some(before) = previous.buckets.get(name) else {
+                continue;
+            };
             for (vb, (entry, old)) in bucket.vbuckets.iter().zip(&before.vbuckets).enumerate() {
                 if entry.active == old.active {
                     continue;

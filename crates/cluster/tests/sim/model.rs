@@ -45,7 +45,11 @@ pub struct Model {
 
 impl Model {
     pub fn copy(&mut self, key: &VbKey, node: NodeId) -> &mut Copy {
-        self.copies.entry(key.clone()).or_default().entry(node).or_default()
+        self.copies
+            .entry(key.clone())
+            .or_default()
+            .entry(node)
+            .or_default()
     }
 
     /// `active` writes one seqno to `key` under its own map `map`; `reachable` says which
@@ -57,7 +61,10 @@ impl Model {
         active: NodeId,
         mut reachable: impl FnMut(NodeId) -> bool,
     ) {
-        let Some(entry) = map.buckets.get(&key.0).and_then(|b| b.vbuckets.get(usize::from(key.1)))
+        let Some(entry) = map
+            .buckets
+            .get(&key.0)
+            .and_then(|b| b.vbuckets.get(usize::from(key.1)))
         else {
             return;
         };
@@ -116,8 +123,12 @@ impl SeqnoSource for SimSeqnos {
         bucket: &str,
         vbuckets: Vec<(u16, u64)>,
     ) -> Pin<Box<dyn Future<Output = Option<Vec<ReplicaSeqno>>> + Send>> {
-        let (asker, model, net, bucket) =
-            (self.asker, self.model.clone(), self.net.clone(), bucket.to_owned());
+        let (asker, model, net, bucket) = (
+            self.asker,
+            self.model.clone(),
+            self.net.clone(),
+            bucket.to_owned(),
+        );
         Box::pin(async move {
             tokio::time::sleep(Duration::from_millis(2)).await;
             {
@@ -132,7 +143,10 @@ impl SeqnoSource for SimSeqnos {
                 .map(|(vb, epoch)| {
                     let copy = model.copy(&(bucket.clone(), *vb), node);
                     copy.fenced = Some(copy.fenced.map_or(*epoch, |fenced| fenced.max(*epoch)));
-                    ReplicaSeqno { persisted: copy.persisted, majority_acked: copy.majority_acked }
+                    ReplicaSeqno {
+                        persisted: copy.persisted,
+                        majority_acked: copy.majority_acked,
+                    }
                 })
                 .collect();
             Some(answers)

@@ -6,17 +6,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use openraft::ServerState;
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use settee_cluster::command::{Applied, BucketSettings, Command};
 use settee_cluster::map::{
-    AutoFailover, Durability, Member, MemberState, NodeId, Role, AUTO_FAILOVER_TIMEOUT_MS_MIN,
+    AutoFailover, Durability, Member, NodeId, Role, AUTO_FAILOVER_TIMEOUT_MS_MIN,
 };
 use settee_cluster::node::{ClusterError, ClusterNode, NodeConfig};
 use settee_cluster::storage::MemoryBackend;
 use settee_cluster::voters::VOTERS_MAX;
-use openraft::ServerState;
 
 use crate::sim::checks::Checks;
 use crate::sim::model::{Model, SimSeqnos};
@@ -62,14 +62,12 @@ struct World {
 }
 
 fn member(id: NodeId) -> Member {
-    Member {
+    Member::joining(
         id,
-        cluster_addr: format!("node{id}:4369"),
-        http_addr: format!("node{id}:5984"),
-        kv_addr: format!("node{id}:11210"),
-        state: MemberState::Active,
-        role: Role::Learner,
-    }
+        format!("node{id}:7000"),
+        format!("node{id}:5984"),
+        format!("node{id}:11210"),
+    )
 }
 
 fn fnv(trace: u64, value: u64) -> u64 {
@@ -78,12 +76,22 @@ fn fnv(trace: u64, value: u64) -> u64 {
 
 impl World {
     fn running(&self) -> Vec<(NodeId, Arc<ClusterNode>)> {
-        self.net.0.lock().nodes.iter().map(|(id, node)| (*id, node.clone())).collect()
+        self.net
+            .0
+            .lock()
+            .nodes
+            .iter()
+            .map(|(id, node)| (*id, node.clone()))
+            .collect()
     }
 
     async fn start(&mut self, id: NodeId) -> Result<Arc<ClusterNode>, String> {
         let backend = self.storage.entry(id).or_default().clone();
-        let seqnos = SimSeqnos { asker: id, model: self.model.clone(), net: self.net.clone() };
+        let seqnos = SimSeqnos {
+            asker: id,
+            model: self.model.clone(),
+            net: self.net.clone(),
+        };
         let mut config = NodeConfig::new(member(id));
         config.snapshot_logs = 200;
         let node = ClusterNode::start(
@@ -150,15 +158,26 @@ impl World {
 
     async fn set_up(&mut self) -> Result<(), String> {
         let first = self.start(1).await?;
-        first.bootstrap().await.map_err(|e| format!("bootstrap: {e}"))?;
-        let timeout = AutoFailover { enabled: true, timeout_ms: AUTO_FAILOVER_TIMEOUT_MS_MIN };
-        self.propose(Command::SetAutoFailover(timeout), 10_000).await?;
+        first
+            .bootstrap()
+            .await
+            .map_err(|e| format!("bootstrap: {e}"))?;
+        let timeout = AutoFailover {
+            enabled: true,
+            timeout_ms: AUTO_FAILOVER_TIMEOUT_MS_MIN,
+        };
+        self.propose(Command::SetAutoFailover(timeout), 10_000)
+            .await?;
         for id in 2..=self.plan.nodes {
             self.start(id).await?;
             self.join(id).await?;
         }
         // Two buckets share the 1,024 vbuckets when the seed says so.
-        let split = if self.rng.gen_bool(0.5) { VBUCKETS_TOTAL } else { VBUCKETS_TOTAL / 2 };
+        let split = if self.rng.gen_bool(0.5) {
+            VBUCKETS_TOTAL
+        } else {
+            VBUCKETS_TOTAL / 2
+        };
         let mut names = vec![("a", split)];
         if split < VBUCKETS_TOTAL {
             names.push(("b", VBUCKETS_TOTAL - split));
@@ -210,15 +229,25 @@ impl World {
         loop {
             self.step().await?;
             let running = self.running();
-            let revisions: BTreeSet<u64> =
-                running.iter().map(|(_, node)| node.map().revision).collect();
-            let voters = running[0].1.map().members.values().filter(|m| m.role == Role::Voter).count();
+            let revisions: BTreeSet<u64> = running
+                .iter()
+                .map(|(_, node)| node.map().revision)
+                .collect();
+            let voters = running[0]
+                .1
+                .map()
+                .members
+                .values()
+                .filter(|m| m.role == Role::Voter)
+                .count();
             let expected = (running.len().min(VOTERS_MAX) - 1) | 1;
             if revisions.len() == 1 && voters == expected {
                 return Ok(());
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(format!("no settled cluster: revisions {revisions:?}, {voters} voters"));
+                return Err(format!(
+                    "no settled cluster: revisions {revisions:?}, {voters} voters"
+                ));
             }
         }
     }
@@ -231,8 +260,7 @@ impl World {
             self.step().await?;
             let roll: f64 = self.rng.gen();
             let running: Vec<NodeId> = self.running().iter().map(|(id, _)| *id).collect();
-            let crashed: Vec<NodeId> =
-                (1..=nodes).filter(|id| !running.contains(id)).collect();
+            let crashed: Vec<NodeId> = (1..=nodes).filter(|id| !running.contains(id)).collect();
             if roll < 0.01 && crashed.len() < (nodes as usize).div_ceil(2).max(1) {
                 let victim = running[self.rng.gen_range(0..running.len())];
                 self.crash(victim).await;
@@ -242,7 +270,9 @@ impl World {
                 self.outcome.trace = fnv(self.outcome.trace, 2_000_000 + back);
             } else if roll < 0.025 {
                 let mut net = self.net.0.lock();
-                net.sides = (1..=nodes).map(|id| (id, u8::from(net.rng.gen_bool(0.3)))).collect();
+                net.sides = (1..=nodes)
+                    .map(|id| (id, u8::from(net.rng.gen_bool(0.3))))
+                    .collect();
                 self.outcome.partitions += 1;
             } else if roll < 0.035 {
                 self.net.0.lock().sides.clear();
@@ -313,19 +343,41 @@ impl World {
                 .filter(|(_, node)| node.raft().metrics().borrow().current_leader.is_none())
                 .map(|(id, node)| {
                     let m = node.raft().metrics().borrow().clone();
-                    format!("node {id}: {:?} term {} log {:?} membership {:?}", m.state, m.current_term, m.last_log_index, m.membership_config.membership().get_joint_config())
+                    format!(
+                        "node {id}: {:?} term {} log {:?} membership {:?}",
+                        m.state,
+                        m.current_term,
+                        m.last_log_index,
+                        m.membership_config.membership().get_joint_config()
+                    )
                 })
                 .collect();
             let leader = self.leader().map(|l| {
                 let m = l.raft().metrics().borrow().clone();
-                format!("leader {}: term {} log {:?} nodes {:?} map members {}", l.id(), m.current_term, m.last_log_index, m.membership_config.membership().nodes().map(|(id, _)| *id).collect::<Vec<_>>(), l.map().members.len())
+                format!(
+                    "leader {}: term {} log {:?} nodes {:?} map members {}",
+                    l.id(),
+                    m.current_term,
+                    m.last_log_index,
+                    m.membership_config
+                        .membership()
+                        .nodes()
+                        .map(|(id, _)| *id)
+                        .collect::<Vec<_>>(),
+                    l.map().members.len()
+                )
             });
-            return Err(format!("no single leader after the faults stopped: {leaders:?}: {lost:?}; {leader:?}"));
+            return Err(format!(
+                "no single leader after the faults stopped: {leaders:?}: {lost:?}; {leader:?}"
+            ));
         }
         let maps: Vec<_> = running.iter().map(|(id, node)| (*id, node.map())).collect();
         let top = maps.iter().map(|(_, map)| map.revision).max().unwrap_or(0);
         if let Some((id, map)) = maps.iter().find(|(_, map)| map.revision != top) {
-            return Err(format!("node {id} stays at revision {} of {top}", map.revision));
+            return Err(format!(
+                "node {id} stays at revision {} of {top}",
+                map.revision
+            ));
         }
         let map = &maps[0].1;
         for (name, bucket) in &map.buckets {
@@ -337,7 +389,11 @@ impl World {
                 }
             }
         }
-        let voters = map.members.values().filter(|m| m.role == Role::Voter).count();
+        let voters = map
+            .members
+            .values()
+            .filter(|m| m.role == Role::Voter)
+            .count();
         if voters == 0 || voters > VOTERS_MAX {
             let metrics = running[0].1.raft().metrics().borrow().clone();
             return Err(format!(
@@ -350,8 +406,8 @@ impl World {
     }
 }
 
-/// Runs one schedule; `Err` names the broken invariant.
-pub fn run(plan: &Plan) -> Result<Outcome, String> {
+/// A paused-clock runtime and an empty world for `plan`, everything seeded by its seed.
+fn world_for(plan: &Plan) -> Result<(tokio::runtime::Runtime, World), String> {
     settee_cluster::runtime::seed_thread_rng(plan.seed);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -366,7 +422,7 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
         delay_ms_max: 5,
         messages: 0,
     })));
-    let mut world = World {
+    let world = World {
         plan: plan.clone(),
         rng: StdRng::seed_from_u64(plan.seed),
         net,
@@ -375,6 +431,12 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
         checks: Checks::default(),
         outcome: Outcome::default(),
     };
+    Ok((runtime, world))
+}
+
+/// Runs one schedule; `Err` names the broken invariant.
+pub fn run(plan: &Plan) -> Result<Outcome, String> {
+    let (runtime, mut world) = world_for(plan)?;
     let result = runtime.block_on(async {
         let debug = std::env::var_os("SIM_DEBUG").is_some();
         let start = tokio::time::Instant::now();
@@ -408,7 +470,12 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
     outcome.terms = world.checks.terms();
     outcome.revisions = world.checks.revisions();
     outcome.messages = world.net.0.lock().messages;
-    for value in [outcome.writes, outcome.acknowledged_writes, outcome.messages, outcome.promotions] {
+    for value in [
+        outcome.writes,
+        outcome.acknowledged_writes,
+        outcome.messages,
+        outcome.promotions,
+    ] {
         outcome.trace = fnv(outcome.trace, value);
     }
     Ok(outcome)
@@ -418,29 +485,12 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
 /// to a replica that holds every acknowledged write, and the node is marked failed. Returns
 /// how many vbuckets moved.
 pub fn run_manual_failover(seed: u64, nodes: u64, victim: NodeId) -> Result<usize, String> {
-    settee_cluster::runtime::seed_thread_rng(seed);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .map_err(|error| error.to_string())?;
-    let net = SimNetwork(Arc::new(Mutex::new(NetState {
-        rng: StdRng::seed_from_u64(seed ^ 0x5eed),
-        nodes: BTreeMap::new(),
-        sides: BTreeMap::new(),
-        drop_rate: 0.0,
-        delay_ms_max: 5,
-        messages: 0,
-    })));
-    let mut world = World {
-        plan: Plan { seed, nodes, fault_ms: 0, quiet_ms: 0 },
-        rng: StdRng::seed_from_u64(seed),
-        net,
-        model: Arc::new(Mutex::new(Model::default())),
-        storage: BTreeMap::new(),
-        checks: Checks::default(),
-        outcome: Outcome::default(),
-    };
+    let (runtime, mut world) = world_for(&Plan {
+        seed,
+        nodes,
+        fault_ms: 0,
+        quiet_ms: 0,
+    })?;
     runtime.block_on(async {
         world.set_up().await?;
         for _ in 0..50 {
@@ -463,12 +513,15 @@ pub fn run_manual_failover(seed: u64, nodes: u64, victim: NodeId) -> Result<usiz
             for (vb, entry) in bucket.vbuckets.iter().enumerate() {
                 let old = &before.buckets[name].vbuckets[vb];
                 if old.active == Some(victim) {
-                    if entry.active.is_none() || !old.replicas.contains(&entry.active.unwrap_or(0)) {
+                    if entry.active.is_none() || !old.replicas.contains(&entry.active.unwrap_or(0))
+                    {
                         return Err(format!("{name} vb {vb} went from {old:?} to {entry:?}"));
                     }
                     moved += 1;
                 } else if entry != old {
-                    return Err(format!("{name} vb {vb} changed though node {victim} was not its active"));
+                    return Err(format!(
+                        "{name} vb {vb} changed though node {victim} was not its active"
+                    ));
                 }
             }
         }
