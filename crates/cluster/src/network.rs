@@ -60,6 +60,11 @@ pub enum TransportError {
     Mismatch(NodeId),
 }
 
+/// After a failed request, a peer is not asked again for this long. openraft retries a failed
+/// replication at once, reading the entries again each time; against a node that is down, that
+/// would be a busy loop (a refused TCP connection fails in microseconds).
+pub const PEER_RETRY_INTERVAL_MS: u64 = 200;
+
 pub type SendFuture = Pin<Box<dyn Future<Output = Result<Response, TransportError>> + Send>>;
 
 /// Delivers a request to a node and brings back its response.
@@ -80,6 +85,8 @@ pub struct Connection {
     target: NodeId,
     addr: String,
     transport: Arc<dyn Transport>,
+    /// Set by a failure: no request leaves before then (tokio's clock, paused in simulations).
+    retry_at: Option<tokio::time::Instant>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -91,23 +98,32 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             target,
             addr: node.addr.clone(),
             transport: self.transport.clone(),
+            retry_at: None,
         }
     }
 }
 
 impl Connection {
-    async fn call(&self, request: Request) -> Result<Response, TransportError> {
-        match self
+    async fn call(&mut self, request: Request) -> Result<Response, TransportError> {
+        if let Some(retry_at) = self.retry_at.take() {
+            tokio::time::sleep_until(retry_at).await;
+        }
+        let result = match self
             .transport
             .send(self.from, self.target, &self.addr, request)
-            .await?
+            .await
         {
-            Response::Refused(reason) => Err(TransportError::Refused {
+            Ok(Response::Refused(reason)) => Err(TransportError::Refused {
                 node: self.target,
                 reason,
             }),
-            response => Ok(response),
+            other => other,
+        };
+        if result.is_err() {
+            let retry_after = std::time::Duration::from_millis(PEER_RETRY_INTERVAL_MS);
+            self.retry_at = Some(tokio::time::Instant::now() + retry_after);
         }
+        result
     }
 }
 
