@@ -205,6 +205,22 @@ impl ClusterMap {
                 return Err("a failover may reorder a chain, not change its nodes".into());
             }
         }
+        // The plan must move every active the node holds now, not only those it held when the
+        // plan was made (a promotion onto it may have been committed in between).
+        let planned: BTreeSet<(&str, u16)> = changes
+            .iter()
+            .map(|change| (change.bucket.as_str(), change.vbucket))
+            .collect();
+        for (name, bucket) in &self.buckets {
+            for (vb, entry) in bucket.vbuckets.iter().enumerate() {
+                let key = (name.as_str(), u16::try_from(vb).unwrap_or(u16::MAX));
+                if entry.active == Some(node) && !planned.contains(&key) {
+                    return Err(format!(
+                        "the plan leaves node {node} active for {name} vb {vb}"
+                    ));
+                }
+            }
+        }
         if let Some(member) = self.members.get_mut(&node) {
             member.state = MemberState::Failed;
         }
@@ -350,6 +366,32 @@ mod tests {
             changes: vec![],
         };
         assert!(matches!(map.apply(&again), Applied::Rejected(_)));
+    }
+
+    #[test]
+    fn a_failover_must_move_every_active_the_node_holds_now() {
+        let mut map = map_with_bucket();
+        // Node 2 is active for vb 1; a plan that only knew of vb 0 is refused.
+        let change = VbucketChange {
+            bucket: "b".into(),
+            vbucket: 1,
+            expected_epoch: 4,
+            entry: Vbucket {
+                active: Some(3),
+                replicas: vec![2],
+                epoch: 0,
+            },
+        };
+        let partial = Command::Failover {
+            node: 2,
+            changes: vec![],
+        };
+        assert!(matches!(map.apply(&partial), Applied::Rejected(_)));
+        let whole = Command::Failover {
+            node: 2,
+            changes: vec![change],
+        };
+        assert_eq!(map.apply(&whole), Applied::Revision(5));
     }
 
     #[test]

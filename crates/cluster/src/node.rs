@@ -83,7 +83,8 @@ struct Inner {
 
 pub struct ClusterNode {
     inner: Arc<Inner>,
-    tasks: Vec<JoinHandle<()>>,
+    // Taken once, by `shutdown`.
+    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl ClusterNode {
@@ -136,7 +137,10 @@ impl ClusterNode {
             tokio::spawn(heartbeats(inner.clone())),
             tokio::spawn(orchestrate(inner.clone())),
         ];
-        Ok(ClusterNode { inner, tasks })
+        Ok(ClusterNode {
+            inner,
+            tasks: Mutex::new(tasks),
+        })
     }
 
     pub fn id(&self) -> NodeId {
@@ -169,6 +173,14 @@ impl ClusterNode {
         self.inner
             .raft
             .initialize(nodes)
+            .await
+            .map_err(|error| ClusterError::Raft(error.to_string()))?;
+        // Alone, the node elects itself within an election timeout; wait for it.
+        let patience = Duration::from_millis(self.inner.config.election_timeout_max_ms * 10);
+        self.inner
+            .raft
+            .wait(Some(patience))
+            .state(ServerState::Leader, "bootstrap")
             .await
             .map_err(|error| ClusterError::Raft(error.to_string()))?;
         self.propose(Command::AddMember(member.clone())).await?;
@@ -216,9 +228,14 @@ impl ClusterNode {
     }
 
     /// Stops the node's tasks and its Raft instance (a crash, as far as peers can tell).
+    /// Returns once the node's own tasks are gone.
     pub async fn shutdown(&self) {
-        for task in &self.tasks {
+        let tasks = std::mem::take(&mut *self.tasks.lock());
+        for task in &tasks {
             task.abort();
+        }
+        for task in tasks {
+            let _ = task.await;
         }
         let _ = self.inner.raft.shutdown().await;
     }

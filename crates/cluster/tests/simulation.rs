@@ -7,7 +7,7 @@
 //! leader per term, and once faults stop every node converges on one map and one leader.
 //!
 //! `SIM_SCHEDULES=n` runs n schedules (CI default below); `SIM_SEED=s` replays one schedule;
-//! `SIM_NODES_MAX=n` caps the node count; `SIM_DEBUG=1` prints each node's Raft state after the
+//! `SIM_NODES_MAX=n` caps the node count, `SIM_QUIET_MS=n` lengthens the fault-free end; `SIM_DEBUG=1` prints each node's Raft state after the
 //! faults. A failure prints the seed that reproduces it.
 
 mod sim;
@@ -41,7 +41,7 @@ fn plan(seed: u64, nodes_max: u64) -> Plan {
         seed,
         nodes,
         fault_ms: 6_000,
-        quiet_ms: 6_000,
+        quiet_ms: env_u64("SIM_QUIET_MS").unwrap_or(6_000),
     }
 }
 

@@ -58,7 +58,16 @@ impl Transport for SimNetwork {
             let Some(node) = node else {
                 return Err(TransportError::Unreachable(target));
             };
+            let vote = matches!(request, Request::Vote(_)).then(|| format!("{request:?}"));
+            let asked = tokio::time::Instant::now();
             let response = node.handle(request).await;
+            if let Some(vote) = vote.filter(|_| std::env::var_os("SIM_TRACE_VOTES").is_some()) {
+                eprintln!(
+                    "{:?} {from}->{target} took {:?}: {vote} => {response:?}",
+                    asked,
+                    asked.elapsed()
+                );
+            }
             drop(node);
             let (delay, lost) = net.lock().roll();
             tokio::time::sleep(delay).await;

@@ -86,6 +86,11 @@ impl World {
     }
 
     async fn start(&mut self, id: NodeId) -> Result<Arc<ClusterNode>, String> {
+        // Real processes do not start in the same microsecond. openraft checks its election
+        // timeout (drawn once per start) on a ticker; nodes started at one instant tick in step,
+        // and if their timeouts round to the same tick they split every vote, for ever.
+        let phase_ms = self.rng.gen_range(0..100);
+        tokio::time::sleep(Duration::from_millis(phase_ms)).await;
         let backend = self.storage.entry(id).or_default().clone();
         let seqnos = SimSeqnos {
             asker: id,
@@ -344,9 +349,9 @@ impl World {
                 .map(|(id, node)| {
                     let m = node.raft().metrics().borrow().clone();
                     format!(
-                        "node {id}: {:?} term {} log {:?} membership {:?}",
+                        "node {id}: {:?} vote {} log {:?} membership {:?}",
                         m.state,
-                        m.current_term,
+                        m.vote,
                         m.last_log_index,
                         m.membership_config.membership().get_joint_config()
                     )
