@@ -187,3 +187,61 @@ impl RaftNetwork<TypeConfig> for Connection {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use parking_lot::Mutex;
+    use tokio::time::Instant;
+
+    use super::*;
+
+    /// Fails every request and remembers when each one left.
+    #[derive(Default)]
+    struct Down {
+        sent_at: Mutex<Vec<Instant>>,
+    }
+
+    impl Transport for Down {
+        fn send(
+            &self,
+            _from: NodeId,
+            target: NodeId,
+            _addr: &str,
+            _request: Request,
+        ) -> SendFuture {
+            self.sent_at.lock().push(Instant::now());
+            Box::pin(async move { Err(TransportError::Unreachable(target)) })
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_peer_that_failed_is_not_asked_again_before_the_retry_interval() {
+        let down = Arc::new(Down::default());
+        let mut network = Network {
+            from: 1,
+            transport: down.clone(),
+        };
+        let mut connection = network
+            .new_client(
+                2,
+                &BasicNode {
+                    addr: "node2:7000".into(),
+                },
+            )
+            .await;
+        for _ in 0..3 {
+            let vote = VoteRequest::new(Vote::new(1, 1), None);
+            let option = RPCOption::new(std::time::Duration::from_secs(1));
+            assert!(connection.vote(vote, option).await.is_err());
+        }
+        let sent_at = down.sent_at.lock().clone();
+        assert_eq!(sent_at.len(), 3);
+        for pair in sent_at.windows(2) {
+            let gap = pair[1] - pair[0];
+            assert!(
+                gap >= std::time::Duration::from_millis(PEER_RETRY_INTERVAL_MS),
+                "{gap:?}"
+            );
+        }
+    }
+}
