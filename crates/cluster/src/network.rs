@@ -9,6 +9,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use openraft::error::{NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
@@ -104,9 +105,18 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 }
 
 impl Connection {
-    async fn call(&mut self, request: Request) -> Result<Response, TransportError> {
-        if let Some(retry_at) = self.retry_at.take() {
-            tokio::time::sleep_until(retry_at).await;
+    /// Sends `request` unless the peer failed less than the retry interval ago: then it waits
+    /// out the interval within the call's time budget `ttl`, and fails without sending if the
+    /// budget ends first (openraft calls again; a budget-long wait per call is no busy loop).
+    async fn call(&mut self, request: Request, ttl: Duration) -> Result<Response, TransportError> {
+        if let Some(retry_at) = self.retry_at {
+            let now = tokio::time::Instant::now();
+            if now < retry_at {
+                tokio::time::sleep_until(retry_at.min(now + ttl)).await;
+                if tokio::time::Instant::now() < retry_at {
+                    return Err(TransportError::Unreachable(self.target));
+                }
+            }
         }
         let result = match self
             .transport
@@ -119,10 +129,12 @@ impl Connection {
             }),
             other => other,
         };
-        if result.is_err() {
-            let retry_after = std::time::Duration::from_millis(PEER_RETRY_INTERVAL_MS);
-            self.retry_at = Some(tokio::time::Instant::now() + retry_after);
-        }
+        self.retry_at = match result {
+            Ok(_) => None,
+            Err(_) => {
+                Some(tokio::time::Instant::now() + Duration::from_millis(PEER_RETRY_INTERVAL_MS))
+            }
+        };
         result
     }
 }
@@ -140,9 +152,12 @@ impl RaftNetwork<TypeConfig> for Connection {
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
-        _option: RPCOption,
+        option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>> {
-        match self.call(Request::AppendEntries(rpc)).await {
+        match self
+            .call(Request::AppendEntries(rpc), option.hard_ttl())
+            .await
+        {
             Ok(Response::AppendEntries(response)) => Ok(response),
             Ok(_) => Err(RPCError::Network(network_error(TransportError::Mismatch(
                 self.target,
@@ -154,9 +169,9 @@ impl RaftNetwork<TypeConfig> for Connection {
     async fn vote(
         &mut self,
         rpc: VoteRequest<NodeId>,
-        _option: RPCOption,
+        option: RPCOption,
     ) -> RpcResult<VoteResponse<NodeId>> {
-        match self.call(Request::Vote(rpc)).await {
+        match self.call(Request::Vote(rpc), option.hard_ttl()).await {
             Ok(Response::Vote(response)) => Ok(response),
             Ok(_) => Err(RPCError::Network(network_error(TransportError::Mismatch(
                 self.target,
@@ -170,7 +185,7 @@ impl RaftNetwork<TypeConfig> for Connection {
         vote: Vote<NodeId>,
         snapshot: Snapshot<TypeConfig>,
         _cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
-        _option: RPCOption,
+        option: RPCOption,
     ) -> Result<SnapshotResponse<NodeId>, StreamingError<TypeConfig, openraft::error::Fatal<NodeId>>>
     {
         let request = Request::Snapshot {
@@ -178,7 +193,7 @@ impl RaftNetwork<TypeConfig> for Connection {
             meta: snapshot.meta,
             data: *snapshot.snapshot,
         };
-        match self.call(request).await {
+        match self.call(request, option.hard_ttl()).await {
             Ok(Response::Snapshot(response)) => Ok(response),
             Ok(_) => Err(StreamingError::Network(network_error(
                 TransportError::Mismatch(self.target),

@@ -131,8 +131,13 @@ async fn log_vote_map_and_snapshot_come_back_after_a_restart() {
     let node = start(&store).await;
     // The map is back before any log entry is replayed or any election held.
     assert_eq!(*node.map(), *map);
-    let again = node.raft().metrics().borrow().clone();
-    assert_eq!(again.last_log_index, metrics.last_log_index);
+    // openraft publishes what it read back once its core runs: wait for the same last index.
+    let again = node
+        .raft()
+        .wait(Some(Duration::from_secs(5)))
+        .log_index(metrics.last_log_index, "the log read back")
+        .await
+        .expect("the log comes back whole");
     assert!(again.current_term >= metrics.current_term);
     assert!(node
         .raft()
