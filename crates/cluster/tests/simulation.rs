@@ -6,9 +6,10 @@
 //! revision), every promotion keeps every majority-acknowledged write of the seqno model, one
 //! leader per term, and once faults stop every node converges on one map and one leader.
 //!
-//! `SIM_SCHEDULES=n` runs n schedules (CI default below); `SIM_SEED=s` replays one schedule;
-//! `SIM_NODES_MAX=n` caps the node count, `SIM_QUIET_MS=n` lengthens the fault-free end; `SIM_DEBUG=1` prints each node's Raft state after the
-//! faults. A failure prints the seed that reproduces it.
+//! `SIM_SCHEDULES=n` runs n schedules (CI default below) from seed `SIM_FIRST_SEED` (0);
+//! `SIM_SEED=s` replays one schedule; `SIM_NODES_MAX=n` caps the node count; `SIM_QUIET_MS=n`
+//! lengthens the fault-free end; `SIM_DEBUG=1` prints each node's Raft state after the faults.
+//! A failure prints the seed that reproduces it.
 
 mod sim;
 
@@ -50,7 +51,10 @@ fn random_schedules_keep_the_invariants() {
     let nodes_max = env_u64("SIM_NODES_MAX").unwrap_or(100).max(3);
     let seeds: Vec<u64> = match env_u64("SIM_SEED") {
         Some(seed) => vec![seed],
-        None => (0..env_u64("SIM_SCHEDULES").unwrap_or(SCHEDULES_CI)).collect(),
+        None => {
+            let first = env_u64("SIM_FIRST_SEED").unwrap_or(0);
+            (first..first + env_u64("SIM_SCHEDULES").unwrap_or(SCHEDULES_CI)).collect()
+        }
     };
     let started = Instant::now();
     let mut totals = sim::world::Outcome::default();
