@@ -15,13 +15,6 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use support::{binary, Client, Server};
 
-fn call(http: &mut Client, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let body = body.map(|body| body.to_string().into_bytes());
-    let response = http.request(method, path, body.as_deref()).unwrap();
-    let value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
-    (response.status, value)
-}
-
 fn backup(server: &Server, to: &Path) -> Output {
     Command::new(binary())
         .args(["backup", "--no-progress", "--node"])
@@ -60,30 +53,20 @@ fn a_backup_under_writes_restores_every_acknowledged_document() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("node"));
     let mut http = Client::connect(&server.addr).unwrap();
-    assert_eq!(call(&mut http, "PUT", "/db", None).0, 201);
-    assert_eq!(call(&mut http, "PUT", "/db$s$c", None).0, 201);
+    assert_eq!(http.call("PUT", "/db", None).0, 201);
+    assert_eq!(http.call("PUT", "/db$s$c", None).0, 201);
     assert_eq!(
-        call(
-            &mut http,
-            "PUT",
-            "/db$s$c/in-collection",
-            Some(json!({"c": 1}))
-        )
-        .0,
+        http.call("PUT", "/db$s$c/in-collection", Some(json!({"c": 1})))
+            .0,
         201
     );
     assert_eq!(
-        call(
-            &mut http,
-            "PUT",
-            "/db/_local/checkpoint",
-            Some(json!({"at": 7}))
-        )
-        .0,
+        http.call("PUT", "/db/_local/checkpoint", Some(json!({"at": 7})))
+            .0,
         201
     );
     let ddoc = json!({"views": {"all": {"map": "function (doc) { emit(doc._id, null); }"}}});
-    assert_eq!(call(&mut http, "PUT", "/db/_design/v", Some(ddoc)).0, 201);
+    assert_eq!(http.call("PUT", "/db/_design/v", Some(ddoc)).0, 201);
 
     // Writers keep writing through the backup; every acknowledged (id, rev) is recorded.
     let acknowledged: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
@@ -97,12 +80,8 @@ fn a_backup_under_writes_restores_every_acknowledged_document() {
                 let mut n = 0;
                 while !stop.load(Ordering::Relaxed) {
                     let id = format!("w{writer}-{n:06}");
-                    let (status, body) = call(
-                        &mut http,
-                        "PUT",
-                        &format!("/db/{id}"),
-                        Some(json!({"n": n})),
-                    );
+                    let (status, body) =
+                        http.call("PUT", &format!("/db/{id}"), Some(json!({"n": n})));
                     assert_eq!(status, 201, "{body}");
                     let rev = body["rev"].as_str().unwrap().to_string();
                     acknowledged.lock().unwrap().push((id, rev));
@@ -164,22 +143,16 @@ fn a_backup_under_writes_restores_every_acknowledged_document() {
     let node = Server::start(&restored);
     let mut http = Client::connect(&node.addr).unwrap();
     for (id, rev) in &before {
-        let (status, doc) = call(&mut http, "GET", &format!("/db/{id}"), None);
+        let (status, doc) = http.call("GET", &format!("/db/{id}"), None);
         assert_eq!(
             (status, doc["_rev"].as_str()),
             (200, Some(rev.as_str())),
             "{id}"
         );
     }
-    assert_eq!(
-        call(&mut http, "GET", "/db$s$c/in-collection", None).1["c"],
-        1
-    );
-    assert_eq!(
-        call(&mut http, "GET", "/db/_local/checkpoint", None).1["at"],
-        7
-    );
-    let view = call(&mut http, "GET", "/db/_design/v/_view/all?limit=1", None);
+    assert_eq!(http.call("GET", "/db$s$c/in-collection", None).1["c"], 1);
+    assert_eq!(http.call("GET", "/db/_local/checkpoint", None).1["at"], 7);
+    let view = http.call("GET", "/db/_design/v/_view/all?limit=1", None);
     assert_eq!(view.0, 200, "{}", view.1);
     node.stop();
 
@@ -194,7 +167,7 @@ fn a_backup_under_writes_restores_every_acknowledged_document() {
     );
     let node = Server::start(&restored);
     let mut http = Client::connect(&node.addr).unwrap();
-    let info = call(&mut http, "GET", "/db", None).1;
+    let info = http.call("GET", "/db", None).1;
     // Every write acknowledged before the second backup, and the design document.
     assert_eq!(
         info["doc_count"].as_u64(),
@@ -268,7 +241,7 @@ fn restore_checks_every_file_before_writing() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("node"));
     let mut http = Client::connect(&server.addr).unwrap();
-    assert_eq!(call(&mut http, "PUT", "/db", None).0, 201);
+    assert_eq!(http.call("PUT", "/db", None).0, 201);
     let backups_dir = dir.path().join("backups");
     assert!(backup(&server, &backups_dir).status.success());
     server.stop();

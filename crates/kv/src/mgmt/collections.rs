@@ -177,6 +177,13 @@ pub(crate) async fn handle(
     bucket: &str,
     rest: &[&str],
 ) -> Response<Full<Bytes>> {
+    // The body is read before any answer: one left unread makes hyper close the connection,
+    // and a client reusing it (every SDK's REST pool) then fails its next request.
+    let method = request.method().clone();
+    let fields = match form(request).await {
+        Ok(fields) => fields,
+        Err(response) => return response,
+    };
     let Some(bucket) = segment(bucket)
         .filter(|name| !name.starts_with('_'))
         .and_then(|name| state.engine.bucket(&name))
@@ -192,7 +199,6 @@ pub(crate) async fn handle(
         return not_found();
     };
     let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
-    let method = request.method().clone();
     if method == Method::GET {
         return match rest.as_slice() {
             [] => json(StatusCode::OK, scopes_json(&bucket.manifest())),
@@ -208,23 +214,19 @@ pub(crate) async fn handle(
             }),
         );
     }
-    change(&state.engine, &bucket, method, request, &rest).await
+    change(&state.engine, &bucket, method, &fields, &rest).await
 }
 
 async fn change(
     engine: &Engine,
     bucket: &Bucket,
     method: Method,
-    request: Request<hyper::body::Incoming>,
+    fields: &[(String, String)],
     rest: &[&str],
 ) -> Response<Full<Bytes>> {
     match (method, rest) {
         (Method::POST, []) => {
-            let fields = match form(request).await {
-                Ok(fields) => fields,
-                Err(response) => return response,
-            };
-            let Some(name) = field(&fields, "name") else {
+            let Some(name) = field(fields, "name") else {
                 return errors(
                     StatusCode::BAD_REQUEST,
                     "name",
@@ -235,18 +237,14 @@ async fn change(
         }
         (Method::DELETE, [scope]) => changed(bucket.drop_scope(scope).await, scope, None),
         (Method::POST, [scope, "collections"]) => {
-            let fields = match form(request).await {
-                Ok(fields) => fields,
-                Err(response) => return response,
-            };
-            let Some(name) = field(&fields, "name") else {
+            let Some(name) = field(fields, "name") else {
                 return errors(
                     StatusCode::BAD_REQUEST,
                     "name",
                     "The value must be supplied",
                 );
             };
-            let max_ttl = match parse_max_ttl(field(&fields, "maxTTL")) {
+            let max_ttl = match parse_max_ttl(field(fields, "maxTTL")) {
                 Ok(max_ttl) => max_ttl,
                 Err(reason) => return errors(StatusCode::BAD_REQUEST, "maxTTL", reason),
             };

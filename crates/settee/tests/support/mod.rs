@@ -199,6 +199,20 @@ impl Client {
         self.request_with(method, path, &[("Content-Type", "application/json")], body)
     }
 
+    /// A JSON request: (status, the answer parsed, or `null` when it is not JSON).
+    #[allow(dead_code)]
+    pub fn call(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        let body = body.map(|body| body.to_string().into_bytes());
+        let response = self.request(method, path, body.as_deref()).unwrap();
+        let value = serde_json::from_slice(&response.body).unwrap_or(serde_json::Value::Null);
+        (response.status, value)
+    }
+
     /// A request with headers of the test's choosing besides Host, Authorization and
     /// Content-Length (a header named `Authorization` replaces the client's own; an empty one
     /// sends none: an anonymous request).
