@@ -86,15 +86,23 @@ for kind in kinds:
 EOF
 
 echo "== dropping a collection of $drop_docs documents under a KV GET load on _default"
-curl -fsS -u admin:secret -X PUT "$http/coll\$s\$big" >/dev/null
-before=$(du -sb "$tmp/data" | cut -f1)
-"$SETTEE_BIN" bench kv --addr "127.0.0.1:$kv_port" --user admin --password secret --bucket coll \
-    --collection s.big --keys "$drop_docs" --get-ratio 1 --duration 1 --warmup 0 --json >/dev/null 2>&1
-loaded=$(du -sb "$tmp/data" | cut -f1)
-# The foreground: KV GETs on _default of the same bucket, before and during the drop.
+# A bucket of its own: its size (GET /dropb, sizes.file: SST and memtable bytes in its key
+# range) moves with this collection only.
+curl -fsS -u admin:secret -X PUT "$http/dropb" >/dev/null
+curl -fsS -u admin:secret -X PUT "$http/dropb\$s\$big" >/dev/null
+bucket_bytes() {
+    curl -fsS -u admin:secret "$http/dropb" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sizes"]["file"])'
+}
+kv() {
+    "$SETTEE_BIN" bench kv --addr "127.0.0.1:$kv_port" --user admin --password secret --bucket dropb "$@"
+}
+# The foreground's keys in _default, then the collection's documents.
+kv --duration 1 --warmup 0 --json >/dev/null 2>&1
+before=$(bucket_bytes)
+kv --collection s.big --keys "$drop_docs" --duration 1 --warmup 0 --json >/dev/null 2>&1
+loaded=$(bucket_bytes)
 fg() {
-    "$SETTEE_BIN" bench kv --addr "127.0.0.1:$kv_port" --user admin --password secret --bucket coll \
-        --connections "$connections" --duration "$1" --json 2>/dev/null |
+    kv --no-load --connections "$connections" --duration "$1" --json 2>/dev/null |
         python3 -c 'import json,sys
 for line in sys.stdin:
     p = json.loads(line)
@@ -105,12 +113,11 @@ fg $((duration * 3)) >"$tmp/fg-during.txt" &
 fg_pid=$!
 sleep 2
 start_ns=$(date +%s%N)
-curl -fsS -u admin:secret -X DELETE "$mgmt/pools/default/buckets/coll/scopes/s/collections/big" >/dev/null
+curl -fsS -u admin:secret -X DELETE "$mgmt/pools/default/buckets/dropb/scopes/s/collections/big" >/dev/null
 answered_ns=$(date +%s%N)
 reclaimed_s=""
 for _ in $(seq 1 1200); do
-    now=$(du -sb "$tmp/data" | cut -f1)
-    if ((now <= before + (loaded - before) / 10)); then
+    if (($(bucket_bytes) <= before + (loaded - before) / 10)); then
         reclaimed_s=$(python3 -c "print('%.1f' % (($(date +%s%N) - $start_ns) / 1e9))")
         break
     fi
@@ -118,9 +125,9 @@ for _ in $(seq 1 1200); do
 done
 wait "$fg_pid"
 read -r during_ops during_p99 <"$tmp/fg-during.txt"
-printf 'data directory: %d MB before the load, %d MB loaded, %d MB at the end\n' \
-    $((before >> 20)) $((loaded >> 20)) $(($(du -sb "$tmp/data" | cut -f1) >> 20))
-printf 'DELETE answered in %.1f ms; 90%% of the space back after %s s\n' \
+printf 'bucket dropb: %d MB before the collection, %d MB with it loaded, %d MB at the end\n' \
+    $((before >> 20)) $((loaded >> 20)) $(($(bucket_bytes) >> 20))
+printf 'DELETE answered in %.1f ms; 90%% of the collection'"'"'s bytes gone after %s s\n' \
     "$(python3 -c "print(($answered_ns - $start_ns) / 1e6)")" "${reclaimed_s:-(not within 600 s)}"
 printf 'foreground KV GET on _default: %s ops/s p99 %s us before; %s ops/s p99 %s us during the purge\n' \
     "$base_ops" "$base_p99" "$during_ops" "$during_p99"
