@@ -18,7 +18,7 @@ pub mod settings;
 mod store;
 
 pub use settings::{Settings, UuidAlgorithm};
-pub use store::{NodeConfig, Sections};
+pub use store::{NodeConfig, Persist, Sections};
 
 /// Why a configuration request could not run.
 #[derive(Debug, thiserror::Error)]

@@ -29,8 +29,27 @@ pub struct NodeConfig {
 }
 
 struct State {
+    /// What `local.ini` holds.
     overrides: Overrides,
+    /// Writes made with `X-Couch-Persist: false`, over the file's, until a reload or restart.
+    volatile: Overrides,
     effective: Sections,
+}
+
+impl State {
+    fn get(&self, section: &str, key: &str) -> Option<String> {
+        self.effective
+            .get(section)
+            .and_then(|keys| keys.get(key))
+            .cloned()
+    }
+}
+
+/// Whether a write is saved to `local.ini` (CouchDB's `X-Couch-Persist`, true by default).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Persist {
+    Yes,
+    No,
 }
 
 impl NodeConfig {
@@ -38,13 +57,14 @@ impl NodeConfig {
     /// settee cannot use stops the node here, with the reason, rather than later.
     pub fn open(base: Sections, path: Option<PathBuf>) -> Result<NodeConfig, ConfigError> {
         let overrides = read_file(path.as_ref())?;
-        let effective = overlay(&base, &overrides);
+        let effective = overlay(&base, &overrides, &Overrides::new());
         let settings = Settings::from_sections(&effective)?;
         Ok(NodeConfig {
             base,
             path,
             state: Mutex::new(State {
                 overrides,
+                volatile: Overrides::new(),
                 effective,
             }),
             settings: RwLock::new(Arc::new(settings)),
@@ -79,67 +99,89 @@ impl NodeConfig {
             .cloned()
     }
 
-    /// Sets `[section] key` and answers its previous value. Saved before it takes effect; an
-    /// empty value deletes the key (it is what `local.ini` can say of it).
+    /// Sets `[section] key` and answers its previous value. Saved (unless `persist` says no)
+    /// before it takes effect; an empty value deletes the key (it is what `local.ini` can
+    /// say of it).
     pub fn set(
         &self,
         section: &str,
         key: &str,
         value: &str,
+        persist: Persist,
     ) -> Result<Option<String>, ConfigError> {
         ini::check_names(section, key, Some(value))?;
         let mut state = self.state.lock();
-        let previous = state
-            .effective
-            .get(section)
-            .and_then(|keys| keys.get(key))
-            .cloned();
-        let mut overrides = state.overrides.clone();
-        overrides.entry(section.to_string()).or_default().insert(
-            key.to_string(),
-            (!value.is_empty()).then(|| value.to_string()),
-        );
-        self.replace(&mut state, overrides)?;
+        let previous = state.get(section, key);
+        let value = (!value.is_empty()).then(|| value.to_string());
+        self.write(&mut state, section, key, value, persist)?;
         Ok(previous)
     }
 
     /// Deletes `[section] key` and answers its value; `None` when it was not set, and nothing
     /// changes.
-    pub fn delete(&self, section: &str, key: &str) -> Result<Option<String>, ConfigError> {
+    pub fn delete(
+        &self,
+        section: &str,
+        key: &str,
+        persist: Persist,
+    ) -> Result<Option<String>, ConfigError> {
         ini::check_names(section, key, None)?;
         let mut state = self.state.lock();
-        let Some(previous) = state
-            .effective
-            .get(section)
-            .and_then(|keys| keys.get(key))
-            .cloned()
-        else {
+        let Some(previous) = state.get(section, key) else {
             return Ok(None);
         };
+        self.write(&mut state, section, key, None, persist)?;
+        Ok(Some(previous))
+    }
+
+    /// One key set (`Some`) or deleted (`None`), in the file or in memory only.
+    fn write(
+        &self,
+        state: &mut State,
+        section: &str,
+        key: &str,
+        value: Option<String>,
+        persist: Persist,
+    ) -> Result<(), ConfigError> {
         let mut overrides = state.overrides.clone();
-        let keys = overrides.entry(section.to_string()).or_default();
-        if self
+        let mut volatile = state.volatile.clone();
+        let layer = match persist {
+            Persist::Yes => {
+                // A saved write replaces an unsaved one of the same key.
+                if let Some(keys) = volatile.get_mut(section) {
+                    keys.remove(key);
+                }
+                &mut overrides
+            }
+            Persist::No => &mut volatile,
+        };
+        let keys = layer.entry(section.to_string()).or_default();
+        let in_base = self
             .base
             .get(section)
-            .is_some_and(|keys| keys.contains_key(key))
-        {
-            // The base would give it back after a restart: the file says it is deleted.
-            keys.insert(key.to_string(), None);
-        } else {
-            keys.remove(key);
+            .is_some_and(|keys| keys.contains_key(key));
+        match value {
+            // Nothing under the file would give this key back: no line is needed for it.
+            None if !in_base && persist == Persist::Yes => {
+                keys.remove(key);
+            }
+            value => {
+                keys.insert(key.to_string(), value);
+            }
         }
-        self.replace(&mut state, overrides)?;
-        Ok(Some(previous))
+        self.replace(state, overrides, volatile, persist)
     }
 
     /// Reads `local.ini` again (`POST /_node/_local/_config/_reload`).
     pub fn reload(&self) -> Result<(), ConfigError> {
         let mut state = self.state.lock();
         let overrides = read_file(self.path.as_ref())?;
-        let effective = overlay(&self.base, &overrides);
+        let volatile = Overrides::new();
+        let effective = overlay(&self.base, &overrides, &volatile);
         let settings = Settings::from_sections(&effective)?;
         *state = State {
             overrides,
+            volatile,
             effective,
         };
         *self.settings.write() = Arc::new(settings);
@@ -147,14 +189,21 @@ impl NodeConfig {
     }
 
     /// Checks, saves and publishes `overrides`; on any failure nothing changes.
-    fn replace(&self, state: &mut State, overrides: Overrides) -> Result<(), ConfigError> {
-        let effective = overlay(&self.base, &overrides);
+    fn replace(
+        &self,
+        state: &mut State,
+        overrides: Overrides,
+        volatile: Overrides,
+        persist: Persist,
+    ) -> Result<(), ConfigError> {
+        let effective = overlay(&self.base, &overrides, &volatile);
         let settings = Settings::from_sections(&effective)?;
-        if let Some(path) = &self.path {
+        if let (Some(path), Persist::Yes) = (&self.path, persist) {
             write_file(path, &ini::encode(&overrides))?;
         }
         *state = State {
             overrides,
+            volatile,
             effective,
         };
         *self.settings.write() = Arc::new(settings);
@@ -162,9 +211,9 @@ impl NodeConfig {
     }
 }
 
-fn overlay(base: &Sections, overrides: &Overrides) -> Sections {
+fn overlay(base: &Sections, overrides: &Overrides, volatile: &Overrides) -> Sections {
     let mut effective = base.clone();
-    for (section, keys) in overrides {
+    for (section, keys) in overrides.iter().chain(volatile) {
         for (key, value) in keys {
             match value {
                 Some(value) => {
@@ -235,24 +284,34 @@ mod tests {
         assert_eq!(config.settings().max_document_size_bytes, 1000);
         assert_eq!(
             config
-                .set("couchdb", "max_document_size", "64")
+                .set("couchdb", "max_document_size", "64", Persist::Yes)
                 .expect("set")
                 .as_deref(),
             Some("1000")
         );
         assert_eq!(config.settings().max_document_size_bytes, 64);
         assert_eq!(
-            config.set("httpd", "allow_jsonp", "true").expect("set"),
+            config
+                .set("httpd", "allow_jsonp", "true", Persist::Yes)
+                .expect("set"),
             None
         );
-        assert_eq!(config.set("custom", "key", "any thing").expect("set"), None);
+        assert_eq!(
+            config
+                .set("custom", "key", "any thing", Persist::Yes)
+                .expect("set"),
+            None
+        );
         assert!(config.settings().allow_jsonp);
         drop(config);
 
         let config = NodeConfig::open(base(), Some(path.clone())).expect("reopen");
         assert_eq!(config.settings().max_document_size_bytes, 64);
         assert!(config.settings().allow_jsonp);
-        assert_eq!(config.get("custom", "key").as_deref(), Some("any thing"));
+        assert_eq!(
+            config.get("custom", "key").as_deref(),
+            Some("any thing")
+        );
     }
 
     #[test]
@@ -262,14 +321,14 @@ mod tests {
         let config = NodeConfig::open(base(), Some(path.clone())).expect("open");
         assert_eq!(
             config
-                .delete("couchdb", "max_document_size")
+                .delete("couchdb", "max_document_size", Persist::Yes)
                 .expect("delete")
                 .as_deref(),
             Some("1000")
         );
         assert_eq!(
             config
-                .delete("couchdb", "max_document_size")
+                .delete("couchdb", "max_document_size", Persist::Yes)
                 .expect("delete"),
             None
         );
@@ -283,7 +342,7 @@ mod tests {
         assert_eq!(config.get("couchdb", "max_document_size"), None);
         assert_eq!(
             config
-                .set("couchdb", "max_document_size", "5")
+                .set("couchdb", "max_document_size", "5", Persist::Yes)
                 .expect("set"),
             None
         );
@@ -298,13 +357,51 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("local.ini");
         let config = NodeConfig::open(base(), Some(path.clone())).expect("open");
-        assert!(config.set("couchdb", "max_document_size", "lots").is_err());
-        assert!(config.set("uuids", "algorithm", "bogus").is_err());
+        assert!(config
+            .set("couchdb", "max_document_size", "lots", Persist::Yes)
+            .is_err());
+        assert!(config
+            .set("uuids", "algorithm", "bogus", Persist::Yes)
+            .is_err());
         assert_eq!(
             config.get("couchdb", "max_document_size").as_deref(),
             Some("1000")
         );
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn unsaved_writes_last_until_a_reopen_or_reload() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("local.ini");
+        let config = NodeConfig::open(base(), Some(path.clone())).expect("open");
+        config
+            .set("httpd", "allow_jsonp", "true", Persist::No)
+            .expect("set");
+        config
+            .set("uuids", "algorithm", "random", Persist::Yes)
+            .expect("set");
+        config
+            .delete("couchdb", "max_document_size", Persist::No)
+            .expect("delete");
+        assert!(config.settings().allow_jsonp);
+        assert_eq!(config.get("couchdb", "max_document_size"), None);
+        drop(config);
+        let config = NodeConfig::open(base(), Some(path.clone())).expect("reopen");
+        assert!(!config.settings().allow_jsonp);
+        assert_eq!(
+            config.settings().uuid_algorithm,
+            crate::UuidAlgorithm::Random
+        );
+        assert_eq!(
+            config.get("couchdb", "max_document_size").as_deref(),
+            Some("1000")
+        );
+        config
+            .set("httpd", "allow_jsonp", "true", Persist::No)
+            .expect("set");
+        config.reload().expect("reload");
+        assert!(!config.settings().allow_jsonp);
     }
 
     #[test]
