@@ -25,6 +25,9 @@ pub struct Req {
     pub peer: Option<std::net::IpAddr>,
     /// Longest wait between two reads of the body (`HttpConfig::body_timeout`).
     pub body_timeout: Option<std::time::Duration>,
+    /// The node's runtime settings (`_config`) as they were when the request arrived: read
+    /// once per request, so one request never sees two versions.
+    pub settings: std::sync::Arc<settee_node_config::Settings>,
 }
 
 impl Req {

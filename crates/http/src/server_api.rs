@@ -29,7 +29,9 @@ pub fn welcome(state: &HttpState, req: &Req) -> ApiResult<HttpResponse> {
             "version": COUCHDB_VERSION,
             "git_sha": "settee",
             "uuid": state.config.server_uuid,
-            "features": ["access-ready", "partitioned", "pluggable-storage-engines", "reshard", "scheduler"],
+            // Only what works: no `partitioned` (issue 22 point 4) and no `reshard` (a node
+            // has no shard count to change).
+            "features": ["quickjs", "access-ready", "pluggable-storage-engines", "scheduler"],
             "vendor": {"name": "settee", "version": env!("CARGO_PKG_VERSION")},
         }),
     ))
@@ -139,14 +141,16 @@ pub fn uuids(state: &HttpState, req: &Req) -> ApiResult<HttpResponse> {
     if count > UUIDS_MAX_COUNT {
         return Err(ApiError::BadRequest("count parameter too large".into()));
     }
-    let algorithm = req.param("algorithm").unwrap_or("sequential");
+    // `?algorithm=` is settee's own; CouchDB always uses `[uuids] algorithm`.
+    let algorithm = req.param("algorithm");
     let mut ids = Vec::with_capacity(count as usize);
     for _ in 0..count {
-        ids.push(
-            state.uuids.next(algorithm).ok_or_else(|| {
+        ids.push(match algorithm {
+            None => state.uuids.configured(&req.settings),
+            Some(algorithm) => state.uuids.next(algorithm).ok_or_else(|| {
                 ApiError::BadRequest(format!("unknown uuid algorithm {algorithm}"))
             })?,
-        );
+        });
     }
     let response = json(StatusCode::OK, &json!({"uuids": ids}));
     let response = with_header(response, "cache-control", "must-revalidate, no-cache");

@@ -30,14 +30,19 @@ impl UuidGenerator {
         match algorithm {
             "sequential" => Some(self.sequential()),
             "random" => Some(random_hex(16)),
-            "utc_random" => {
-                let micros = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|elapsed| elapsed.as_micros() as u64)
-                    .unwrap_or(0);
-                Some(format!("{micros:014x}{}", &random_hex(9)))
-            }
+            "utc_random" => Some(format!("{:014x}{}", now_micros(), random_hex(9))),
             _ => None,
+        }
+    }
+
+    /// An id made by the node's `[uuids] algorithm` (`utc_id` takes `[uuids] utc_id_suffix`).
+    pub fn configured(&self, settings: &settee_node_config::Settings) -> String {
+        use settee_node_config::UuidAlgorithm;
+        match settings.uuid_algorithm {
+            UuidAlgorithm::Sequential => self.sequential(),
+            UuidAlgorithm::Random => random_hex(16),
+            UuidAlgorithm::UtcRandom => format!("{:014x}{}", now_micros(), random_hex(9)),
+            UuidAlgorithm::UtcId => format!("{:014x}{}", now_micros(), settings.utc_id_suffix),
         }
     }
 
@@ -49,6 +54,13 @@ impl UuidGenerator {
         }
         format!("{}{:06x}", state.0, state.1)
     }
+}
+
+fn now_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_micros() as u64)
+        .unwrap_or(0)
 }
 
 fn random_hex(bytes: usize) -> String {

@@ -34,20 +34,22 @@ impl UuidAlgorithm {
 /// One snapshot of the runtime settings; a write replaces the whole value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
-    /// `[httpd] allow_jsonp`: answer `?callback=f` as `/* CouchDB */f(json);`.
+    /// `[chttpd] allow_jsonp` (else `[httpd]`, as CouchDB reads the HTTP keys): answer `?callback=f` as `/* CouchDB */f(json);`.
     pub allow_jsonp: bool,
-    /// `[couchdb] max_document_size`, bytes. The HTTP door applies it at once; the engine's
-    /// own limit (both doors) is this value as it was when the node started.
+    /// `[couchdb] max_document_size`, bytes: the CouchDB door's writes obey it at once. The
+    /// engine's own limit (the KV door, and readers) is the larger of the command-line value
+    /// and this one as saved when the node started, so lowering it never hides stored
+    /// documents from readers.
     pub max_document_size_bytes: usize,
     /// `[uuids] algorithm`.
     pub uuid_algorithm: UuidAlgorithm,
     /// `[uuids] utc_id_suffix`.
     pub utc_id_suffix: String,
-    /// `[httpd] x_forwarded_host`: the header a proxy names the original host in.
+    /// `[chttpd]` (else `[httpd]`) `x_forwarded_host`: the header a proxy names the original host in.
     pub x_forwarded_host: String,
-    /// `[httpd] x_forwarded_proto`: the header a proxy names the original scheme in.
+    /// `[chttpd]` (else `[httpd]`) `x_forwarded_proto`: the header a proxy names the original scheme in.
     pub x_forwarded_proto: String,
-    /// `[httpd] x_forwarded_ssl`: the header that says `on` for https.
+    /// `[chttpd]` (else `[httpd]`) `x_forwarded_ssl`: the header that says `on` for https.
     pub x_forwarded_ssl: String,
 }
 
@@ -67,12 +69,16 @@ impl Default for Settings {
 
 /// Every key [`Settings`] is read from, as (section, key).
 pub const RUNTIME_KEYS: &[(&str, &str)] = &[
+    ("chttpd", "allow_jsonp"),
     ("httpd", "allow_jsonp"),
     ("couchdb", "max_document_size"),
     ("uuids", "algorithm"),
     ("uuids", "utc_id_suffix"),
+    ("chttpd", "x_forwarded_host"),
     ("httpd", "x_forwarded_host"),
+    ("chttpd", "x_forwarded_proto"),
     ("httpd", "x_forwarded_proto"),
+    ("chttpd", "x_forwarded_ssl"),
     ("httpd", "x_forwarded_ssl"),
 ];
 
@@ -82,7 +88,14 @@ impl Settings {
         sections: &BTreeMap<String, BTreeMap<String, String>>,
     ) -> Result<Settings, ConfigError> {
         let mut settings = Settings::default();
-        for (section, keys) in sections {
+        // `[chttpd]` is applied last: CouchDB reads the HTTP keys there first and falls back
+        // to `[httpd]`.
+        let chttpd = sections.get_key_value("chttpd");
+        for (section, keys) in sections
+            .iter()
+            .filter(|(section, _)| *section != "chttpd")
+            .chain(chttpd)
+        {
             for (key, value) in keys {
                 settings.apply(section, key, value)?;
             }
@@ -93,7 +106,7 @@ impl Settings {
     /// Checks `value` for `[section] key` and, when settee uses that key, sets it.
     pub fn apply(&mut self, section: &str, key: &str, value: &str) -> Result<(), ConfigError> {
         match (section, key) {
-            ("httpd", "allow_jsonp") => self.allow_jsonp = parse_bool(value)?,
+            ("chttpd" | "httpd", "allow_jsonp") => self.allow_jsonp = parse_bool(value)?,
             ("couchdb", "max_document_size") => {
                 self.max_document_size_bytes = value
                     .parse::<usize>()
@@ -112,9 +125,11 @@ impl Settings {
                 }
                 self.utc_id_suffix = value.to_string();
             }
-            ("httpd", "x_forwarded_host") => self.x_forwarded_host = header_name(value)?,
-            ("httpd", "x_forwarded_proto") => self.x_forwarded_proto = header_name(value)?,
-            ("httpd", "x_forwarded_ssl") => self.x_forwarded_ssl = header_name(value)?,
+            ("chttpd" | "httpd", "x_forwarded_host") => self.x_forwarded_host = header_name(value)?,
+            ("chttpd" | "httpd", "x_forwarded_proto") => {
+                self.x_forwarded_proto = header_name(value)?
+            }
+            ("chttpd" | "httpd", "x_forwarded_ssl") => self.x_forwarded_ssl = header_name(value)?,
             _ => {}
         }
         Ok(())
@@ -180,6 +195,12 @@ mod tests {
         assert_eq!(settings.uuid_algorithm, UuidAlgorithm::UtcId);
         assert_eq!(settings.utc_id_suffix, "-node1");
         assert_eq!(settings.x_forwarded_host, "X-Host");
+        let chttpd_first = Settings::from_sections(&sections(&[
+            ("httpd", "allow_jsonp", "false"),
+            ("chttpd", "allow_jsonp", "true"),
+        ]))
+        .expect("valid");
+        assert!(chttpd_first.allow_jsonp);
         for (section, key, value) in [
             ("httpd", "allow_jsonp", "yes"),
             ("couchdb", "max_document_size", "abc"),

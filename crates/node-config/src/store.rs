@@ -308,10 +308,7 @@ mod tests {
         let config = NodeConfig::open(base(), Some(path.clone())).expect("reopen");
         assert_eq!(config.settings().max_document_size_bytes, 64);
         assert!(config.settings().allow_jsonp);
-        assert_eq!(
-            config.get("custom", "key").as_deref(),
-            Some("any thing")
-        );
+        assert_eq!(config.get("custom", "key").as_deref(), Some("any thing"));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 mod config;
 mod fd_limit;
+mod node_config;
 mod secrets;
 mod serve;
 
