@@ -53,12 +53,26 @@ fn config_changes_take_effect_and_persist() {
         serde_json::json!({"algorithm": "utc_id", "utc_id_suffix": "-cfgtest"})
     );
 
-    // [uuids]: /_uuids and POST /db make ids with the algorithm at once.
-    let uuids = http.request("GET", "/_uuids?count=2", None).unwrap().json();
-    for id in uuids["uuids"].as_array().unwrap() {
-        let id = id.as_str().unwrap();
+    // [uuids]: /_uuids and POST /db make ids with the algorithm at once; utc_id ids
+    // increase even when made within one microsecond; caches are told not to keep them.
+    let answer = http.request("GET", "/_uuids?count=200", None).unwrap();
+    assert!(answer
+        .header("etag")
+        .is_some_and(|tag| tag.starts_with('"')));
+    assert_eq!(
+        answer.header("expires"),
+        Some("Mon, 01 Jan 1990 00:00:00 GMT")
+    );
+    let ids: Vec<String> = answer.json()["uuids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| id.as_str().unwrap().to_string())
+        .collect();
+    for id in &ids {
         assert!(id.ends_with("-cfgtest") && id.len() == 14 + 8, "{id}");
     }
+    assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "{ids:?}");
     let posted = http.request("POST", "/db", Some(b"{}")).unwrap().json();
     assert!(posted["id"].as_str().unwrap().ends_with("-cfgtest"));
 
