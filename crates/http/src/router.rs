@@ -66,7 +66,7 @@ pub async fn handle(
     let mut body = Some(body);
     let mut response = match (
         state.auth.authenticate(&parts.headers, &state.engine, peer),
-        split_path(parts.uri.path()),
+        split_path(parts.uri.path(), settings.decode_plus_to_space),
     ) {
         (Err(error), _) => response::error(&error),
         (Ok(_), Err(invalid)) => response::error(&invalid.error()),

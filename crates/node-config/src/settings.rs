@@ -49,6 +49,9 @@ pub struct Settings {
     pub x_forwarded_host: String,
     /// `[chttpd]` (else `[httpd]`) `x_forwarded_proto`: the header a proxy names the original scheme in.
     pub x_forwarded_proto: String,
+    /// `[chttpd] decode_plus_to_space`: a raw `+` in the request path is a space (CouchDB's
+    /// default, true); `%2B` is `+` either way.
+    pub decode_plus_to_space: bool,
     /// `[chttpd]` (else `[httpd]`) `x_forwarded_ssl`: the header that says `on` for https.
     pub x_forwarded_ssl: String,
 }
@@ -63,6 +66,7 @@ impl Default for Settings {
             x_forwarded_host: "X-Forwarded-Host".into(),
             x_forwarded_proto: "X-Forwarded-Proto".into(),
             x_forwarded_ssl: "X-Forwarded-Ssl".into(),
+            decode_plus_to_space: true,
         }
     }
 }
@@ -79,6 +83,7 @@ pub const RUNTIME_KEYS: &[(&str, &str)] = &[
     ("chttpd", "x_forwarded_proto"),
     ("httpd", "x_forwarded_proto"),
     ("chttpd", "x_forwarded_ssl"),
+    ("chttpd", "decode_plus_to_space"),
     ("httpd", "x_forwarded_ssl"),
 ];
 
@@ -107,6 +112,7 @@ impl Settings {
     pub fn apply(&mut self, section: &str, key: &str, value: &str) -> Result<(), ConfigError> {
         match (section, key) {
             ("chttpd" | "httpd", "allow_jsonp") => self.allow_jsonp = parse_bool(value)?,
+            ("chttpd", "decode_plus_to_space") => self.decode_plus_to_space = parse_bool(value)?,
             ("couchdb", "max_document_size") => {
                 self.max_document_size_bytes = value
                     .parse::<usize>()

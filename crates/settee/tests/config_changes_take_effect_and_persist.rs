@@ -144,6 +144,16 @@ fn config_changes_take_effect_and_persist() {
         Some("http://proxy.example/db/located")
     );
 
+    // [chttpd] decode_plus_to_space: on by default (a raw + is a space), off keeps +.
+    let spaced = http.request("PUT", "/db/a+b", Some(b"{}")).unwrap().json();
+    assert_eq!(spaced["id"], "a b");
+    assert_eq!(
+        put_config(&mut http, "chttpd/decode_plus_to_space", "false").status,
+        200
+    );
+    let kept = http.request("PUT", "/db/a+b", Some(b"{}")).unwrap().json();
+    assert_eq!(kept["id"], "a+b");
+
     // A write with X-Couch-Persist: false takes effect but is not saved.
     let volatile = http
         .request_with(
