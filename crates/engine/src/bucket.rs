@@ -236,6 +236,11 @@ pub struct Bucket {
     pub(crate) purge_hooks: Arc<crate::collections::PurgeHooks>,
     /// The bucket's max TTL in seconds (0: none); rarely written (`set_max_ttl`).
     max_ttl: std::sync::atomic::AtomicU32,
+    /// Per vbucket, the newest uuid of its stored failover log (0: none stored yet), read on
+    /// every mutation token without a lock; written under `failover_lock` after the log.
+    pub(crate) failover_heads: Vec<std::sync::atomic::AtomicU64>,
+    /// Serialises changes of failover logs (held across their fsync wait).
+    pub(crate) failover_lock: tokio::sync::Mutex<()>,
 }
 
 /// How a bucket takes part in the node's access epoch.
@@ -314,6 +319,7 @@ impl Bucket {
             None => 0,
         };
         let collection_purge_seqs = read_collection_purge_seqs(&store, id)?;
+        let failover_heads = crate::failover::load_heads(&store, id, config.vbuckets)?;
         let (changed, _) = tokio::sync::watch::channel(0);
         Ok(Bucket {
             id,
@@ -349,6 +355,8 @@ impl Bucket {
             max_ttl: std::sync::atomic::AtomicU32::new(config.max_ttl),
             purge_wake,
             purge_hooks,
+            failover_heads,
+            failover_lock: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -438,9 +446,16 @@ impl Bucket {
         vbucket_of(key, self.vbuckets)
     }
 
-    /// Stable per (bucket, vbucket): identifies a vbucket's history (Couchbase's vbucket
-    /// UUID, in mutation tokens, OBSERVE_SEQNO and `$document`).
+    /// The uuid of a vbucket's current history (Couchbase's vbucket UUID, in mutation
+    /// tokens, OBSERVE_SEQNO, `$document` and DCP): the newest entry of its failover log
+    /// (`failover.rs`).
     pub fn vbucket_uuid(&self, vbucket: u16) -> u64 {
+        self.failover_head(vbucket)
+            .unwrap_or_else(|| self.original_vbucket_uuid(vbucket))
+    }
+
+    /// The uuid a vbucket's history starts with: stable per (bucket, vbucket).
+    pub(crate) fn original_vbucket_uuid(&self, vbucket: u16) -> u64 {
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
         for byte in self
             .name

@@ -250,6 +250,12 @@ impl Engine {
         &self.store
     }
 
+    /// A consistent copy of the node's whole store at `dir` (a RocksDB checkpoint, for
+    /// backups: `docs/format/backup.md`); the files it holds with their sizes. Blocking.
+    pub fn checkpoint(&self, dir: &Path) -> Result<Vec<(String, u64)>, EngineError> {
+        Ok(self.store.checkpoint(dir)?)
+    }
+
     pub async fn create_bucket(
         &self,
         name: &str,

@@ -283,8 +283,19 @@ pub mod meta {
     pub fn collection_purge_seq_prefix(bucket_id: u32) -> Vec<u8> {
         with_id(b"bucket/cpurge_seq/", bucket_id)
     }
+    /// A vbucket's failover log (docs/format/dcp.md; absent = one default entry).
+    pub fn failover_log(bucket_id: u32, vbucket: u16) -> Vec<u8> {
+        [
+            failover_prefix(bucket_id).as_slice(),
+            &vbucket.to_be_bytes(),
+        ]
+        .concat()
+    }
+    pub fn failover_prefix(bucket_id: u32) -> Vec<u8> {
+        with_id(b"bucket/failover/", bucket_id)
+    }
     /// Every meta key (or prefix) that belongs to a bucket id, for dropping it.
-    pub fn bucket_owned(bucket_id: u32) -> [Vec<u8>; 8] {
+    pub fn bucket_owned(bucket_id: u32) -> [Vec<u8>; 9] {
         [
             bucket_conf(bucket_id),
             bucket_security(bucket_id),
@@ -294,6 +305,7 @@ pub mod meta {
             collection_stats_prefix(bucket_id),
             dropped_prefix(bucket_id),
             collection_purge_seq_prefix(bucket_id),
+            failover_prefix(bucket_id),
         ]
     }
 }

@@ -24,6 +24,7 @@ pub mod collections;
 mod doc_key;
 mod engine;
 mod error;
+mod failover;
 mod key_locks;
 mod keys;
 mod keyspace;
@@ -35,6 +36,7 @@ mod read;
 pub mod record;
 mod seqvec;
 mod skips;
+mod stream_item;
 pub mod subdoc;
 mod update;
 pub mod vattr;
@@ -56,6 +58,7 @@ pub use engine::{
     SCOPES_PER_BUCKET_MAX, USERS_BUCKET,
 };
 pub use error::EngineError;
+pub use failover::{encode_failover_log, FailoverEntry, FAILOVER_ENTRIES_MAX};
 pub use keyspace::Keyspace;
 pub use kv::{
     is_json, KvMeta, KvMutation, KvOutcome, KvRef, KvValue, LockOutcome, StoreMode, UnlockOutcome,
@@ -69,6 +72,7 @@ pub use seqvec::SeqVector;
 pub use settee_revtree::{RevId, REV_HASH_BYTES_MAX, REV_POS_MAX};
 pub use settee_storage::StoreHealth;
 pub use skips::SkipStats;
+pub use stream_item::StreamItem;
 pub use update::{
     hex, md5_of, plan_update, revision_hash, AttachmentInput, DocUpdate, UpdateOutcome,
 };

@@ -10,6 +10,7 @@
 
 pub mod attachments_api;
 pub mod auth;
+pub mod backup_api;
 pub mod bulk_api;
 pub mod changes_api;
 pub mod config;

@@ -10,8 +10,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::request::{parse_query, split_path, Req};
 use crate::response::{self, HttpResponse};
 use crate::{
-    attachments_api, bulk_api, changes_api, db_api, doc_api, mango_api, node_api, replicator_api,
-    server_api, subdoc_api, view_api, HttpState,
+    attachments_api, backup_api, bulk_api, changes_api, db_api, doc_api, mango_api, node_api,
+    replicator_api, server_api, subdoc_api, view_api, HttpState,
 };
 
 pub const SERVER_HEADER: &str = "settee/0.1 (CouchDB 3.x compatible)";
@@ -168,6 +168,7 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
     match segments.as_slice() {
         [] => server_api::welcome(state, req),
         ["_up"] => server_api::up(state, req),
+        ["_node", "_local", "_backup", rest @ ..] => backup_api::backup(state, req, rest).await,
         ["_all_dbs"] => server_api::all_dbs(state, req),
         ["_dbs_info"] => server_api::dbs_info(state, req).await,
         ["_uuids"] => server_api::uuids(state, req),

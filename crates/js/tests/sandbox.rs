@@ -104,13 +104,13 @@ fn functions_that_do_not_compile_are_named() {
 #[test]
 fn a_function_followed_by_semicolons_compiles_as_in_couchdb() {
     let pool = pool(5000);
-    let program = program(&[
+    let semicolons = program(&[
         "function (doc) { emit(doc._id, 1); };",
         "function (doc) { emit(doc.n, 2); } ; \n ;\n",
     ]);
-    assert_eq!(pool.check(program.clone()).wait(), Ok(()));
+    assert_eq!(pool.check(semicolons.clone()).wait(), Ok(()));
     let output = pool
-        .map(program, json!([{"_id": "a", "n": 7}]).to_string())
+        .map(semicolons, json!([{"_id": "a", "n": 7}]).to_string())
         .wait()
         .expect("map");
     assert_eq!(rows(&output), json!([[[["a", 1]], [[7, 2]]]]));

@@ -159,7 +159,7 @@ pub fn decode(buffer: &[u8], max_body: usize) -> Result<Decoded<'_>, FrameError>
 /// their fields are the caller's bug and panic in debug builds; the server never builds them
 /// from peer input (keys <= 250 bytes, extras fixed-size).
 #[allow(clippy::too_many_arguments)]
-fn encode(
+pub(crate) fn encode(
     out: &mut Vec<u8>,
     magic: Magic,
     opcode: u8,

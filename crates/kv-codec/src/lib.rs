@@ -5,6 +5,7 @@
 //! caller-owned `Vec<u8>` so that many replies share one buffer and one `write` call. The crate
 //! knows frames only: no sockets, no documents, no authentication.
 
+pub mod dcp;
 mod frame;
 pub mod framing_extras;
 pub mod leb128;

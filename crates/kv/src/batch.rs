@@ -61,7 +61,7 @@ fn answer_part(
             break;
         }
         match session::handle_data(shared.view(), &frame, bytes, &mut part.replies) {
-            Handled::Done | Handled::Close => {
+            Handled::Done | Handled::Close | Handled::Dcp(_) => {
                 let took = started.elapsed();
                 node.timings.log_if_slow(frame.opcode, frame.key, took);
                 part.timed.push((frame.opcode, took));
@@ -166,7 +166,7 @@ pub(crate) fn dispatch_batch(
             break;
         }
         match session::handle_data(session.view(), &frame, bytes, out) {
-            Handled::Done | Handled::Close => {
+            Handled::Done | Handled::Close | Handled::Dcp(_) => {
                 timings
                     .local
                     .record(&state.timings, frame.opcode, frame.key, started)

@@ -56,7 +56,11 @@ struct Carried {
 pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>, slot: Slot) {
     let now = Instant::now();
     let carried = Carried {
-        session: Session::new(state.clone(), stream.peer_addr().ok().map(|addr| addr.ip())),
+        session: Session::new(
+            state.clone(),
+            stream.peer_addr().ok().map(|addr| addr.ip()),
+            stream.local_addr().ok().map(|addr| addr.ip()),
+        ),
         input: BytesMut::with_capacity(READ_BUFFER_BYTES),
         timings: TimingsGuard {
             local: ConnTimings::new(),
@@ -142,12 +146,14 @@ async fn run_on_lane(
     let mut batch: Vec<Bytes> = Vec::new();
     let mut closing = false;
     let mut eof = false;
+    // Set by a DCP_OPEN that succeeded: nothing more is read here.
+    let mut dcp: Option<crate::dcp::Opened> = None;
     loop {
         let working_since = Instant::now();
         let mut requests_read = 0usize;
         let budget = state.output.budget(output_bytes_max);
         let mut paused = Paused::No;
-        if !closing && !eof {
+        if !closing && !eof && dcp.is_none() {
             let batch_started = working_since;
             if !queue.deferred.is_empty() {
                 // Requests a part handed back: answered before any new one is decoded.
@@ -265,6 +271,10 @@ async fn run_on_lane(
                         closing = true;
                         break;
                     }
+                    Handled::Dcp(opened) => {
+                        dcp = Some(opened);
+                        break;
+                    }
                     Handled::Later(future) => {
                         let document = reply_may_carry_document(frame.opcode);
                         let (opcode, key) = (frame.opcode, bytes.slice_ref(frame.key));
@@ -350,41 +360,21 @@ async fn run_on_lane(
                 out = Vec::with_capacity(READ_BUFFER_BYTES);
             }
         }
-        if closing || eof {
+        if closing || eof || dcp.is_some() {
             // Finish what was accepted (writes in flight are completed either way), then go.
-            loop {
-                while let Some(reply) = queue.next(&mut timings).await {
-                    out.extend_from_slice(&reply);
-                    if out.len() >= budget {
-                        let _held = state.output.hold(out.len());
-                        if write_unless_stuck(&mut writer, &out, stuck_after)
-                            .await
-                            .is_err()
-                        {
-                            return None;
-                        }
-                        out.clear();
-                    }
-                }
-                if queue.deferred.is_empty() {
-                    break;
-                }
-                batch.append(&mut queue.deferred);
-                let started = Instant::now();
-                dispatch_batch(
-                    &mut batch,
-                    &session,
-                    &mut queue,
-                    &mut out,
-                    &mut timings,
-                    started,
-                    limits,
-                    budget,
-                );
-            }
-            if !out.is_empty() {
-                let _held = state.output.hold(out.len());
-                let _ = write_unless_stuck(&mut writer, &out, stuck_after).await;
+            let mut pending = Pending {
+                queue: &mut queue,
+                batch: &mut batch,
+                out: &mut out,
+                timings: &mut timings,
+            };
+            let finished = pending
+                .finish(&session, &state, &mut writer, limits, budget)
+                .await;
+            if let (Some(opened), Ok(())) = (dcp, finished) {
+                // Every reply owed, DCP_OPEN's last, is written: a producer from here on.
+                crate::dcp::serve(reader, writer, session, input, opened, state).await;
+                return None;
             }
             let _ = writer.shutdown().await;
             return None;
@@ -460,5 +450,63 @@ async fn run_on_lane(
         if input.is_empty() && input.capacity() > 4 * READ_BUFFER_BYTES {
             input = BytesMut::with_capacity(READ_BUFFER_BYTES);
         }
+    }
+}
+
+/// The replies a connection still owes when it stops taking requests.
+struct Pending<'a> {
+    queue: &'a mut Queue,
+    batch: &'a mut Vec<Bytes>,
+    out: &'a mut Vec<u8>,
+    timings: &'a mut TimingsGuard,
+}
+
+impl Pending<'_> {
+    /// Waits for every queued reply and answers the requests handed back, writing them as
+    /// they come; `Err` if the socket failed or stopped taking them.
+    async fn finish(
+        &mut self,
+        session: &Session,
+        state: &Arc<KvState>,
+        writer: &mut tokio::net::tcp::OwnedWriteHalf,
+        limits: Limits,
+        budget: usize,
+    ) -> Result<(), ()> {
+        let stuck_after = state.config.limits.send_queue_stuck_timeout;
+        loop {
+            while let Some(reply) = self.queue.next(self.timings).await {
+                self.out.extend_from_slice(&reply);
+                if self.out.len() >= budget {
+                    let _held = state.output.hold(self.out.len());
+                    write_unless_stuck(writer, self.out, stuck_after)
+                        .await
+                        .map_err(|_| ())?;
+                    self.out.clear();
+                }
+            }
+            if self.queue.deferred.is_empty() {
+                break;
+            }
+            self.batch.append(&mut self.queue.deferred);
+            let started = Instant::now();
+            dispatch_batch(
+                self.batch,
+                session,
+                self.queue,
+                self.out,
+                self.timings,
+                started,
+                limits,
+                budget,
+            );
+        }
+        if !self.out.is_empty() {
+            let _held = state.output.hold(self.out.len());
+            write_unless_stuck(writer, self.out, stuck_after)
+                .await
+                .map_err(|_| ())?;
+            self.out.clear();
+        }
+        Ok(())
     }
 }

@@ -8,6 +8,7 @@
 //! runtime's worker threads when the client negotiated UnorderedExecution).
 //! A connection that pipelines and stays busy moves to a runtime of its own (`lanes.rs`), so it
 //! cannot hold the threads that answer other connections.
+//! `dcp/` is the DCP producer a connection becomes after DCP_OPEN (docs/format/dcp.md).
 //! `mgmt.rs` serves the `/pools` endpoints on the management port.
 //!
 //! Must not know: HTTP API shapes of CouchDB, RocksDB, storage keys.
@@ -17,6 +18,7 @@ mod batch;
 mod budget;
 mod cluster;
 mod connection;
+mod dcp;
 mod deadlines;
 mod heavy;
 mod lanes;
@@ -76,6 +78,8 @@ pub struct KvState {
     output: budget::NodeOutput,
     /// Open connections, against `limits.max_connections`.
     slots: settee_door::Slots,
+    /// DCP producer connections by name (`dcp/names.rs`).
+    dcp_names: dcp::ProducerNames,
 }
 
 impl KvState {
@@ -90,6 +94,7 @@ impl KvState {
             bulk: config.bulk_lane.map(lanes::BulkLane::new).transpose()?,
             output: budget::NodeOutput::new(config.limits.node_output_bytes_max),
             slots: settee_door::Slots::new("kv", config.limits.max_connections),
+            dcp_names: dcp::ProducerNames::default(),
             engine,
             users,
             config,

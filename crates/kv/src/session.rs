@@ -39,6 +39,9 @@ pub(crate) enum Handled {
     Later(BoxFuture<'static, Vec<u8>>),
     /// Flush the output and close the connection.
     Close,
+    /// DCP_OPEN succeeded (its reply is in the output): the connection becomes a DCP producer
+    /// once every earlier reply is written (`dcp::serve`).
+    Dcp(crate::dcp::Opened),
 }
 
 pub(crate) struct Session {
@@ -48,6 +51,10 @@ pub(crate) struct Session {
     account: Option<Account>,
     /// The client's address (failed logins are counted by it).
     peer: Option<IpAddr>,
+    /// The address the client connected to, as a cluster config names a host: `$HOST` in the
+    /// configs served here is replaced by it, as kv_engine does (the Java DCP client takes
+    /// hostnames literally).
+    local_host: Option<String>,
     scram: Option<ScramServer>,
     bucket: Option<Arc<Bucket>>,
     /// What the user may do on `bucket`; set and cleared with it.
@@ -277,9 +284,13 @@ pub(crate) fn unknown_reply(
 }
 
 impl Session {
-    pub fn new(state: Arc<KvState>, peer: Option<IpAddr>) -> Session {
+    pub fn new(state: Arc<KvState>, peer: Option<IpAddr>, local: Option<IpAddr>) -> Session {
         Session {
             peer,
+            local_host: local.map(|ip| match ip {
+                IpAddr::V4(v4) => v4.to_string(),
+                IpAddr::V6(v6) => format!("[{v6}]"),
+            }),
             heavy_permits: state.heavy.permits(false),
             state,
             features: Features::default(),
@@ -372,6 +383,10 @@ impl Session {
                     Some(bucket) => cluster::bucket_config(bucket, &self.state.config),
                     None => cluster::node_config(&self.state.config),
                 };
+                let config = match &self.local_host {
+                    Some(host) => config.to_string().replace("$HOST", host),
+                    None => config.to_string(),
+                };
                 reply(
                     out,
                     frame.opcode,
@@ -385,7 +400,7 @@ impl Session {
                     },
                     &[],
                     &[],
-                    config.to_string().as_bytes(),
+                    config.as_bytes(),
                 );
             }
             opcode::GET_COLLECTIONS_MANIFEST => match &self.bucket {
@@ -407,6 +422,13 @@ impl Session {
                 ),
             },
             opcode::GET_COLLECTION_ID | opcode::GET_SCOPE_ID => self.collection_id(frame, out),
+            opcode::DCP_OPEN => return crate::dcp::open(self.view(), frame, out),
+            opcode::GET_ALL_VB_SEQNOS | opcode::DCP_GET_FAILOVER_LOG => {
+                crate::dcp::info_request(self.view(), frame, out)
+            }
+            code if crate::dcp::is_dcp_opcode(code) => {
+                err(out, status::EINVAL, "Not a DCP connection")
+            }
             _ => return data_op(self.view(), frame, bytes, framing, out),
         }
         Handled::Done

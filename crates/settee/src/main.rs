@@ -1,5 +1,7 @@
-//! The `settee` binary: `settee serve` runs a node, `settee bench ...` runs the load generators.
+//! The `settee` binary: `settee serve` runs a node, `settee bench ...` runs the load generators,
+//! `settee backup` / `settee restore` copy a node's data out and back.
 
+mod backup;
 mod config;
 mod fd_limit;
 mod node_config;
@@ -28,6 +30,10 @@ enum Command {
     /// Load generators and experiments (see BENCHMARKS.md).
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Copy a running node's data into a backup directory (docs/format/backup.md).
+    Backup(backup::BackupArgs),
+    /// Make a new data directory from one backup.
+    Restore(backup::RestoreArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -57,13 +63,18 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    };
     let bench = match cli.command {
         Command::Serve(args) => return serve::main(args),
+        Command::Backup(args) => return runtime()?.block_on(backup::backup(args)),
+        Command::Restore(args) => return backup::restore(args),
         Command::Bench(bench) => bench,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = runtime()?;
     runtime.block_on(async move {
         match bench {
             BenchCommand::Http(args) => settee_bench::http::run(args).await.map(|_| ()),

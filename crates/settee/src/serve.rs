@@ -264,6 +264,19 @@ fn http_config(settings: &Settings, data_dir: &Path) -> anyhow::Result<HttpConfi
         body_timeout: timeout(settings.connections.http_body_timeout_ms),
         cors: settings.cors.clone(),
         node_name: settings.node_name.clone(),
+        backup_dir: Some(backup_checkpoints(data_dir)?),
         ..HttpConfig::default()
     })
+}
+
+/// The directory of backup checkpoints, emptied at start: a checkpoint no client released
+/// (`settee backup` killed) would pin its files forever (`docs/format/backup.md`).
+fn backup_checkpoints(data_dir: &Path) -> anyhow::Result<std::path::PathBuf> {
+    let dir = data_dir.join("backup-checkpoints");
+    match std::fs::remove_dir_all(&dir) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => anyhow::bail!("cannot clear {}: {error}", dir.display()),
+    }
+    Ok(dir)
 }

@@ -166,20 +166,7 @@ fn management_rest_creates_lists_and_drops_as_ns_server() {
     );
 
     // A member of the bucket reads the manifest but may not change it.
-    let user = br#"{"name":"bob","password":"bobpw","roles":[],"type":"user"}"#;
-    assert_eq!(
-        http.request("PUT", "/_users/org.couchdb.user:bob", Some(user))
-            .unwrap()
-            .status,
-        201
-    );
-    let security = br#"{"admins":{"names":[],"roles":[]},"members":{"names":["bob"],"roles":[]}}"#;
-    assert_eq!(
-        http.request("PUT", "/travel/_security", Some(security))
-            .unwrap()
-            .status,
-        200
-    );
+    support::add_member(&mut http, "travel", "bob", "bobpw");
     let mut bob = Client::connect_as(&server.mgmt_addr, "bob:bobpw").unwrap();
     assert_eq!(form(&mut bob, "GET", scopes, "").0, 200);
     assert_eq!(form(&mut bob, "POST", scopes, "name=mine").0, 403);

@@ -327,6 +327,29 @@ pub mod base64_engine {
     }
 }
 
+/// Creates the user `name` and makes it a member (not an admin) of database `db`.
+pub fn add_member(http: &mut Client, db: &str, name: &str, password: &str) {
+    let user = serde_json::json!({"name": name, "password": password, "roles": [], "type": "user"});
+    let path = format!("/_users/org.couchdb.user:{name}");
+    let body = user.to_string();
+    assert_eq!(
+        http.request("PUT", &path, Some(body.as_bytes()))
+            .unwrap()
+            .status,
+        201
+    );
+    let security = serde_json::json!({"admins": {"names": [], "roles": []},
+        "members": {"names": [name], "roles": []}});
+    let body = security.to_string();
+    let path = format!("/{db}/_security");
+    assert_eq!(
+        http.request("PUT", &path, Some(body.as_bytes()))
+            .unwrap()
+            .status,
+        200
+    );
+}
+
 /// Creates `/db` and puts `count` documents of 1 MB each in it (ids `doc-000`, `doc-001`...),
 /// ten per `_bulk_docs`: answers over them outgrow any socket buffer.
 #[allow(dead_code)]

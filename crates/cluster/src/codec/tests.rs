@@ -1,0 +1,174 @@
+use proptest::prelude::*;
+
+use super::*;
+
+fn member() -> impl Strategy<Value = Member> {
+    (0u64..1000, "[a-z0-9.:]{0,20}", 0u8..3, any::<bool>()).prop_map(|(id, addr, state, voter)| {
+        Member {
+            id,
+            cluster_addr: format!("{addr}:4000"),
+            http_addr: format!("{addr}:5984"),
+            kv_addr: format!("{addr}:11210"),
+            state: [
+                MemberState::Active,
+                MemberState::Failed,
+                MemberState::Ejected,
+            ][state as usize],
+            role: if voter { Role::Voter } else { Role::Learner },
+        }
+    })
+}
+
+fn vbucket() -> impl Strategy<Value = Vbucket> {
+    (
+        proptest::option::of(0u64..100),
+        proptest::collection::vec(0u64..100, 0..4),
+        any::<u64>(),
+    )
+        .prop_map(|(active, replicas, epoch)| Vbucket {
+            active,
+            replicas,
+            epoch,
+        })
+}
+
+fn bucket() -> impl Strategy<Value = Bucket> {
+    (
+        "[a-z]{1,10}",
+        proptest::collection::vec(vbucket(), 1..20),
+        0u8..4,
+        0u8..4,
+        any::<u64>(),
+    )
+        .prop_map(
+            |(name, vbuckets, replicas, durability, manifest_uid)| Bucket {
+                name,
+                vbucket_count: vbuckets.len() as u16,
+                replicas,
+                durability_min: durability_from(durability).unwrap_or(Durability::None),
+                manifest_uid,
+                vbuckets,
+            },
+        )
+}
+
+fn command() -> impl Strategy<Value = Command> {
+    prop_oneof![
+        member().prop_map(Command::AddMember),
+        (any::<u64>(), 0u8..3).prop_map(|(node, state)| Command::SetMemberState {
+            node,
+            state: [
+                MemberState::Active,
+                MemberState::Failed,
+                MemberState::Ejected
+            ][state as usize],
+        }),
+        bucket().prop_map(Command::CreateBucket),
+        "[a-z]{1,10}".prop_map(|name| Command::DropBucket { name }),
+        ("[a-z]{1,10}", any::<u64>()).prop_map(|(name, uid)| Command::SetManifestUid { name, uid }),
+        (
+            any::<u64>(),
+            proptest::collection::vec(("[a-z]{1,5}", any::<u16>(), any::<u64>(), vbucket()), 0..5)
+        )
+            .prop_map(|(node, changes)| Command::Failover {
+                node,
+                changes: changes
+                    .into_iter()
+                    .map(|(bucket, vbucket, expected_epoch, entry)| VbucketChange {
+                        bucket,
+                        vbucket,
+                        expected_epoch,
+                        entry,
+                    })
+                    .collect(),
+            }),
+        (any::<bool>(), any::<u32>()).prop_map(|(enabled, timeout_ms)| {
+            Command::SetAutoFailover(AutoFailover {
+                enabled,
+                timeout_ms,
+            })
+        }),
+        proptest::collection::btree_set(any::<u64>(), 0..6)
+            .prop_map(|voters| Command::SetVoters { voters }),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn commands_round_trip(command in command()) {
+        let bytes = encode_command(&command);
+        prop_assert_eq!(bytes[0], VERSION);
+        prop_assert_eq!(decode_command(&bytes), Ok(command));
+    }
+
+    #[test]
+    fn maps_round_trip(
+        revision in any::<u64>(),
+        members in proptest::collection::vec(member(), 0..10),
+        buckets in proptest::collection::vec(bucket(), 0..4),
+    ) {
+        let map = ClusterMap {
+            revision,
+            auto_failover: AutoFailover::default(),
+            members: members.into_iter().map(|m| (m.id, m)).collect(),
+            buckets: buckets.into_iter().map(|b| (b.name.clone(), b)).collect(),
+        };
+        let mut w = Writer::default();
+        write_map(&mut w, &map);
+        let mut r = Reader(&w.0);
+        prop_assert_eq!(read_map(&mut r), Ok(map));
+        prop_assert_eq!(r.end(), Ok(()));
+    }
+
+    #[test]
+    fn entries_round_trip(term in any::<u64>(), index in any::<u64>(), command in command(), kind in 0u8..3) {
+        let log_id = LogId::new(CommittedLeaderId::new(term, 0), index);
+        let payload = match kind {
+            0 => EntryPayload::Blank,
+            1 => EntryPayload::Normal(command),
+            _ => EntryPayload::Membership(Membership::new(
+                vec![BTreeSet::from([1, 2]), BTreeSet::from([2, 3])],
+                BTreeMap::from([
+                    (1, BasicNode { addr: "a:1".into() }),
+                    (2, BasicNode { addr: "b:1".into() }),
+                    (3, BasicNode { addr: "c:1".into() }),
+                    (9, BasicNode { addr: "learner:1".into() }),
+                ]),
+            )),
+        };
+        let entry = Entry { log_id, payload };
+        let decoded = decode_entry(&encode_entry(&entry));
+        prop_assert!(decoded.is_ok());
+        let decoded = decoded.unwrap_or_else(|_| unreachable!());
+        prop_assert_eq!(decoded.log_id, entry.log_id);
+        prop_assert_eq!(format!("{:?}", decoded.payload), format!("{:?}", entry.payload));
+    }
+
+    /// Bytes from disk or the wire never panic the decoder.
+    #[test]
+    fn any_bytes_decode_or_fail_cleanly(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let _ = decode_command(&bytes);
+        let _ = decode_entry(&bytes);
+        let _ = decode_vote(&bytes);
+        let _ = read_map(&mut Reader(&bytes));
+    }
+}
+
+#[test]
+fn votes_round_trip_and_unknown_versions_are_refused() {
+    for vote in [Vote::new(7, 3), Vote::new_committed(9, 1), Vote::default()] {
+        assert_eq!(decode_vote(&encode_vote(&vote)), Ok(vote));
+    }
+    let mut bytes = encode_command(&Command::DropBucket { name: "b".into() });
+    bytes[0] = 2;
+    assert_eq!(
+        decode_command(&bytes),
+        Err(DecodeError("unknown version 2".into()))
+    );
+    bytes[0] = VERSION;
+    bytes.push(0);
+    assert_eq!(
+        decode_command(&bytes),
+        Err(DecodeError("trailing bytes".into()))
+    );
+}

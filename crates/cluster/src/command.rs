@@ -1,0 +1,416 @@
+//! The Raft log's application entries and how each changes the map.
+//!
+//! `ClusterMap::apply` is a pure function: every node applies the same committed commands in
+//! the same order and reaches the same map. A command that does not fit the map it meets is
+//! rejected as a value ([`Applied::Rejected`]) and changes nothing, not even the revision.
+
+use std::collections::BTreeSet;
+
+use crate::map::{
+    AutoFailover, Bucket, ClusterMap, Durability, Member, MemberState, NodeId, Role, Vbucket,
+    AUTO_FAILOVER_TIMEOUT_MS_MIN, BUCKET_NAME_BYTES_MAX, REPLICAS_MAX, VBUCKETS_MAX,
+};
+
+/// One vbucket change of a failover, made on the map whose epoch it names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VbucketChange {
+    pub bucket: String,
+    pub vbucket: u16,
+    /// The entry's epoch the plan was made on; the change applies only if it is still current.
+    pub expected_epoch: u64,
+    /// The new entry (its epoch is set by `apply`).
+    pub entry: Vbucket,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    AddMember(Member),
+    SetMemberState {
+        node: NodeId,
+        state: MemberState,
+    },
+    CreateBucket(Bucket),
+    DropBucket {
+        name: String,
+    },
+    SetManifestUid {
+        name: String,
+        uid: u64,
+    },
+    /// Marks `node` failed and applies the promotions of `failover::plan`, all or nothing.
+    Failover {
+        node: NodeId,
+        changes: Vec<VbucketChange>,
+    },
+    SetAutoFailover(AutoFailover),
+    SetVoters {
+        voters: BTreeSet<NodeId>,
+    },
+}
+
+/// What applying a command did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// Accepted; the map is now at this revision.
+    Revision(u64),
+    /// Not applied; the map is unchanged.
+    Rejected(String),
+}
+
+impl ClusterMap {
+    /// Applies `command`: on acceptance the revision rises by one and every vbucket entry the
+    /// command changed takes the new revision as its epoch.
+    pub fn apply(&mut self, command: &Command) -> Applied {
+        let revision = self.revision + 1;
+        let result = match command {
+            Command::AddMember(member) => self.add_member(member),
+            Command::SetMemberState { node, state } => match self.members.get_mut(node) {
+                Some(member) if member.state == MemberState::Ejected => {
+                    Err(format!("node {node} was ejected"))
+                }
+                Some(member) => {
+                    member.state = *state;
+                    Ok(())
+                }
+                None => Err(format!("node {node} is not a member")),
+            },
+            Command::CreateBucket(bucket) => self.create_bucket(bucket, revision),
+            Command::DropBucket { name } => match self.buckets.remove(name) {
+                Some(_) => Ok(()),
+                None => Err(format!("no bucket {name}")),
+            },
+            Command::SetManifestUid { name, uid } => match self.buckets.get_mut(name) {
+                Some(bucket) if *uid > bucket.manifest_uid => {
+                    bucket.manifest_uid = *uid;
+                    Ok(())
+                }
+                Some(_) => Err(format!("manifest uid {uid} is not above the current one")),
+                None => Err(format!("no bucket {name}")),
+            },
+            Command::Failover { node, changes } => self.failover(*node, changes, revision),
+            Command::SetAutoFailover(settings) => {
+                if settings.timeout_ms < AUTO_FAILOVER_TIMEOUT_MS_MIN {
+                    Err(format!("timeout {} ms is below 1 s", settings.timeout_ms))
+                } else {
+                    self.auto_failover = *settings;
+                    Ok(())
+                }
+            }
+            Command::SetVoters { voters } => {
+                if let Some(stranger) = voters.iter().find(|id| !self.members.contains_key(id)) {
+                    Err(format!("voter {stranger} is not a member"))
+                } else {
+                    for member in self.members.values_mut() {
+                        member.role = if voters.contains(&member.id) {
+                            Role::Voter
+                        } else {
+                            Role::Learner
+                        };
+                    }
+                    Ok(())
+                }
+            }
+        };
+        match result {
+            Ok(()) => {
+                self.revision = revision;
+                Applied::Revision(revision)
+            }
+            Err(reason) => Applied::Rejected(reason),
+        }
+    }
+
+    fn add_member(&mut self, member: &Member) -> Result<(), String> {
+        if self.members.contains_key(&member.id) {
+            return Err(format!("node id {} is already a member", member.id));
+        }
+        self.members.insert(
+            member.id,
+            Member {
+                state: MemberState::Active,
+                role: Role::Learner,
+                ..member.clone()
+            },
+        );
+        Ok(())
+    }
+
+    fn create_bucket(&mut self, bucket: &Bucket, revision: u64) -> Result<(), String> {
+        if bucket.name.is_empty() || bucket.name.len() > BUCKET_NAME_BYTES_MAX {
+            return Err("bucket name must have 1 to 100 bytes".into());
+        }
+        if self.buckets.contains_key(&bucket.name) {
+            return Err(format!("bucket {} exists", bucket.name));
+        }
+        if bucket.vbucket_count == 0 || bucket.vbucket_count > VBUCKETS_MAX {
+            return Err(format!("{} vbuckets is out of range", bucket.vbucket_count));
+        }
+        if bucket.replicas > REPLICAS_MAX {
+            return Err(format!("{} replicas is more than 3", bucket.replicas));
+        }
+        if bucket.vbuckets.len() != usize::from(bucket.vbucket_count) {
+            return Err("the vbucket map does not match the vbucket count".into());
+        }
+        let mut created = bucket.clone();
+        for entry in &mut created.vbuckets {
+            let chain: Vec<NodeId> = entry.chain().collect();
+            let distinct: BTreeSet<NodeId> = chain.iter().copied().collect();
+            if distinct.len() != chain.len() || entry.replicas.len() > usize::from(bucket.replicas)
+            {
+                return Err("a vbucket's chain repeats a node or is too long".into());
+            }
+            if chain.iter().any(|node| !self.is_active_member(*node)) {
+                return Err("a vbucket is placed on a node that is not an active member".into());
+            }
+            entry.epoch = revision;
+        }
+        self.buckets.insert(created.name.clone(), created);
+        Ok(())
+    }
+
+    fn failover(
+        &mut self,
+        node: NodeId,
+        changes: &[VbucketChange],
+        revision: u64,
+    ) -> Result<(), String> {
+        if !self.is_active_member(node) {
+            return Err(format!("node {node} is not an active member"));
+        }
+        // Check everything before changing anything: a failover applies whole or not at all.
+        for change in changes {
+            let current = self
+                .buckets
+                .get(&change.bucket)
+                .and_then(|bucket| bucket.vbuckets.get(usize::from(change.vbucket)))
+                .ok_or_else(|| format!("no vbucket {} {}", change.bucket, change.vbucket))?;
+            if current.epoch != change.expected_epoch {
+                return Err(format!(
+                    "{} vb {} moved on (epoch {}, plan made on {})",
+                    change.bucket, change.vbucket, current.epoch, change.expected_epoch
+                ));
+            }
+            if change.entry.active == Some(node) {
+                return Err("a failover cannot promote the failed node".into());
+            }
+            if let Some(active) = change.entry.active {
+                if !self.is_active_member(active) {
+                    return Err(format!("node {active} is not an active member"));
+                }
+            }
+            let old: BTreeSet<NodeId> = current.chain().collect();
+            let new: Vec<NodeId> = change.entry.chain().collect();
+            let distinct: BTreeSet<NodeId> = new.iter().copied().collect();
+            if distinct != old || distinct.len() != new.len() {
+                return Err("a failover may reorder a chain, not change its nodes".into());
+            }
+        }
+        // The plan must move every active the node holds now, not only those it held when the
+        // plan was made (a promotion onto it may have been committed in between).
+        let planned: BTreeSet<(&str, u16)> = changes
+            .iter()
+            .map(|change| (change.bucket.as_str(), change.vbucket))
+            .collect();
+        for (name, bucket) in &self.buckets {
+            for (vb, entry) in bucket.vbuckets.iter().enumerate() {
+                let key = (name.as_str(), u16::try_from(vb).unwrap_or(u16::MAX));
+                if entry.active == Some(node) && !planned.contains(&key) {
+                    return Err(format!(
+                        "the plan leaves node {node} active for {name} vb {vb}"
+                    ));
+                }
+            }
+        }
+        if let Some(member) = self.members.get_mut(&node) {
+            member.state = MemberState::Failed;
+        }
+        for change in changes {
+            if let Some(entry) = self
+                .buckets
+                .get_mut(&change.bucket)
+                .and_then(|bucket| bucket.vbuckets.get_mut(usize::from(change.vbucket)))
+            {
+                *entry = Vbucket {
+                    epoch: revision,
+                    ..change.entry.clone()
+                };
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A bucket's settings, before placement gives it a vbucket map.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BucketSettings {
+    pub name: String,
+    pub vbucket_count: u16,
+    pub replicas: u8,
+    pub durability_min: Durability,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(id: NodeId) -> Member {
+        let host = format!("10.0.0.{id}");
+        Member::joining(
+            id,
+            format!("{host}:4000"),
+            format!("{host}:5984"),
+            format!("{host}:11210"),
+        )
+    }
+
+    fn map_with_bucket() -> ClusterMap {
+        let mut map = ClusterMap::default();
+        for id in 1..=3 {
+            assert!(matches!(
+                map.apply(&Command::AddMember(member(id))),
+                Applied::Revision(_)
+            ));
+        }
+        let bucket = Bucket {
+            name: "b".into(),
+            vbucket_count: 2,
+            replicas: 1,
+            durability_min: Durability::None,
+            manifest_uid: 0,
+            vbuckets: vec![
+                Vbucket {
+                    active: Some(1),
+                    replicas: vec![2],
+                    epoch: 0,
+                },
+                Vbucket {
+                    active: Some(2),
+                    replicas: vec![3],
+                    epoch: 0,
+                },
+            ],
+        };
+        assert_eq!(
+            map.apply(&Command::CreateBucket(bucket)),
+            Applied::Revision(4)
+        );
+        map
+    }
+
+    #[test]
+    fn every_accepted_command_raises_the_revision_and_stamps_epochs() {
+        let map = map_with_bucket();
+        assert_eq!(map.revision, 4);
+        assert!(map.buckets["b"]
+            .vbuckets
+            .iter()
+            .all(|entry| entry.epoch == 4));
+        assert_eq!(map.check(), Ok(()));
+    }
+
+    #[test]
+    fn a_rejected_command_changes_nothing() {
+        let mut map = map_with_bucket();
+        let before = map.clone();
+        assert!(matches!(
+            map.apply(&Command::AddMember(member(2))),
+            Applied::Rejected(_)
+        ));
+        assert!(matches!(
+            map.apply(&Command::SetAutoFailover(AutoFailover {
+                enabled: true,
+                timeout_ms: 999
+            })),
+            Applied::Rejected(_)
+        ));
+        assert_eq!(map, before);
+    }
+
+    #[test]
+    fn a_failover_made_on_an_old_epoch_is_rejected_whole() {
+        let mut map = map_with_bucket();
+        let promote = VbucketChange {
+            bucket: "b".into(),
+            vbucket: 0,
+            expected_epoch: 4,
+            entry: Vbucket {
+                active: Some(2),
+                replicas: vec![1],
+                epoch: 0,
+            },
+        };
+        let stale = VbucketChange {
+            vbucket: 1,
+            expected_epoch: 3,
+            ..promote.clone()
+        };
+        let before = map.clone();
+        let command = Command::Failover {
+            node: 1,
+            changes: vec![promote.clone(), stale],
+        };
+        assert!(matches!(map.apply(&command), Applied::Rejected(_)));
+        assert_eq!(map, before);
+        let command = Command::Failover {
+            node: 1,
+            changes: vec![promote],
+        };
+        assert_eq!(map.apply(&command), Applied::Revision(5));
+        assert_eq!(map.members[&1].state, MemberState::Failed);
+        assert_eq!(map.buckets["b"].vbuckets[0].active, Some(2));
+        assert_eq!(map.buckets["b"].vbuckets[0].epoch, 5);
+        assert_eq!(map.buckets["b"].vbuckets[1].epoch, 4);
+        // The same plan again meets a failed node and a new epoch.
+        let again = Command::Failover {
+            node: 1,
+            changes: vec![],
+        };
+        assert!(matches!(map.apply(&again), Applied::Rejected(_)));
+    }
+
+    #[test]
+    fn a_failover_must_move_every_active_the_node_holds_now() {
+        let mut map = map_with_bucket();
+        // Node 2 is active for vb 1; a plan that only knew of vb 0 is refused.
+        let change = VbucketChange {
+            bucket: "b".into(),
+            vbucket: 1,
+            expected_epoch: 4,
+            entry: Vbucket {
+                active: Some(3),
+                replicas: vec![2],
+                epoch: 0,
+            },
+        };
+        let partial = Command::Failover {
+            node: 2,
+            changes: vec![],
+        };
+        assert!(matches!(map.apply(&partial), Applied::Rejected(_)));
+        let whole = Command::Failover {
+            node: 2,
+            changes: vec![change],
+        };
+        assert_eq!(map.apply(&whole), Applied::Revision(5));
+    }
+
+    #[test]
+    fn a_failover_cannot_bring_in_new_nodes() {
+        let mut map = map_with_bucket();
+        let change = VbucketChange {
+            bucket: "b".into(),
+            vbucket: 0,
+            expected_epoch: 4,
+            entry: Vbucket {
+                active: Some(3),
+                replicas: vec![1],
+                epoch: 0,
+            },
+        };
+        let command = Command::Failover {
+            node: 1,
+            changes: vec![change],
+        };
+        assert!(matches!(map.apply(&command), Applied::Rejected(_)));
+    }
+}

@@ -1,0 +1,167 @@
+//! How one entry of a vbucket's stream goes on the wire (docs/format/dcp.md, MUTATION,
+//! DELETION, SYSTEM_EVENT): the document's winner with its Couchbase metadata, never its
+//! revision tree; xattrs in kv_engine's wire form when the connection asked for them.
+
+use settee_engine::{ChangeEntry, StreamItem, SystemEvent, SystemEventKind};
+use settee_kv_codec::datatype;
+use settee_kv_codec::dcp::{
+    encode_deletion, encode_mutation, encode_system_event, open_flags, stream_key, ItemMeta, Route,
+};
+
+/// What the connection's DCP_OPEN flags and HELLO features say about values and keys.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ValueOptions {
+    pub xattrs: bool,
+    pub no_value: bool,
+    pub keep_datatype: bool,
+    pub delete_times: bool,
+    /// Keys carry their collection id (HELLO Collections).
+    pub collections: bool,
+}
+
+impl ValueOptions {
+    pub(crate) fn new(open_flags: u32, collections: bool) -> ValueOptions {
+        ValueOptions {
+            xattrs: open_flags & open_flags::INCLUDE_XATTRS != 0,
+            no_value: open_flags
+                & (open_flags::NO_VALUE | open_flags::NO_VALUE_WITH_UNDERLYING_DATATYPE)
+                != 0,
+            keep_datatype: open_flags & open_flags::NO_VALUE_WITH_UNDERLYING_DATATYPE != 0,
+            delete_times: open_flags & open_flags::INCLUDE_DELETE_TIMES != 0,
+            collections,
+        }
+    }
+}
+
+/// The stored xattrs (a JSON object) as kv_engine sends them: `u32 total`, then per
+/// attribute `u32 len | name 0x00 | value 0x00`. Empty when there are none.
+pub(crate) fn xattr_section(stored: &[u8]) -> Vec<u8> {
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_slice(stored) else {
+        return Vec::new();
+    };
+    if map.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![0u8; 4];
+    for (name, value) in &map {
+        let value = value.to_string();
+        let pair_len = name.len() + value.len() + 2;
+        out.extend_from_slice(&(pair_len as u32).to_be_bytes());
+        out.extend_from_slice(name.as_bytes());
+        out.push(0);
+        out.extend_from_slice(value.as_bytes());
+        out.push(0);
+    }
+    let total = (out.len() - 4) as u32;
+    out[..4].copy_from_slice(&total.to_be_bytes());
+    out
+}
+
+/// Appends the MUTATION or DELETION of the document `change` names, as `item` holds it.
+/// `key_buf` is scratch space.
+pub(crate) fn encode_item(
+    out: &mut Vec<u8>,
+    route: Route,
+    options: ValueOptions,
+    change: &ChangeEntry,
+    item: &StreamItem,
+    key_buf: &mut Vec<u8>,
+) {
+    let seqno = change.seqno;
+    stream_key(
+        options.collections.then_some(change.collection),
+        &change.key,
+        key_buf,
+    );
+    let xattrs = if options.xattrs {
+        xattr_section(&item.xattrs)
+    } else {
+        Vec::new()
+    };
+    let mut kind = if xattrs.is_empty() {
+        0
+    } else {
+        datatype::XATTR
+    };
+    let meta = ItemMeta {
+        seqno,
+        rev_seqno: item.rev_seqno,
+        cas: item.cas,
+        flags: item.item_flags,
+        expiry: item.expiry,
+    };
+    if item.deleted {
+        // The HLC's nanoseconds, as Unix seconds.
+        let delete_time = options
+            .delete_times
+            .then_some((item.cas / 1_000_000_000) as u32);
+        encode_deletion(out, route, meta, delete_time, kind, key_buf, &[&xattrs]);
+        return;
+    }
+    let body: &[u8] = if options.no_value { &[] } else { &item.body };
+    if item.json && (!options.no_value || options.keep_datatype) {
+        kind |= datatype::JSON;
+    }
+    encode_mutation(out, route, meta, kind, key_buf, &[&xattrs, body]);
+}
+
+/// Appends the SYSTEM_EVENT of a manifest change (never "collection modified": kv_engine sends
+/// that one only in the FlatBuffers form settee does not offer).
+pub(crate) fn encode_event(out: &mut Vec<u8>, route: Route, event: &SystemEvent) {
+    let mut value = event.manifest_uid.to_be_bytes().to_vec();
+    value.extend_from_slice(&event.scope_id.to_be_bytes());
+    let (key, version): (&[u8], u8) = match event.kind {
+        SystemEventKind::CollectionCreated => {
+            value.extend_from_slice(&event.collection_id.to_be_bytes());
+            match event.max_ttl {
+                Some(ttl) => {
+                    value.extend_from_slice(&ttl.to_be_bytes());
+                    (event.name.as_bytes(), 1)
+                }
+                None => (event.name.as_bytes(), 0),
+            }
+        }
+        SystemEventKind::CollectionDropped => {
+            value.extend_from_slice(&event.collection_id.to_be_bytes());
+            (&[], 0)
+        }
+        SystemEventKind::ScopeCreated => (event.name.as_bytes(), 0),
+        SystemEventKind::ScopeDropped => (&[], 0),
+        SystemEventKind::CollectionModified => return,
+    };
+    encode_system_event(
+        out,
+        route,
+        event.seqno,
+        event.kind as u32,
+        version,
+        key,
+        &value,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xattrs_take_kv_engines_wire_form() {
+        let section = xattr_section(br#"{"_sync":{"rev":"1-a"},"u":1}"#);
+        let mut expected = Vec::new();
+        let pairs: [(&str, &str); 2] = [("_sync", r#"{"rev":"1-a"}"#), ("u", "1")];
+        for (name, value) in pairs {
+            expected.extend_from_slice(&((name.len() + value.len() + 2) as u32).to_be_bytes());
+            expected.extend_from_slice(name.as_bytes());
+            expected.push(0);
+            expected.extend_from_slice(value.as_bytes());
+            expected.push(0);
+        }
+        assert_eq!(&section[4..], &expected[..]);
+        assert_eq!(
+            u32::from_be_bytes(section[..4].try_into().expect("4")),
+            expected.len() as u32
+        );
+        assert!(xattr_section(b"").is_empty());
+        assert!(xattr_section(b"{}").is_empty());
+    }
+}
