@@ -45,15 +45,16 @@ function withAuth(url, user = ADMIN_USER, password = ADMIN_PASSWORD) {
 }
 
 // `env`: extra environment variables for the server (settings as SETTEE_* variables, which an
-// older build that lacks them ignores).
-async function start({ env = {} } = {}) {
+// older build that lacks them ignores). `dataDir`: a data directory the caller owns and keeps
+// (to start the node again on the same data); otherwise a fresh one removed on stop.
+async function start({ env = {}, dataDir: ownDataDir } = {}) {
   if (process.env.SETTEE_URL) {
     const url = process.env.SETTEE_URL.replace(/\/$/, '');
     return { url, adminUrl: withAuth(url), stop: async () => {} };
   }
   const bin = process.env.SETTEE_BIN
     || path.join(os.homedir(), '.cache/settee/target/release/settee');
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'settee-compat-'));
+  const dataDir = ownDataDir || fs.mkdtempSync(path.join(os.tmpdir(), 'settee-compat-'));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(bin, [
@@ -71,7 +72,7 @@ async function start({ env = {} } = {}) {
       const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
       await exited;
       clearTimeout(timer);
-      fs.rmSync(dataDir, { recursive: true, force: true });
+      if (!ownDataDir) fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -474,7 +474,7 @@ pub async fn parse_multipart_doc(
     let (first, rest) = parts
         .split_first()
         .ok_or_else(|| ApiError::BadRequest("empty multipart body".into()))?;
-    if first.body.len() > state.config.max_document_size_bytes {
+    if first.body.len() > req.settings.max_document_size_bytes {
         return Err(ApiError::DocumentTooLarge(id.to_string()));
     }
     check_json_limits(&first.body, state.config.max_json_depth)?;

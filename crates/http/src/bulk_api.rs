@@ -131,10 +131,10 @@ fn prepare_bulk_doc(
         .map_err(|error| (String::new(), error))?;
     let id = match doc.id.take() {
         Some(id) => id,
-        None => state.uuids.next("sequential").unwrap_or_default(),
+        None => state.uuids.configured(&req.settings),
     };
     let fail = |error: ApiError| (id.clone(), error);
-    if raw.len() > state.config.max_document_size_bytes {
+    if raw.len() > req.settings.max_document_size_bytes {
         return Err(fail(ApiError::DocumentTooLarge(id.clone())));
     }
     validate_doc_id(&id, state.config.max_key_bytes).map_err(fail)?;

@@ -45,10 +45,16 @@ pub struct HttpConfig {
     pub stream_bytes_max: usize,
     /// Cross-origin requests (CouchDB's `[cors]`; off by default).
     pub cors: settee_http_wire::cors::CorsConfig,
+    /// The node's name in `/_membership` and `/_node/{name}` (an Erlang node name in
+    /// CouchDB; `/_node/_local` names it too).
+    pub node_name: String,
     /// Where `POST /_node/_local/_backup` makes its checkpoints (`docs/format/backup.md`);
     /// `None`: backups are not offered.
     pub backup_dir: Option<std::path::PathBuf>,
 }
+
+/// Default [`HttpConfig::node_name`]: CouchDB's default node name is `couchdb@127.0.0.1`.
+pub const NODE_NAME_DEFAULT: &str = "settee@127.0.0.1";
 
 impl Default for HttpConfig {
     fn default() -> Self {
@@ -71,6 +77,7 @@ impl Default for HttpConfig {
             body_timeout: Some(crate::connection::BODY_TIMEOUT_DEFAULT),
             stream_bytes_max: crate::streamed::STREAM_BYTES_MAX_DEFAULT,
             cors: settee_http_wire::cors::CorsConfig::default(),
+            node_name: NODE_NAME_DEFAULT.into(),
             backup_dir: None,
         }
     }

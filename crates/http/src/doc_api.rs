@@ -240,7 +240,7 @@ pub async fn read_doc_body(state: &HttpState, req: &mut Req, id: &str) -> ApiRes
         return crate::attachments_api::parse_multipart_doc(state, req, id).await;
     }
     let bytes = req.body_bytes(state.config.max_request_size_bytes).await?;
-    if bytes.len() > state.config.max_document_size_bytes {
+    if bytes.len() > req.settings.max_document_size_bytes {
         return Err(ApiError::DocumentTooLarge(id.to_string()));
     }
     check_json_limits(&bytes, state.config.max_json_depth)?;
@@ -396,10 +396,7 @@ pub async fn post(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
     let mut doc = read_doc_body(state, req, provisional).await?;
     let id = match doc.id.take() {
         Some(id) => id,
-        None => state
-            .uuids
-            .next("sequential")
-            .ok_or_else(|| ApiError::Internal("uuid".into()))?,
+        None => state.uuids.configured(&req.settings),
     };
     require(
         keyspace.bucket(),

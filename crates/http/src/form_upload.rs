@@ -55,7 +55,7 @@ fn check_referer(req: &Req) -> ApiResult<()> {
         .header("referer")
         .ok_or_else(|| ApiError::BadRequest("Referer header required.".into()))?;
     let host = req
-        .header("x-forwarded-host")
+        .header(&req.settings.x_forwarded_host)
         .or_else(|| req.header("host"));
     let referer_host = referer
         .split_once("://")
@@ -112,7 +112,7 @@ pub async fn post_form(
     }
     let mut doc = match doc_json {
         Some(json) => {
-            if json.len() > state.config.max_document_size_bytes {
+            if json.len() > req.settings.max_document_size_bytes {
                 return Err(ApiError::DocumentTooLarge(id.to_string()));
             }
             check_json_limits(&json, state.config.max_json_depth)?;

@@ -21,9 +21,11 @@ pub mod doc_api;
 pub mod error;
 pub mod form_upload;
 pub mod js_filter;
+pub mod jsonp;
 pub mod location;
 pub mod mango_api;
 pub mod multipart;
+pub mod node_api;
 pub mod replicator_api;
 pub mod replicator_docs;
 pub mod request;
@@ -95,6 +97,8 @@ pub struct HttpState {
     pub js_filters: js_filter::JsFilters,
     /// Unsent bytes of the streamed answers of every connection.
     pub streams: Arc<streamed::StreamBudget>,
+    /// `/_node/{node}/_config` and the runtime settings each request reads once.
+    pub node_config: Arc<settee_node_config::NodeConfig>,
 }
 
 impl HttpState {
@@ -105,6 +109,7 @@ impl HttpState {
         cookie_secret: Vec<u8>,
         shutdown: tokio::sync::watch::Receiver<bool>,
         views: Arc<settee_views::Views>,
+        node_config: Arc<settee_node_config::NodeConfig>,
     ) -> HttpState {
         let auth = auth::Auth::new(users, cookie_secret, config.session_timeout_secs);
         let streams = Arc::new(streamed::StreamBudget::new(config.stream_bytes_max));
@@ -119,6 +124,7 @@ impl HttpState {
             views,
             replicator: std::sync::OnceLock::new(),
             streams,
+            node_config,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `Location` headers as CouchDB writes them: an absolute URI built from the host the client
-//! used (`X-Forwarded-Host` first, as CouchDB's default `x_forwarded_host` setting reads it,
-//! then `Host`), the scheme a proxy reports (`X-Forwarded-Ssl: on`, `X-Forwarded-Proto`), and
+//! used (`X-Forwarded-Host` first, or the header `[httpd] x_forwarded_host` names, then
+//! `Host`), the scheme a proxy reports (`X-Forwarded-Ssl: on`, `X-Forwarded-Proto`, or the
+//! headers `x_forwarded_ssl` / `x_forwarded_proto` name), and
 //! path segments percent-encoded as CouchDB's `couch_util:url_encode` encodes them: letters,
 //! digits and `_ . - :` stay, every other byte (`/` of a design document's id included) is
 //! `%XX`.
@@ -30,7 +31,7 @@ pub fn absolute_uri(req: &Req, segments: &[&str]) -> String {
         path.push_str(&encode_segment(segment));
     }
     let host = req
-        .header("x-forwarded-host")
+        .header(&req.settings.x_forwarded_host)
         .or_else(|| req.header("host"))
         .map(str::trim)
         .filter(|host| !host.is_empty());
@@ -41,10 +42,10 @@ pub fn absolute_uri(req: &Req, segments: &[&str]) -> String {
 }
 
 fn scheme(req: &Req) -> &str {
-    if req.header("x-forwarded-ssl") == Some("on") {
+    if req.header(&req.settings.x_forwarded_ssl) == Some("on") {
         return "https";
     }
-    match req.header("x-forwarded-proto").map(str::trim) {
+    match req.header(&req.settings.x_forwarded_proto).map(str::trim) {
         Some(proto)
             if !proto.is_empty() && proto.bytes().all(|byte| byte.is_ascii_alphabetic()) =>
         {

@@ -25,6 +25,9 @@ pub struct Req {
     pub peer: Option<std::net::IpAddr>,
     /// Longest wait between two reads of the body (`HttpConfig::body_timeout`).
     pub body_timeout: Option<std::time::Duration>,
+    /// The node's runtime settings (`_config`) as they were when the request arrived: read
+    /// once per request, so one request never sees two versions.
+    pub settings: std::sync::Arc<settee_node_config::Settings>,
 }
 
 impl Req {
@@ -250,11 +253,20 @@ pub fn check_json_limits(bytes: &[u8], max_depth: usize) -> ApiResult<()> {
 
 /// Splits a raw path into percent-decoded segments. A segment whose bytes are not UTF-8
 /// (`/db/%FF%FE`) is refused, as CouchDB refuses such ids and names, rather than stored with
-/// replacement characters: the error says which segment.
-pub fn split_path(path: &str) -> Result<Vec<String>, NonUtf8Segment> {
+/// replacement characters: the error says which segment. With `plus_to_space` (CouchDB's
+/// `[chttpd] decode_plus_to_space`, on by default) a raw `+` is a space, as in a form; `%2B`
+/// is always `+`.
+pub fn split_path(path: &str, plus_to_space: bool) -> Result<Vec<String>, NonUtf8Segment> {
     let mut segments = Vec::new();
     let mut invalid = None;
     for segment in path.split('/').filter(|segment| !segment.is_empty()) {
+        let spaced;
+        let segment = if plus_to_space && segment.contains('+') {
+            spaced = segment.replace('+', "%20");
+            spaced.as_str()
+        } else {
+            segment
+        };
         let decoded = percent_encoding::percent_decode_str(segment);
         match decoded.clone().decode_utf8() {
             Ok(text) => segments.push(text.into_owned()),
@@ -346,20 +358,29 @@ mod tests {
     #[test]
     fn paths_decode_segments() {
         assert_eq!(
-            split_path("/db/_design%2Fx").expect("utf-8"),
+            split_path("/db/_design%2Fx", false).expect("utf-8"),
             vec!["db", "_design/x"]
         );
-        assert_eq!(split_path("/").expect("utf-8"), Vec::<String>::new());
+        assert_eq!(split_path("/", false).expect("utf-8"), Vec::<String>::new());
         assert_eq!(
-            split_path("/db/caf%C3%A9").expect("utf-8"),
+            split_path("/db/caf%C3%A9", false).expect("utf-8"),
             vec!["db", "caf\u{e9}"]
+        );
+        // CouchDB's decode_plus_to_space: on, a raw + is a space; %2B is + either way.
+        assert_eq!(
+            split_path("/a+b/c+d%2Be", true).expect("utf-8"),
+            vec!["a b", "c d+e"]
+        );
+        assert_eq!(
+            split_path("/a+b/c+d%2Be", false).expect("utf-8"),
+            vec!["a+b", "c+d+e"]
         );
     }
 
     #[test]
     fn non_utf8_segments_are_refused_as_what_they_name() {
         let refusal = |path: &str| {
-            let error = split_path(path).expect_err(path).error();
+            let error = split_path(path, false).expect_err(path).error();
             (error.status().as_u16(), error.code(), error.to_string())
         };
         let bad_id = (

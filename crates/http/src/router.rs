@@ -10,8 +10,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::request::{parse_query, split_path, Req};
 use crate::response::{self, HttpResponse};
 use crate::{
-    attachments_api, backup_api, bulk_api, changes_api, db_api, doc_api, mango_api, replicator_api,
-    server_api, subdoc_api, view_api, HttpState,
+    attachments_api, backup_api, bulk_api, changes_api, db_api, doc_api, mango_api, node_api,
+    replicator_api, server_api, subdoc_api, view_api, HttpState,
 };
 
 pub const SERVER_HEADER: &str = "settee/0.1 (CouchDB 3.x compatible)";
@@ -60,10 +60,13 @@ pub async fn handle(
         .get(hyper::header::CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok())
         .and_then(|text| text.parse::<u64>().ok());
+    // The runtime settings, read once: every part of this request sees the same ones.
+    let settings = state.node_config.settings();
+    let callback = crate::jsonp::callback(&settings, parts.uri.query());
     let mut body = Some(body);
     let mut response = match (
         state.auth.authenticate(&parts.headers, &state.engine, peer),
-        split_path(parts.uri.path()),
+        split_path(parts.uri.path(), settings.decode_plus_to_space),
     ) {
         (Err(error), _) => response::error(&error),
         (Ok(_), Err(invalid)) => response::error(&invalid.error()),
@@ -77,6 +80,7 @@ pub async fn handle(
                 user,
                 peer,
                 body_timeout: state.config.body_timeout,
+                settings,
             };
             let response = match route(&state, &mut req).await {
                 Ok(response) => response,
@@ -94,6 +98,9 @@ pub async fn handle(
             state.config.body_timeout,
         )
         .await;
+    }
+    if let Some(callback) = callback {
+        response = crate::jsonp::wrap(response, &callback);
     }
     common_headers(&mut response, &request_id);
     state
@@ -165,6 +172,10 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
         ["_all_dbs"] => server_api::all_dbs(state, req),
         ["_dbs_info"] => server_api::dbs_info(state, req).await,
         ["_uuids"] => server_api::uuids(state, req),
+        ["_membership"] => node_api::membership(state, req),
+        ["_cluster_setup"] => node_api::cluster_setup(state, req).await,
+        ["_reshard", ..] => node_api::reshard(req),
+        ["_node", node, rest @ ..] => node_api::node(state, req, node, rest).await,
         ["_session"] => server_api::session(state, req).await,
         ["_active_tasks"] => server_api::active_tasks(state, req),
         ["_replicate"] => replicator_api::replicate(state, req).await,

@@ -29,7 +29,9 @@ pub fn welcome(state: &HttpState, req: &Req) -> ApiResult<HttpResponse> {
             "version": COUCHDB_VERSION,
             "git_sha": "settee",
             "uuid": state.config.server_uuid,
-            "features": ["access-ready", "partitioned", "pluggable-storage-engines", "reshard", "scheduler"],
+            // Only what works: no `partitioned` (issue 22 point 4) and no `reshard` (a node
+            // has no shard count to change).
+            "features": ["quickjs", "access-ready", "pluggable-storage-engines", "scheduler"],
             "vendor": {"name": "settee", "version": env!("CARGO_PKG_VERSION")},
         }),
     ))
@@ -139,18 +141,42 @@ pub fn uuids(state: &HttpState, req: &Req) -> ApiResult<HttpResponse> {
     if count > UUIDS_MAX_COUNT {
         return Err(ApiError::BadRequest("count parameter too large".into()));
     }
-    let algorithm = req.param("algorithm").unwrap_or("sequential");
+    // `?algorithm=` is settee's own; CouchDB always uses `[uuids] algorithm`.
+    let algorithm = req.param("algorithm");
     let mut ids = Vec::with_capacity(count as usize);
     for _ in 0..count {
-        ids.push(
-            state.uuids.next(algorithm).ok_or_else(|| {
+        ids.push(match algorithm {
+            None => state.uuids.configured(&req.settings),
+            Some(algorithm) => state.uuids.next(algorithm).ok_or_else(|| {
                 ApiError::BadRequest(format!("unknown uuid algorithm {algorithm}"))
             })?,
-        );
+        });
     }
-    let response = json(StatusCode::OK, &json!({"uuids": ids}));
+    let body = json!({"uuids": ids});
+    // Caches must not keep ids: CouchDB sends an ETag of the answer and a date in the past.
+    let tag = uuids_etag(&body);
+    let response = json(StatusCode::OK, &body);
     let response = with_header(response, "cache-control", "must-revalidate, no-cache");
+    let response = with_header(response, "etag", &tag);
+    let response = with_header(response, "expires", "Mon, 01 Jan 1990 00:00:00 GMT");
     Ok(with_header(response, "pragma", "no-cache"))
+}
+
+/// `"..."`: the MD5 of the answer in base 36, as CouchDB writes its ETags.
+fn uuids_etag(body: &serde_json::Value) -> String {
+    use md5::Digest;
+    let digest: [u8; 16] = md5::Md5::digest(body.to_string().as_bytes()).into();
+    let mut value = u128::from_be_bytes(digest);
+    let mut digits = Vec::new();
+    loop {
+        digits.push(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"[(value % 36) as usize]);
+        value /= 36;
+        if value == 0 {
+            break;
+        }
+    }
+    digits.reverse();
+    format!("\"{}\"", String::from_utf8_lossy(&digits))
 }
 
 pub async fn session(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {

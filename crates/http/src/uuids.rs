@@ -1,6 +1,9 @@
 //! `/_uuids` algorithms, as CouchDB implements them: `sequential` (default: a random 26-hex
 //! prefix kept for many calls plus a 6-hex suffix that grows by small random steps), `random`
-//! (32 random hex) and `utc_random` (14-hex microsecond time + 18 random hex).
+//! (32 random hex), `utc_random` (14-hex microsecond time + 18 random hex) and `utc_id` (the
+//! time + `[uuids] utc_id_suffix`). The time of the two `utc_` ones never repeats nor goes
+//! back within the node, as CouchDB's: ids made in the same microsecond take the next one,
+//! so `utc_id` ids (whose suffix is fixed) stay unique and increasing.
 
 use parking_lot::Mutex;
 use rand::Rng;
@@ -9,6 +12,8 @@ use settee_engine::hex;
 pub struct UuidGenerator {
     /// (prefix, counter); locked for a few instructions per id.
     sequential: Mutex<(String, u64)>,
+    /// The last microsecond a `utc_` id used.
+    utc_last_micros: std::sync::atomic::AtomicU64,
 }
 
 const SUFFIX_MAX: u64 = 0xfff000;
@@ -23,6 +28,7 @@ impl UuidGenerator {
     pub fn new() -> UuidGenerator {
         UuidGenerator {
             sequential: Mutex::new((random_hex(13), rand::rng().random_range(1..0xfff))),
+            utc_last_micros: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -30,15 +36,33 @@ impl UuidGenerator {
         match algorithm {
             "sequential" => Some(self.sequential()),
             "random" => Some(random_hex(16)),
-            "utc_random" => {
-                let micros = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|elapsed| elapsed.as_micros() as u64)
-                    .unwrap_or(0);
-                Some(format!("{micros:014x}{}", &random_hex(9)))
-            }
+            "utc_random" => Some(format!("{:014x}{}", self.utc_micros(), random_hex(9))),
             _ => None,
         }
+    }
+
+    /// An id made by the node's `[uuids] algorithm` (`utc_id` takes `[uuids] utc_id_suffix`).
+    pub fn configured(&self, settings: &settee_node_config::Settings) -> String {
+        use settee_node_config::UuidAlgorithm;
+        match settings.uuid_algorithm {
+            UuidAlgorithm::Sequential => self.sequential(),
+            UuidAlgorithm::Random => random_hex(16),
+            UuidAlgorithm::UtcRandom => format!("{:014x}{}", self.utc_micros(), random_hex(9)),
+            UuidAlgorithm::UtcId => format!("{:014x}{}", self.utc_micros(), settings.utc_id_suffix),
+        }
+    }
+
+    /// Now in microseconds, or one past the last time used if that is not earlier.
+    fn utc_micros(&self) -> u64 {
+        use std::sync::atomic::Ordering;
+        let now = now_micros();
+        let previous = self
+            .utc_last_micros
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+                Some(now.max(last + 1))
+            })
+            .unwrap_or(now);
+        now.max(previous + 1)
     }
 
     fn sequential(&self) -> String {
@@ -49,6 +73,13 @@ impl UuidGenerator {
         }
         format!("{}{:06x}", state.0, state.1)
     }
+}
+
+fn now_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_micros() as u64)
+        .unwrap_or(0)
 }
 
 fn random_hex(bytes: usize) -> String {
@@ -72,5 +103,17 @@ mod tests {
         assert_eq!(generator.next("utc_random").map(|id| id.len()), Some(32));
         assert_eq!(generator.next("random").map(|id| id.len()), Some(32));
         assert!(generator.next("nope").is_none());
+    }
+
+    #[test]
+    fn utc_ids_increase_within_one_microsecond() {
+        let generator = UuidGenerator::new();
+        let settings = settee_node_config::Settings {
+            uuid_algorithm: settee_node_config::UuidAlgorithm::UtcId,
+            utc_id_suffix: "x".into(),
+            ..Default::default()
+        };
+        let ids: Vec<String> = (0..1000).map(|_| generator.configured(&settings)).collect();
+        assert!(ids.windows(2).all(|pair| pair[0] < pair[1]));
     }
 }

@@ -153,6 +153,10 @@ pub struct ServeArgs {
     /// max_age`) [default: 600].
     #[arg(long, env = "SETTEE_CORS_MAX_AGE")]
     pub cors_max_age: Option<u64>,
+    /// The node's name in `/_membership` and `/_node/{name}` (CouchDB's Erlang node name;
+    /// CouchDB's own test runs use `node1@127.0.0.1`) [default: settee@127.0.0.1].
+    #[arg(long, env = "SETTEE_NODE_NAME")]
+    pub node_name: Option<String>,
 }
 
 #[derive(serde::Deserialize, Default, Debug)]
@@ -196,6 +200,7 @@ struct FileConfig {
     cors_methods: Option<String>,
     cors_headers: Option<String>,
     cors_max_age: Option<u64>,
+    node_name: Option<String>,
 }
 
 /// Settings after merging flags, environment, file and defaults.
@@ -223,6 +228,7 @@ pub struct Settings {
     pub changes_filter_timeout_ms: u64,
     /// Cross-origin requests (CouchDB's `[cors]`).
     pub cors: settee_http::cors::CorsConfig,
+    pub node_name: String,
 }
 
 /// The doors' connection limits as configured (before `fd_limit` clamps the maxima).
@@ -421,6 +427,11 @@ impl ServeArgs {
                     .row_cache_bytes,
             ),
             cors,
+            node_name: self
+                .node_name
+                .clone()
+                .or(file.node_name)
+                .unwrap_or_else(|| settee_http::config::NODE_NAME_DEFAULT.to_string()),
         })
     }
 

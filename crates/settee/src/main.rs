@@ -4,6 +4,7 @@
 mod backup;
 mod config;
 mod fd_limit;
+mod node_config;
 mod secrets;
 mod serve;
 

@@ -73,18 +73,34 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
         let hasher = settee_auth::Users::new(Vec::new(), settings.pbkdf2_iterations);
         admins.push(secrets::generated_admin(&settings.data_dir, &hasher)?);
     }
+    let config = http_config(&settings, &settings.data_dir)?;
+    // Bound first, so `_config`'s `[chttpd] port` is the port the node listens on.
+    let listener = tokio::net::TcpListener::bind(settings.http_addr)
+        .await
+        .with_context(|| format!("binding {}", settings.http_addr))?;
+    let local = listener.local_addr()?;
+    let node_config = Arc::new(crate::node_config::open(
+        &settings,
+        &config.server_uuid,
+        local,
+    )?);
     let mut engine_options = EngineOptions::default();
     engine_options.store.row_cache_bytes = settings.doc_cache_size;
-    // One set of document limits for both doors, enforced by the engine on every write.
+    // One set of document limits for both doors, enforced by the engine on every write. The
+    // engine's size limit is the larger of `--max-document-size` and a saved `[couchdb]
+    // max_document_size`: the HTTP door applies the `_config` value to its writes at once
+    // (`Req::settings`), but the engine's limit is also where readers (views, feeds,
+    // replication) stop reading a document, so lowering it must never hide stored ones.
     engine_options.limits = settee_engine::DocLimits {
-        doc_bytes_max: settings.max_document_size,
+        doc_bytes_max: settings
+            .max_document_size
+            .max(node_config.settings().max_document_size_bytes),
         json_depth_max: settings.max_json_depth,
     };
     let engine = Arc::new(
         Engine::open(&settings.data_dir.join("db"), engine_options)
             .context("opening the storage engine")?,
     );
-    let config = http_config(&settings, &settings.data_dir)?;
     let (shutdown_sender, shutdown_receiver) = tokio::sync::watch::channel(false);
     let secret = secrets::secret_file(&settings.data_dir.join("cookie_secret"), 32)?;
     let users = Arc::new(
@@ -104,6 +120,7 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
         secret,
         shutdown_receiver.clone(),
         views,
+        node_config,
     ));
     for db in SYSTEM_DBS {
         if engine.bucket(db).is_none() {
@@ -112,10 +129,6 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
                 .map_err(|error| anyhow::anyhow!("creating {db}: {error}"))?;
         }
     }
-    let listener = tokio::net::TcpListener::bind(settings.http_addr)
-        .await
-        .with_context(|| format!("binding {}", settings.http_addr))?;
-    let local = listener.local_addr()?;
     let kv_listener = tokio::net::TcpListener::bind(settings.kv_addr)
         .await
         .with_context(|| format!("binding the KV port {}", settings.kv_addr))?;
@@ -250,6 +263,7 @@ fn http_config(settings: &Settings, data_dir: &Path) -> anyhow::Result<HttpConfi
         header_timeout: timeout(settings.connections.http_header_timeout_ms),
         body_timeout: timeout(settings.connections.http_body_timeout_ms),
         cors: settings.cors.clone(),
+        node_name: settings.node_name.clone(),
         backup_dir: Some(backup_checkpoints(data_dir)?),
         ..HttpConfig::default()
     })

@@ -1,0 +1,240 @@
+//! The node's own endpoints as a single CouchDB 3.5 node answers them: `/_node/{node}` (its
+//! name), `/_node/{node}/_config...` (over `settee-node-config`), `/_node/{node}/_versions`,
+//! `/_membership`, `/_cluster_setup`, and `/_reshard` as a CouchDB without resharding
+//! answers it. All but `/_reshard` are for server admins only.
+
+use hyper::{Method, StatusCode};
+use serde_json::{json, Value};
+use settee_node_config::{ConfigError, Persist};
+
+use crate::auth::require_admin;
+use crate::error::{ApiError, ApiResult};
+use crate::request::Req;
+use crate::response::{json, HttpResponse};
+use crate::router::{is_get, not_allowed};
+use crate::HttpState;
+
+/// Sections CouchDB refuses to change over HTTP (they name programs to run).
+const BLACKLISTED_SECTIONS: &[&str] = &[
+    "daemons",
+    "external",
+    "httpd_design_handlers",
+    "httpd_db_handlers",
+    "native_query_servers",
+    "os_daemons",
+    "query_servers",
+];
+
+/// The databases a single node needs (`/_cluster_setup`'s `ensure_dbs_exist` default).
+const SETUP_DBS: &[&str] = &["_users", "_replicator"];
+
+/// Vbuckets of a database `/_cluster_setup` creates, as settee creates its system databases.
+const SETUP_DB_VBUCKETS: u16 = 16;
+
+pub fn membership(state: &HttpState, req: &Req) -> ApiResult<HttpResponse> {
+    require_admin(&req.user)?;
+    if !is_get(req) {
+        return Err(not_allowed("GET,HEAD"));
+    }
+    let nodes = [state.config.node_name.as_str()];
+    Ok(json(
+        StatusCode::OK,
+        &json!({"all_nodes": nodes, "cluster_nodes": nodes}),
+    ))
+}
+
+pub async fn node(
+    state: &HttpState,
+    req: &mut Req,
+    node: &str,
+    rest: &[&str],
+) -> ApiResult<HttpResponse> {
+    require_admin(&req.user)?;
+    if node != "_local" && node != state.config.node_name {
+        return Err(ApiError::NotFound(format!("no such node: {node}")));
+    }
+    match rest {
+        [] if is_get(req) => Ok(json(
+            StatusCode::OK,
+            &json!({"name": state.config.node_name}),
+        )),
+        [] => Err(not_allowed("GET,HEAD")),
+        ["_config", config @ ..] => config_request(state, req, config).await,
+        ["_versions"] if is_get(req) => Ok(json(StatusCode::OK, &versions())),
+        ["_versions"] => Err(not_allowed("GET,HEAD")),
+        [name @ ("_stats" | "_system" | "_prometheus" | "_restart" | "_smoosh"), ..] => Err(
+            ApiError::NotImplemented(format!("/_node/{{node}}/{name} is not served yet")),
+        ),
+        // CouchDB reads any other name as a database it cannot have.
+        [name, ..] => crate::db_api::validate_db_name(name)
+            .and(Err(ApiError::NotFound("Database does not exist.".into()))),
+    }
+}
+
+/// What runs the node's JavaScript and collation; CouchDB adds its Erlang runtime's.
+fn versions() -> Value {
+    json!({
+        "javascript_engine": {"name": "quickjs"},
+        "collation_driver": {"name": "settee-collate"},
+    })
+}
+
+async fn config_request(
+    state: &HttpState,
+    req: &mut Req,
+    path: &[&str],
+) -> ApiResult<HttpResponse> {
+    let config = &state.node_config;
+    match path {
+        [] if is_get(req) => Ok(json(StatusCode::OK, &json!(config.all()))),
+        [] => Err(not_allowed("GET")),
+        ["_reload"] if req.method == Method::POST => {
+            config.reload().map_err(config_error)?;
+            Ok(crate::response::ok_true(StatusCode::OK))
+        }
+        ["_reload"] => Err(not_allowed("POST")),
+        [section] if is_get(req) => Ok(json(StatusCode::OK, &json!(config.section(section)))),
+        [_] => Err(not_allowed("GET")),
+        [section, key] => match req.method {
+            Method::GET | Method::HEAD => match config.get(section, key) {
+                Some(value) => Ok(json(StatusCode::OK, &json!(value))),
+                None => Err(unknown_value()),
+            },
+            Method::PUT => {
+                refuse_blacklisted(section)?;
+                let value = string_body(state, req).await?;
+                let previous = config
+                    .set(section, key, &value, persist(req))
+                    .map_err(config_error)?;
+                Ok(json(StatusCode::OK, &json!(previous.unwrap_or_default())))
+            }
+            Method::DELETE => {
+                refuse_blacklisted(section)?;
+                match config
+                    .delete(section, key, persist(req))
+                    .map_err(config_error)?
+                {
+                    Some(previous) => Ok(json(StatusCode::OK, &json!(previous))),
+                    None => Err(unknown_value()),
+                }
+            }
+            _ => Err(not_allowed("GET,PUT,DELETE")),
+        },
+        _ => Err(ApiError::missing()),
+    }
+}
+
+fn unknown_value() -> ApiError {
+    ApiError::NotFound("unknown_config_value".into())
+}
+
+fn refuse_blacklisted(section: &str) -> ApiResult<()> {
+    if BLACKLISTED_SECTIONS.contains(&section) {
+        return Err(ApiError::Forbidden(
+            "Config section blacklisted for modification over HTTP API.".into(),
+        ));
+    }
+    if section == "admins" {
+        // CouchDB hashes the password and adds the admin; settee's server admins come from
+        // its own settings (`--admin`) and are not changed at runtime yet.
+        return Err(ApiError::Forbidden(
+            "settee's server admins are set with --admin, not through _config.".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// CouchDB's `X-Couch-Persist: false` keeps a change out of its ini file.
+fn persist(req: &Req) -> Persist {
+    match req.header("x-couch-persist") {
+        Some("false") => Persist::No,
+        _ => Persist::Yes,
+    }
+}
+
+/// A `PUT`'s body: one JSON string.
+async fn string_body(state: &HttpState, req: &mut Req) -> ApiResult<String> {
+    let body = req.body_bytes(state.config.max_request_size_bytes).await?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|_| ApiError::BadRequest("invalid UTF-8 JSON".into()))?;
+    match value {
+        Value::String(text) => Ok(text),
+        _ => Err(ApiError::BadRequest("a JSON string expected".into())),
+    }
+}
+
+fn config_error(error: ConfigError) -> ApiError {
+    match error {
+        ConfigError::Invalid(reason) => ApiError::BadRequest(reason),
+        other => {
+            tracing::error!(error = %other, "node configuration");
+            ApiError::Internal("the node configuration could not be saved".into())
+        }
+    }
+}
+
+/// `/_cluster_setup` on a node that is a finished single node, which settee's always is.
+pub async fn cluster_setup(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
+    require_admin(&req.user)?;
+    match req.method {
+        Method::GET | Method::HEAD => Ok(json(
+            StatusCode::OK,
+            &json!({"state": "single_node_enabled"}),
+        )),
+        Method::POST => {
+            req.require_json_content_type()?;
+            let body = req.json_body_within(&state.config).await?;
+            match body.get("action").and_then(Value::as_str) {
+                Some("enable_single_node") => enable_single_node(state, &body).await,
+                Some("finish_cluster") => {
+                    Err(ApiError::BadRequest("Cluster is already finished".into()))
+                }
+                Some("enable_cluster" | "add_node" | "remove_node" | "receive_cookie") => {
+                    Err(ApiError::NotImplemented(
+                        "a settee node does not join a CouchDB cluster".into(),
+                    ))
+                }
+                // CouchDB's reason, stray quote included.
+                _ => Err(ApiError::BadRequest("Invalid Action'".into())),
+            }
+        }
+        _ => Err(not_allowed("GET,POST")),
+    }
+}
+
+/// Makes sure the databases a single node needs exist; the admin named must already be one.
+async fn enable_single_node(state: &HttpState, body: &Value) -> ApiResult<HttpResponse> {
+    if let Some(name) = body.get("username").and_then(Value::as_str) {
+        if !state.auth.users.is_server_admin(name) {
+            return Err(ApiError::BadRequest(
+                "settee's server admins are set with --admin, not through _cluster_setup.".into(),
+            ));
+        }
+    }
+    let dbs: Vec<String> = match body.get("ensure_dbs_exist") {
+        Some(Value::Array(names)) => names
+            .iter()
+            .filter_map(|name| name.as_str().map(str::to_string))
+            .collect(),
+        _ => SETUP_DBS.iter().map(|name| name.to_string()).collect(),
+    };
+    for db in &dbs {
+        crate::db_api::validate_db_name(db)?;
+        if state.engine.bucket(db).is_none() {
+            match crate::db_api::create_db(state, db, SETUP_DB_VBUCKETS).await {
+                Ok(()) | Err(ApiError::FileExists) => {}
+                Err(error) => return Err(error),
+            }
+        }
+    }
+    Ok(crate::response::ok_true(StatusCode::CREATED))
+}
+
+/// `/_reshard...` as a CouchDB without resharding answers it: the path names a database
+/// (`_reshard`) that cannot exist. settee keeps no shard count to change.
+pub fn reshard(req: &Req) -> ApiResult<HttpResponse> {
+    if req.method == Method::PUT && req.path.len() == 1 {
+        crate::db_api::validate_db_name("_reshard")?;
+    }
+    Err(ApiError::NotFound("Database does not exist.".into()))
+}

@@ -1,0 +1,226 @@
+//! The settings that take effect at runtime, typed, with the CouchDB section and key each is
+//! read from. Their values are checked on every `_config` write, so a running node never
+//! holds a value it cannot use; keys not listed here are stored without checks.
+
+use std::collections::BTreeMap;
+
+use crate::ConfigError;
+
+/// CouchDB's default `[couchdb] max_document_size` (8 MB), settee's too.
+pub const MAX_DOCUMENT_SIZE_DEFAULT: usize = 8_000_000;
+
+/// `[uuids] algorithm`: how `/_uuids` and `POST /db` make ids (CouchDB's names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UuidAlgorithm {
+    Sequential,
+    Random,
+    UtcRandom,
+    /// Microseconds since the epoch in 14 hex digits followed by `[uuids] utc_id_suffix`.
+    UtcId,
+}
+
+impl UuidAlgorithm {
+    pub fn parse(name: &str) -> Option<UuidAlgorithm> {
+        match name {
+            "sequential" => Some(UuidAlgorithm::Sequential),
+            "random" => Some(UuidAlgorithm::Random),
+            "utc_random" => Some(UuidAlgorithm::UtcRandom),
+            "utc_id" => Some(UuidAlgorithm::UtcId),
+            _ => None,
+        }
+    }
+}
+
+/// One snapshot of the runtime settings; a write replaces the whole value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// `[chttpd] allow_jsonp` (else `[httpd]`, as CouchDB reads the HTTP keys): answer `?callback=f` as `/* CouchDB */f(json);`.
+    pub allow_jsonp: bool,
+    /// `[couchdb] max_document_size`, bytes: the CouchDB door's writes obey it at once. The
+    /// engine's own limit (the KV door, and readers) is the larger of the command-line value
+    /// and this one as saved when the node started, so lowering it never hides stored
+    /// documents from readers.
+    pub max_document_size_bytes: usize,
+    /// `[uuids] algorithm`.
+    pub uuid_algorithm: UuidAlgorithm,
+    /// `[uuids] utc_id_suffix`.
+    pub utc_id_suffix: String,
+    /// `[chttpd]` (else `[httpd]`) `x_forwarded_host`: the header a proxy names the original host in.
+    pub x_forwarded_host: String,
+    /// `[chttpd]` (else `[httpd]`) `x_forwarded_proto`: the header a proxy names the original scheme in.
+    pub x_forwarded_proto: String,
+    /// `[chttpd] decode_plus_to_space`: a raw `+` in the request path is a space (CouchDB's
+    /// default, true); `%2B` is `+` either way.
+    pub decode_plus_to_space: bool,
+    /// `[chttpd]` (else `[httpd]`) `x_forwarded_ssl`: the header that says `on` for https.
+    pub x_forwarded_ssl: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            allow_jsonp: false,
+            max_document_size_bytes: MAX_DOCUMENT_SIZE_DEFAULT,
+            uuid_algorithm: UuidAlgorithm::Sequential,
+            utc_id_suffix: String::new(),
+            x_forwarded_host: "X-Forwarded-Host".into(),
+            x_forwarded_proto: "X-Forwarded-Proto".into(),
+            x_forwarded_ssl: "X-Forwarded-Ssl".into(),
+            decode_plus_to_space: true,
+        }
+    }
+}
+
+/// Every key [`Settings`] is read from, as (section, key).
+pub const RUNTIME_KEYS: &[(&str, &str)] = &[
+    ("chttpd", "allow_jsonp"),
+    ("httpd", "allow_jsonp"),
+    ("couchdb", "max_document_size"),
+    ("uuids", "algorithm"),
+    ("uuids", "utc_id_suffix"),
+    ("chttpd", "x_forwarded_host"),
+    ("httpd", "x_forwarded_host"),
+    ("chttpd", "x_forwarded_proto"),
+    ("httpd", "x_forwarded_proto"),
+    ("chttpd", "x_forwarded_ssl"),
+    ("chttpd", "decode_plus_to_space"),
+    ("httpd", "x_forwarded_ssl"),
+];
+
+impl Settings {
+    /// The settings the effective sections give; a key that is absent has its default.
+    pub fn from_sections(
+        sections: &BTreeMap<String, BTreeMap<String, String>>,
+    ) -> Result<Settings, ConfigError> {
+        let mut settings = Settings::default();
+        // `[chttpd]` is applied last: CouchDB reads the HTTP keys there first and falls back
+        // to `[httpd]`.
+        let chttpd = sections.get_key_value("chttpd");
+        for (section, keys) in sections
+            .iter()
+            .filter(|(section, _)| *section != "chttpd")
+            .chain(chttpd)
+        {
+            for (key, value) in keys {
+                settings.apply(section, key, value)?;
+            }
+        }
+        Ok(settings)
+    }
+
+    /// Checks `value` for `[section] key` and, when settee uses that key, sets it.
+    pub fn apply(&mut self, section: &str, key: &str, value: &str) -> Result<(), ConfigError> {
+        match (section, key) {
+            ("chttpd" | "httpd", "allow_jsonp") => self.allow_jsonp = parse_bool(value)?,
+            ("chttpd", "decode_plus_to_space") => self.decode_plus_to_space = parse_bool(value)?,
+            ("couchdb", "max_document_size") => {
+                self.max_document_size_bytes = value
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|size| *size > 0)
+                    .ok_or_else(|| invalid("max_document_size must be a positive integer"))?;
+            }
+            ("uuids", "algorithm") => {
+                self.uuid_algorithm = UuidAlgorithm::parse(value).ok_or_else(|| {
+                    invalid("algorithm must be sequential, random, utc_random or utc_id")
+                })?;
+            }
+            ("uuids", "utc_id_suffix") => {
+                if !value.bytes().all(|byte| byte.is_ascii_graphic()) {
+                    return Err(invalid("utc_id_suffix must be printable ASCII"));
+                }
+                self.utc_id_suffix = value.to_string();
+            }
+            ("chttpd" | "httpd", "x_forwarded_host") => self.x_forwarded_host = header_name(value)?,
+            ("chttpd" | "httpd", "x_forwarded_proto") => {
+                self.x_forwarded_proto = header_name(value)?
+            }
+            ("chttpd" | "httpd", "x_forwarded_ssl") => self.x_forwarded_ssl = header_name(value)?,
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+fn invalid(reason: &str) -> ConfigError {
+    ConfigError::Invalid(reason.to_string())
+}
+
+fn parse_bool(value: &str) -> Result<bool, ConfigError> {
+    match value {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(invalid("value must be true or false")),
+    }
+}
+
+/// An HTTP header name (RFC 9110 token characters), as the door looks it up.
+fn header_name(value: &str) -> Result<String, ConfigError> {
+    let token = |byte: u8| byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte);
+    if value.is_empty() || !value.bytes().all(token) {
+        return Err(invalid("value must be an HTTP header name"));
+    }
+    Ok(value.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sections(entries: &[(&str, &str, &str)]) -> BTreeMap<String, BTreeMap<String, String>> {
+        let mut sections: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        for (section, key, value) in entries {
+            sections
+                .entry(section.to_string())
+                .or_default()
+                .insert(key.to_string(), value.to_string());
+        }
+        sections
+    }
+
+    #[test]
+    fn absent_keys_have_couchdbs_defaults() {
+        let settings = Settings::from_sections(&sections(&[("other", "k", "v")])).expect("valid");
+        assert_eq!(settings, Settings::default());
+        assert!(!settings.allow_jsonp);
+        assert_eq!(settings.x_forwarded_host, "X-Forwarded-Host");
+    }
+
+    #[test]
+    fn used_keys_are_typed_and_checked() {
+        let settings = Settings::from_sections(&sections(&[
+            ("httpd", "allow_jsonp", "true"),
+            ("couchdb", "max_document_size", "1024"),
+            ("uuids", "algorithm", "utc_id"),
+            ("uuids", "utc_id_suffix", "-node1"),
+            ("httpd", "x_forwarded_host", "X-Host"),
+        ]))
+        .expect("valid");
+        assert!(settings.allow_jsonp);
+        assert_eq!(settings.max_document_size_bytes, 1024);
+        assert_eq!(settings.uuid_algorithm, UuidAlgorithm::UtcId);
+        assert_eq!(settings.utc_id_suffix, "-node1");
+        assert_eq!(settings.x_forwarded_host, "X-Host");
+        let chttpd_first = Settings::from_sections(&sections(&[
+            ("httpd", "allow_jsonp", "false"),
+            ("chttpd", "allow_jsonp", "true"),
+        ]))
+        .expect("valid");
+        assert!(chttpd_first.allow_jsonp);
+        for (section, key, value) in [
+            ("httpd", "allow_jsonp", "yes"),
+            ("couchdb", "max_document_size", "abc"),
+            ("couchdb", "max_document_size", "0"),
+            ("uuids", "algorithm", "bogus"),
+            ("httpd", "x_forwarded_host", "bad header"),
+        ] {
+            assert!(
+                Settings::default().apply(section, key, value).is_err(),
+                "[{section}] {key} = {value}"
+            );
+        }
+        assert!(Settings::default()
+            .apply("anything", "else", "any value")
+            .is_ok());
+    }
+}
