@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 19's benchmarks, on one settee node, in one run:
 #  1. KV GET and HTTP GET/PUT on a non-default collection against `_default._default`, in
-#     alternating rounds (bucket `dflt` for the default collection, `coll`'s collection s.c,
-#     `coll$s$c` on the CouchDB door); prints each side's median and collection/default.
+#     alternating rounds (KV: bucket `dflt`'s default collection, bucket `coll`'s collection
+#     s.c; HTTP: a new bucket `dflt_rN` and a new collection `coll$s$cN` each round N);
+#     prints each side's median and collection/default.
 #  2. Dropping a collection of DROP_DOCS documents (default 1,000,000) while a KV GET load runs
 #     on `_default`: the DELETE's answer time, the time until the data directory is back to
 #     its size before the load (the purge and its compaction done), and the foreground
@@ -61,13 +62,15 @@ for round in $(seq 1 "$rounds"); do
     echo "bench-collections: round $round" >&2
     if ((round % 2)); then order=(default collection); else order=(collection default); fi
     for side in "${order[@]}"; do
+        # bench http deletes and re-creates its database: a fresh name each round, so that
+        # neither side measures the clean-up of the last round's (a bucket's DeleteRange, a
+        # dropped collection's background purge).
         if [[ $side == default ]]; then
             kv_get default dflt
-            http_run default dflt
+            http_run default "dflt_r$round"
         else
             kv_get collection coll s.c
-            # bench http recreates its database: here that drops and re-creates s.c.
-            http_run collection 'coll$s$c'
+            http_run collection "coll\$s\$c$round"
         fi
     done
 done

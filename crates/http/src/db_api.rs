@@ -197,8 +197,8 @@ async fn create_collection(state: &HttpState, db: &str) -> ApiResult<bool> {
         }
     }
     let change = ManifestChange::CreateCollection {
-        scope: door.scope.clone(),
-        name: door.collection.clone(),
+        scope: door.scope.to_string(),
+        name: door.collection.to_string(),
         max_ttl: None,
     };
     match state.engine.change_manifest(&bucket, change).await {

@@ -7,12 +7,16 @@
 
 use crate::manifest::DEFAULT_NAME;
 
-/// A database name split into its bucket and the collection it names (names decoded).
+use std::borrow::Cow;
+
+/// A database name split into its bucket and the collection it names (names decoded; borrowed
+/// from the name when it holds no capitals or `%`, the common case, so resolving a request's
+/// database allocates nothing).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DoorName<'a> {
     pub bucket: &'a str,
-    pub scope: String,
-    pub collection: String,
+    pub scope: Cow<'a, str>,
+    pub collection: Cow<'a, str>,
 }
 
 /// A scope or collection name in the door's alphabet.
@@ -48,6 +52,21 @@ pub fn encode_part(name: &str) -> String {
 /// encoding (a character outside the alphabet, an unclosed or nested run, or a spelling such as
 /// `(a)(b)` that encoding would not produce).
 pub fn decode_part(part: &str) -> Option<String> {
+    decode_part_cow(part).map(Cow::into_owned)
+}
+
+/// [`decode_part`], borrowing `part` when it needs no decoding.
+fn decode_part_cow(part: &str) -> Option<Cow<'_, str>> {
+    let plain = |byte: u8| {
+        byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'_' || byte == b'-'
+    };
+    if !part.is_empty() && part.bytes().all(plain) {
+        return Some(Cow::Borrowed(part));
+    }
+    decode_part_owned(part).map(Cow::Owned)
+}
+
+fn decode_part_owned(part: &str) -> Option<String> {
     let mut out = String::with_capacity(part.len());
     let mut chars = part.chars();
     while let Some(c) = chars.next() {
@@ -96,7 +115,7 @@ pub fn split_door_name(name: &str) -> Option<DoorName<'_>> {
     if bucket.is_empty() {
         return None;
     }
-    let (scope, collection) = (decode_part(scope)?, decode_part(collection)?);
+    let (scope, collection) = (decode_part_cow(scope)?, decode_part_cow(collection)?);
     if scope == DEFAULT_NAME && collection == DEFAULT_NAME {
         return None;
     }
@@ -130,8 +149,8 @@ mod tests {
                     split_door_name(door),
                     Some(DoorName {
                         bucket,
-                        scope: scope.into(),
-                        collection: collection.into()
+                        scope: Cow::Borrowed(scope),
+                        collection: Cow::Borrowed(collection)
                     })
                 );
             }
@@ -158,8 +177,8 @@ mod tests {
         assert_eq!(
             (
                 split.bucket,
-                split.scope.as_str(),
-                split.collection.as_str()
+                &*split.scope,
+                &*split.collection
             ),
             ("a$b", "c", "d")
         );
