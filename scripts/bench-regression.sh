@@ -17,7 +17,9 @@ old=${1:?usage: scripts/bench-regression.sh OLD_SETTEE_BINARY}
 new=${SETTEE_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/settee/target}/release/settee}
 rounds=${ROUNDS:-3}
 kv_connections=${CONNECTIONS:-1 16 64}
-unset CONNECTIONS
+# The scripts' own ROUNDS would repeat each measurement inside a round: the rounds here are
+# what alternate the binaries.
+unset CONNECTIONS ROUNDS
 for bin in "$old" "$new"; do
     [[ -x $bin ]] || { echo "bench-regression: no executable at $bin" >&2; exit 1; }
 done
