@@ -175,11 +175,7 @@ mod tests {
     fn a_bucket_name_holding_dollars_splits_at_the_last_two() {
         let split = split_door_name("a$b$c$d").unwrap();
         assert_eq!(
-            (
-                split.bucket,
-                &*split.scope,
-                &*split.collection
-            ),
+            (split.bucket, &*split.scope, &*split.collection),
             ("a$b", "c", "d")
         );
     }
