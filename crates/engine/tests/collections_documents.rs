@@ -38,6 +38,19 @@ fn create(key: &str, body: &str) -> DocUpdate {
     }
 }
 
+/// [`setup`] and a collection `_default.c`; returns its id.
+async fn setup_with_collection(dir: &std::path::Path) -> (Engine, u32) {
+    let (engine, _) = setup(dir).await;
+    let bucket = engine.bucket("db").expect("bucket");
+    let c = bucket
+        .create_collection("_default", "c", None)
+        .await
+        .expect("c")
+        .collection_id("_default.c")
+        .expect("id");
+    (engine, c)
+}
+
 async fn setup(dir: &std::path::Path) -> (Engine, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(NOW));
     let options = EngineOptions {
@@ -497,14 +510,8 @@ async fn max_ttls_cap_expiries() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_in_collections_are_held_to_246_bytes() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (engine, _) = setup(dir.path()).await;
+    let (engine, c) = setup_with_collection(dir.path()).await;
     let bucket = engine.bucket("db").expect("bucket");
-    let c = bucket
-        .create_collection("_default", "c", None)
-        .await
-        .expect("c")
-        .collection_id("_default.c")
-        .expect("id");
     let long = vec![b'x'; 247];
     assert!(matches!(
         bucket.kv_mutate(DocKey::new(c, &long), set("1", 0)).await,
@@ -525,14 +532,8 @@ async fn keys_in_collections_are_held_to_246_bytes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_abbreviates_entries_of_collections_and_feeds_still_name_them() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (engine, _) = setup(dir.path()).await;
+    let (engine, c) = setup_with_collection(dir.path()).await;
     let bucket = engine.bucket("db").expect("bucket");
-    let c = bucket
-        .create_collection("_default", "c", None)
-        .await
-        .expect("c")
-        .collection_id("_default.c")
-        .expect("id");
     // The same ids in both collections: each collection's prefixes are planned in its own
     // sub-range and resolved there.
     let mut state = 0x853c_49e6_748f_ea9bu64;
