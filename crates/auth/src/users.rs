@@ -34,8 +34,17 @@ const CREDENTIAL_CACHE_TTL: Duration = Duration::from_secs(60);
 /// Most entries in each cache; a full cache is emptied.
 const CREDENTIAL_CACHE_MAX: usize = 10_000;
 
-/// (user name, sha256 of the password given).
-type CredentialKey = (String, [u8; 32]);
+/// sha256 of the user name's length (8 bytes, little-endian), the name and the password given:
+/// one fixed-size key, so the cache lookup on every request allocates nothing.
+type CredentialKey = [u8; 32];
+
+fn credential_key(name: &str, password: &str) -> CredentialKey {
+    let mut hasher = Sha256::new();
+    hasher.update((name.len() as u64).to_le_bytes());
+    hasher.update(name.as_bytes());
+    hasher.update(password.as_bytes());
+    hasher.finalize().into()
+}
 
 /// A user as the doors see it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,7 +138,7 @@ pub struct Users {
     /// Failed logins by (client address, user, salt), shared by both doors.
     lockout: Lockout,
     pub pbkdf2_iterations: u32,
-    /// (name, sha256(password)) -> the account the password opened.
+    /// [`credential_key`] of (name, password) -> the account the password opened.
     verified: Mutex<HashMap<CredentialKey, Stamped<Account>>>,
     /// name -> account, for callers that authenticated the user another way (cookies).
     accounts: Mutex<HashMap<String, Stamped<Account>>>,
@@ -205,8 +214,7 @@ impl Users {
     /// The account of `name` if `password` is right.
     pub fn verify_password(&self, engine: &Engine, name: &str, password: &str) -> Option<Account> {
         let epoch = engine.access_epoch().accounts();
-        let fingerprint: [u8; 32] = Sha256::digest(password.as_bytes()).into();
-        let cache_key = (name.to_string(), fingerprint);
+        let cache_key = credential_key(name, password);
         if let Some(entry) = self.verified.lock().get(&cache_key) {
             if entry.epoch == epoch && entry.at.elapsed() < CREDENTIAL_CACHE_TTL {
                 return Some(entry.value.clone());

@@ -38,6 +38,17 @@ fn needs_encoding(byte: u8) -> bool {
     matches!(byte, b'"' | b'<' | b'>' | b'`')
 }
 
+/// The bytes that end the fast scan of a target: its end (space, CR, LF) or a byte to encode.
+const TARGET_STOPS: [bool; 256] = {
+    let mut stops = [false; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        stops[byte] = matches!(byte as u8, b' ' | b'\r' | b'\n' | b'"' | b'<' | b'>' | b'`');
+        byte += 1;
+    }
+    stops
+};
+
 impl RequestLineQuoter {
     /// Whether the rewriter is inside a request line (it must see the next bytes).
     pub fn active(&self) -> bool {
@@ -46,33 +57,54 @@ impl RequestLineQuoter {
 
     /// Feeds bytes just read. `starts_request`: the connection was idle, so these bytes begin
     /// a request. Returns the bytes to hand to hyper instead of `input` when any was encoded.
+    ///
+    /// Every request passes through here, so the common case (a target with nothing to encode)
+    /// is one table-driven scan to the end of the target, without copying.
     pub fn feed(&mut self, input: &[u8], starts_request: bool) -> Option<Vec<u8>> {
         if starts_request && self.state == State::Outside {
             self.state = State::Method(0);
         }
-        if self.state == State::Outside {
-            return None;
-        }
-        let mut output: Option<Vec<u8>> = None;
-        for (index, &byte) in input.iter().enumerate() {
-            let encode = self.step(byte);
-            match (&mut output, encode) {
-                (None, false) => {}
-                (None, true) => {
-                    let mut rewritten = Vec::with_capacity(input.len() + 16);
-                    rewritten.extend_from_slice(&input[..index]);
-                    push_encoded(&mut rewritten, byte);
-                    output = Some(rewritten);
+        let mut index = 0;
+        while index < input.len() {
+            match self.state {
+                State::Outside => return None,
+                State::Method(_) => {
+                    self.step(input[index]);
+                    index += 1;
                 }
-                (Some(rewritten), false) => rewritten.push(byte),
-                (Some(rewritten), true) => push_encoded(rewritten, byte),
-            }
-            if self.state == State::Outside && output.is_none() {
-                // The request line is over and nothing needed encoding: the rest passes.
-                return None;
+                State::Target => {
+                    let offset = input[index..]
+                        .iter()
+                        .position(|&byte| TARGET_STOPS[usize::from(byte)])?;
+                    index += offset;
+                    if needs_encoding(input[index]) {
+                        return Some(self.rewrite_from(input, index));
+                    }
+                    // A space, CR or LF: the target is over and nothing needed encoding.
+                    self.state = State::Outside;
+                    return None;
+                }
             }
         }
-        output
+        None
+    }
+
+    /// The slow path: `input` with every byte from `index` on that needs it encoded.
+    fn rewrite_from(&mut self, input: &[u8], index: usize) -> Vec<u8> {
+        let mut rewritten = Vec::with_capacity(input.len() + 16);
+        rewritten.extend_from_slice(&input[..index]);
+        for (offset, &byte) in input[index..].iter().enumerate() {
+            if self.state == State::Outside {
+                rewritten.extend_from_slice(&input[index + offset..]);
+                break;
+            }
+            if self.step(byte) {
+                push_encoded(&mut rewritten, byte);
+            } else {
+                rewritten.push(byte);
+            }
+        }
+        rewritten
     }
 
     /// Advances over one byte; true when it must be encoded.

@@ -286,10 +286,14 @@ impl RenderOptions {
 }
 
 /// The revision of `leaf` the reader of `options` is shown (its ETag).
-pub fn shown_rev(id: &str, leaf: &Leaf, options: &RenderOptions) -> RevId {
+pub fn shown_rev<'a>(
+    id: &str,
+    leaf: &'a Leaf,
+    options: &RenderOptions,
+) -> std::borrow::Cow<'a, RevId> {
     match hide_credentials(&options.credentials, id, leaf) {
-        Some((_, rev)) => rev,
-        None => leaf.rev.clone(),
+        Some((_, rev)) => std::borrow::Cow::Owned(rev),
+        None => std::borrow::Cow::Borrowed(&leaf.rev),
     }
 }
 

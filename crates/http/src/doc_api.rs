@@ -72,19 +72,19 @@ pub async fn document(
         }
         Method::PUT => {
             let keyspace = doc_access(state, req, db, id, true)?;
-            put(state, req, &keyspace, id).await
+            Box::pin(put(state, req, &keyspace, id)).await
         }
         Method::DELETE => {
             let keyspace = doc_access(state, req, db, id, true)?;
-            delete(req, &keyspace, id).await
+            Box::pin(delete(req, &keyspace, id)).await
         }
         Method::POST => {
             let keyspace = doc_access(state, req, db, id, true)?;
-            crate::form_upload::post_form(state, req, &keyspace, id).await
+            Box::pin(crate::form_upload::post_form(state, req, &keyspace, id)).await
         }
         ref method if method.as_str() == "COPY" => {
             let keyspace = doc_access(state, req, db, id, false)?;
-            copy(state, req, &keyspace, id).await
+            Box::pin(copy(state, req, &keyspace, id)).await
         }
         _ => Err(not_allowed("DELETE,GET,HEAD,POST,PUT,COPY")),
     }
@@ -190,7 +190,7 @@ fn get(state: &HttpState, req: &Req, keyspace: &Keyspace, id: &str) -> ApiResult
             winner
         }
     };
-    let tag = etag(&crate::couch_doc::shown_rev(id, leaf, &options).to_string());
+    let tag = crate::response::rev_etag(&crate::couch_doc::shown_rev(id, leaf, &options));
     if crate::response::if_none_match(req.header("if-none-match"), &tag) {
         return Ok(crate::response::not_modified(&tag));
     }

@@ -98,6 +98,11 @@ pub fn etag(rev: &str) -> String {
     format!("\"{rev}\"")
 }
 
+/// [`etag`] of a revision, formatted once.
+pub fn rev_etag(rev: &settee_engine::RevId) -> String {
+    format!("\"{rev}\"")
+}
+
 /// Escapes a string as a JSON string literal.
 pub fn json_string(text: &str) -> String {
     serde_json::to_string(text).unwrap_or_else(|_| "\"\"".into())

@@ -89,8 +89,24 @@ impl RevId {
 }
 
 impl fmt::Display for RevId {
+    /// Every document read formats its revision (in `_rev` and the ETag), so the digits are
+    /// written by hand: `write!` with `{}` goes through the padding machinery for each part.
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(formatter, "{}-{}", self.pos, self.hash)
+        let mut digits = [0u8; 20];
+        let mut start = digits.len();
+        let mut pos = self.pos;
+        loop {
+            start -= 1;
+            digits[start] = b'0' + (pos % 10) as u8;
+            pos /= 10;
+            if pos == 0 {
+                break;
+            }
+        }
+        // Only ASCII digits were written.
+        formatter.write_str(std::str::from_utf8(&digits[start..]).map_err(|_| fmt::Error)?)?;
+        formatter.write_str("-")?;
+        formatter.write_str(&self.hash)
     }
 }
 

@@ -51,9 +51,14 @@ fn display_is_the_inverse_of_parse() {
         "1-967a00dff5e02add41819138abb3284d",
         "7-x-y",
         "3-\u{e9}t\u{e9}",
+        "10-a",
+        "909-b",
+        "18446744073709551615-c",
     ] {
         let rev = RevId::parse(text).expect("valid");
         assert_eq!(rev.to_string(), text);
+        // Display honours no width or fill: it is the id's text.
+        assert_eq!(format!("{rev:>40}"), text);
     }
 }
 
