@@ -23,6 +23,14 @@ impl UserCtx {
         }
     }
 
+    /// Who writes, for the engine's write validation (`validate_doc_update`'s `userCtx`).
+    pub fn writer(&self) -> settee_engine::Writer {
+        settee_engine::Writer {
+            name: self.name.clone(),
+            roles: self.roles.clone(),
+        }
+    }
+
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({"name": self.name, "roles": self.roles})
     }

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct AccessEpoch {
     all: AtomicU64,
     accounts: AtomicU64,
+    designs: AtomicU64,
 }
 
 impl AccessEpoch {
@@ -33,6 +34,17 @@ impl AccessEpoch {
     /// The epoch of the access buckets' contents alone (accounts, passwords, roles).
     pub fn accounts(&self) -> u64 {
         self.accounts.load(Ordering::Acquire)
+    }
+
+    /// Moves after every committed write of a design document, in any bucket: what is
+    /// derived from design documents (validation functions) is derived again. Read it, with
+    /// [`AccessEpoch::get`] (buckets created and dropped), before reading design documents.
+    pub fn designs(&self) -> u64 {
+        self.designs.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn advance_designs(&self) {
+        self.designs.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Something other than accounts changed (a security object, a bucket).

@@ -234,6 +234,8 @@ pub struct Bucket {
     /// Woken when a collection is dropped, so the node's background purger starts on it.
     pub(crate) purge_wake: Arc<tokio::sync::Notify>,
     pub(crate) purge_hooks: Arc<crate::collections::PurgeHooks>,
+    /// The node's write validator (`validate.rs`), asked about every document write.
+    pub(crate) validator: Arc<crate::validate::ValidatorSlot>,
     /// The bucket's max TTL in seconds (0: none); rarely written (`set_max_ttl`).
     max_ttl: std::sync::atomic::AtomicU32,
     /// Per vbucket, the newest uuid of its stored failover log (0: none stored yet), read on
@@ -260,6 +262,7 @@ pub(crate) struct NodeParts {
     pub manifest_limits: ManifestLimits,
     pub purge_wake: Arc<tokio::sync::Notify>,
     pub purge_hooks: Arc<crate::collections::PurgeHooks>,
+    pub validator: Arc<crate::validate::ValidatorSlot>,
 }
 
 impl Bucket {
@@ -278,6 +281,7 @@ impl Bucket {
             manifest_limits,
             purge_wake,
             purge_hooks,
+            validator,
         } = node;
         let mut vb_states = Vec::with_capacity(config.vbuckets as usize);
         // Read before the disk: a write failing meanwhile makes the first writer reload.
@@ -355,6 +359,7 @@ impl Bucket {
             max_ttl: std::sync::atomic::AtomicU32::new(config.max_ttl),
             purge_wake,
             purge_hooks,
+            validator,
             failover_heads,
             failover_lock: tokio::sync::Mutex::new(()),
         })
@@ -432,6 +437,25 @@ impl Bucket {
     /// bucket of the same name apart (derived data such as view indexes is keyed by it).
     pub fn id(&self) -> u32 {
         self.id
+    }
+
+    /// The CouchDB door's name of collection `collection` ([`crate::Keyspace::name`]).
+    pub fn door_name(&self, collection: u32) -> String {
+        if collection == 0 {
+            return self.name().to_string();
+        }
+        match self.manifest().collection(collection) {
+            Some((scope, found)) => {
+                settee_manifest::door_name(self.name(), &scope.name, &found.name)
+            }
+            None => format!("{}#{collection}", self.name()),
+        }
+    }
+
+    /// Moves when design documents may have changed, or buckets were created or dropped:
+    /// what is derived from design documents is stamped with it (`validate.rs`).
+    pub fn design_stamp(&self) -> (u64, u64) {
+        (self.access.epoch.get(), self.access.epoch.designs())
     }
 
     pub fn vbuckets(&self) -> u16 {
@@ -786,6 +810,12 @@ impl Bucket {
         }
         if self.access.writes_move_epoch {
             self.access.epoch.advance_accounts();
+        }
+        if writes
+            .iter()
+            .any(|write| write.key.starts_with(b"_design/"))
+        {
+            self.access.epoch.advance_designs();
         }
         self.changed.send_modify(|version| *version += 1);
         Ok(committed)

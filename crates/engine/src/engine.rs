@@ -111,6 +111,8 @@ pub struct Engine {
     /// it without waiting for its next tick.
     purge_wake: Arc<tokio::sync::Notify>,
     purge_hooks: Arc<crate::collections::PurgeHooks>,
+    /// The write validator every bucket asks (`validate.rs`).
+    validator: Arc<crate::validate::ValidatorSlot>,
     /// Records skipped by readers of every bucket, dropped ones included.
     skip_total: Arc<SkipCounters>,
 }
@@ -127,6 +129,7 @@ impl Engine {
         let access_epoch = Arc::new(AccessEpoch::default());
         let purge_wake = Arc::new(tokio::sync::Notify::new());
         let purge_hooks: Arc<crate::collections::PurgeHooks> = Arc::default();
+        let validator: Arc<crate::validate::ValidatorSlot> = Arc::default();
         let mut found = Vec::new();
         for item in store.scan(Cf::Meta, prefix, &upper, false) {
             let (key, value) = item?;
@@ -158,6 +161,7 @@ impl Engine {
                 manifest_limits: options.manifest_limits(),
                 purge_wake: purge_wake.clone(),
                 purge_hooks: purge_hooks.clone(),
+                validator: validator.clone(),
             };
             let bucket = Bucket::load(node, id, config, access)?;
             buckets.insert(name, Arc::new(bucket));
@@ -173,6 +177,7 @@ impl Engine {
             manifest_limits,
             purge_wake,
             purge_hooks,
+            validator,
             access_buckets: options.access_buckets,
             limits: options.limits,
             skip_total,
@@ -320,6 +325,7 @@ impl Engine {
             manifest_limits: self.manifest_limits,
             purge_wake: self.purge_wake.clone(),
             purge_hooks: self.purge_hooks.clone(),
+            validator: self.validator.clone(),
         };
         let bucket = Bucket::load(node, id, config, access)?;
         self.buckets
@@ -336,6 +342,12 @@ impl Engine {
         hook: Arc<dyn crate::collections::CollectionPurgeHook>,
     ) {
         self.purge_hooks.write().push(hook);
+    }
+
+    /// Registers the validator of every document write (see [`crate::WriteValidator`]); a
+    /// second call replaces the first.
+    pub fn set_write_validator(&self, validator: Arc<dyn crate::WriteValidator>) {
+        *self.validator.write() = Some(validator);
     }
 
     /// Whether `name` is the CouchDB-door name of a live collection (`docs/format/collections.md`:

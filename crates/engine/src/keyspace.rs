@@ -19,6 +19,7 @@ use crate::read::{DocScan, ScanRange};
 use crate::record::{DocRecord, Header};
 use crate::seqvec::SeqVector;
 use crate::update::{DocUpdate, UpdateOutcome};
+use crate::validate::Writer;
 
 /// A bucket and one of its collections (0: `_default._default`). Cheap to clone.
 #[derive(Clone)]
@@ -49,15 +50,7 @@ impl Keyspace {
     /// `_default._default`, `bucket$scope$collection` otherwise; a collection dropped since
     /// this keyspace was made keeps the bucket's name with its id.
     pub fn name(&self) -> String {
-        if self.collection == 0 {
-            return self.bucket.name().to_string();
-        }
-        match self.bucket.manifest().collection(self.collection) {
-            Some((scope, collection)) => {
-                settee_manifest::door_name(self.bucket.name(), &scope.name, &collection.name)
-            }
-            None => format!("{}#{}", self.bucket.name(), self.collection),
-        }
+        self.bucket.door_name(self.collection)
     }
 
     /// Whether the collection is still in the bucket's live manifest.
@@ -85,13 +78,15 @@ impl Keyspace {
         self.bucket.read_winner_or_skip(self.key(key))
     }
 
+    /// CouchDB updates by `writer` (validated as theirs; see [`Bucket::update_docs_in`]).
     pub async fn update_docs(
         &self,
         updates: Vec<DocUpdate>,
         new_edits: bool,
+        writer: &Writer,
     ) -> Result<Vec<UpdateOutcome>, EngineError> {
         self.bucket
-            .update_docs_in(self.collection, updates, new_edits)
+            .update_docs_in(self.collection, updates, new_edits, writer)
             .await
     }
 
@@ -99,9 +94,10 @@ impl Keyspace {
         &self,
         update: DocUpdate,
         new_edits: bool,
+        writer: &Writer,
     ) -> Result<UpdateOutcome, EngineError> {
         self.bucket
-            .update_doc_in(self.collection, update, new_edits)
+            .update_doc_in(self.collection, update, new_edits, writer)
             .await
     }
 

@@ -39,6 +39,7 @@ mod skips;
 mod stream_item;
 pub mod subdoc;
 mod update;
+mod validate;
 pub mod vattr;
 mod vb_state;
 pub mod vbucket;
@@ -76,4 +77,5 @@ pub use stream_item::StreamItem;
 pub use update::{
     hex, md5_of, plan_update, revision_hash, AttachmentInput, DocUpdate, UpdateOutcome,
 };
+pub use validate::{ProposedWrite, Refusal, Verdict, WriteValidator, Writer};
 pub use vb_state::VbState;

@@ -12,6 +12,7 @@ use crate::doc_key::DocKey;
 use crate::error::EngineError;
 use crate::limits::{DocLimits, LimitError};
 use crate::record::{AttachmentMeta, DocRecord, Leaf};
+use crate::validate::{ProposedWrite, Refusal, WriteValidator, Writer};
 
 /// An attachment as the writer describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +59,22 @@ pub enum UpdateOutcome {
     /// The document's stored record does not decode, so it cannot be edited (an admin can
     /// purge it); the other updates of the batch go on.
     CorruptRecord(String),
+    /// A validation function refused the write (`throw({forbidden: reason})`).
+    Forbidden(String),
+    /// A validation function refused the write (`throw({unauthorized: reason})`).
+    Unauthorized(String),
+    /// A validation function threw something else, or could not run.
+    ValidationFailed(String),
+}
+
+impl From<Refusal> for UpdateOutcome {
+    fn from(refusal: Refusal) -> UpdateOutcome {
+        match refusal {
+            Refusal::Forbidden(reason) => UpdateOutcome::Forbidden(reason),
+            Refusal::Unauthorized(reason) => UpdateOutcome::Unauthorized(reason),
+            Refusal::Failed(reason) => UpdateOutcome::ValidationFailed(reason),
+        }
+    }
 }
 
 /// A planned new state of one document.
@@ -323,26 +340,34 @@ pub(crate) fn finish(record: &mut DocRecord, revs_limit: u32) {
 }
 
 impl Bucket {
-    /// Applies CouchDB updates to collection 0 (`_default._default`) as one durable batch; one
-    /// outcome per update, in order.
+    /// Applies CouchDB updates to collection 0 (`_default._default`) as one durable batch,
+    /// written by the node itself ([`Writer::system`]); one outcome per update, in order.
     pub async fn update_docs(
         &self,
         updates: Vec<DocUpdate>,
         new_edits: bool,
     ) -> Result<Vec<UpdateOutcome>, EngineError> {
-        self.update_docs_in(0, updates, new_edits).await
+        self.update_docs_in(0, updates, new_edits, &Writer::system())
+            .await
     }
 
     /// [`Bucket::update_docs`] in collection `collection` (a CouchDB-door database is one
     /// collection, so a batch never spans two). [`EngineError::UnknownCollection`] unless the
-    /// collection is live when the batch is staged.
+    /// collection is live when the batch is staged. Each planned write is validated as
+    /// `writer`'s (`validate.rs`) before it is staged.
     pub async fn update_docs_in(
         &self,
         collection: u32,
         updates: Vec<DocUpdate>,
         new_edits: bool,
+        writer: &Writer,
     ) -> Result<Vec<UpdateOutcome>, EngineError> {
         self.check_live(collection)?;
+        let validator = self
+            .validator
+            .read()
+            .clone()
+            .filter(|validator| validator.active(self, collection));
         fn doc_key(collection: u32, update: &DocUpdate) -> DocKey<'_> {
             DocKey::new(collection, &update.key)
         }
@@ -404,6 +429,16 @@ impl Bucket {
                     write_of_outcome.push(None);
                 }
                 Ok(plan) => {
+                    if let Some(validator) = validator.as_deref() {
+                        let verdict = validate_plan(
+                            validator, self, collection, writer, update, &plan, current,
+                        );
+                        if let Err(refusal) = verdict.await {
+                            outcomes.push(refusal.into());
+                            write_of_outcome.push(None);
+                            continue;
+                        }
+                    }
                     outcomes.push(UpdateOutcome::Saved {
                         rev: plan.rev,
                         seqno: 0,
@@ -454,7 +489,8 @@ impl Bucket {
         update: DocUpdate,
         new_edits: bool,
     ) -> Result<UpdateOutcome, EngineError> {
-        self.update_doc_in(0, update, new_edits).await
+        self.update_doc_in(0, update, new_edits, &Writer::system())
+            .await
     }
 
     /// One update in collection `collection`; see [`Bucket::update_docs_in`].
@@ -463,14 +499,58 @@ impl Bucket {
         collection: u32,
         update: DocUpdate,
         new_edits: bool,
+        writer: &Writer,
     ) -> Result<UpdateOutcome, EngineError> {
         let mut outcomes = self
-            .update_docs_in(collection, vec![update], new_edits)
+            .update_docs_in(collection, vec![update], new_edits, writer)
             .await?;
         outcomes
             .pop()
             .ok_or_else(|| EngineError::Invalid("no outcome".into()))
     }
+}
+
+/// Asks `validator` about one planned write (design and `_local` documents are exempt).
+async fn validate_plan(
+    validator: &dyn WriteValidator,
+    bucket: &Bucket,
+    collection: u32,
+    writer: &Writer,
+    update: &DocUpdate,
+    plan: &Plan,
+    current: Option<&DocRecord>,
+) -> Result<(), Refusal> {
+    if crate::validate::exempt(&update.key) {
+        return Ok(());
+    }
+    // A replicated revision merged below an existing leaf has no body in the record.
+    let unstored;
+    let new = match plan.record.leaf(&plan.rev) {
+        Some(leaf) => leaf,
+        None => {
+            unstored = Leaf {
+                rev: plan.rev.clone(),
+                deleted: update.deleted,
+                json: true,
+                body: update.body.clone(),
+                attachments: Vec::new(),
+            };
+            &unstored
+        }
+    };
+    let history = plan
+        .record
+        .tree
+        .path(&plan.rev)
+        .unwrap_or_else(|| vec![plan.rev.clone()]);
+    let old = current.and_then(|record| history.iter().skip(1).find_map(|rev| record.leaf(rev)));
+    let write = ProposedWrite {
+        key: &update.key,
+        new,
+        history,
+        old,
+    };
+    validator.validate(bucket, collection, writer, write).await
 }
 
 #[cfg(test)]

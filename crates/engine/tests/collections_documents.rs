@@ -115,7 +115,12 @@ async fn the_same_key_in_two_collections_is_two_documents() {
         .await
         .expect("set");
     bucket
-        .update_doc_in(c1, create("only-in-c1", "{\"a\":1}"), true)
+        .update_doc_in(
+            c1,
+            create("only-in-c1", "{\"a\":1}"),
+            true,
+            &settee_engine::Writer::system(),
+        )
         .await
         .expect("update");
     assert_eq!(
@@ -271,7 +276,7 @@ async fn local_documents_attachments_and_purges_belong_to_a_collection() {
         data: Bytes::from_static(b"hello"),
     }];
     let UpdateOutcome::Saved { rev, .. } = bucket
-        .update_doc_in(c1, with_attachment, true)
+        .update_doc_in(c1, with_attachment, true, &settee_engine::Writer::system())
         .await
         .expect("save")
     else {
@@ -353,7 +358,12 @@ async fn a_dropped_collection_is_gone_at_once_and_its_name_comes_back_empty() {
     unknown(bucket.kv_mutate(key, set("2", 0)).await.map(drop));
     unknown(
         bucket
-            .update_doc_in(c, create("k1", "{}"), true)
+            .update_doc_in(
+                c,
+                create("k1", "{}"),
+                true,
+                &settee_engine::Writer::system(),
+            )
             .await
             .map(drop),
     );
@@ -451,7 +461,12 @@ async fn max_ttls_cap_expiries() {
         .await
         .expect("set");
     bucket
-        .update_doc_in(capped, create("couch", "{}"), true)
+        .update_doc_in(
+            capped,
+            create("couch", "{}"),
+            true,
+            &settee_engine::Writer::system(),
+        )
         .await
         .expect("update");
     assert_eq!(expiry(capped, b"none"), now + 100);
@@ -548,7 +563,7 @@ async fn compaction_abbreviates_entries_of_collections_and_feeds_still_name_them
     for collection in [0, c] {
         let updates = ids.iter().map(|id| create(id, "{}")).collect();
         bucket
-            .update_docs_in(collection, updates, true)
+            .update_docs_in(collection, updates, true, &settee_engine::Writer::system())
             .await
             .expect("save");
     }

@@ -76,7 +76,7 @@ async fn fill(engine: &Engine, cid: u32, prefix: &str) {
         }],
     };
     bucket
-        .update_doc_in(cid, update, true)
+        .update_doc_in(cid, update, true, &settee_engine::Writer::system())
         .await
         .expect("attachment");
 }

@@ -229,7 +229,12 @@ async fn a_failed_manifest_change_leaves_the_manifest_and_counts_as_they_were() 
         .collection_id("_default.kept")
         .expect("id");
     bucket
-        .update_doc_in(kept, create("a", r#"{"v":1}"#), true)
+        .update_doc_in(
+            kept,
+            create("a", r#"{"v":1}"#),
+            true,
+            &settee_engine::Writer::system(),
+        )
         .await
         .expect("write");
     let manifest = bucket.manifest();
@@ -256,7 +261,12 @@ async fn a_failed_manifest_change_leaves_the_manifest_and_counts_as_they_were() 
 
     no_space.store(false, Ordering::Release);
     bucket
-        .update_doc_in(kept, create("b", r#"{"v":2}"#), true)
+        .update_doc_in(
+            kept,
+            create("b", r#"{"v":2}"#),
+            true,
+            &settee_engine::Writer::system(),
+        )
         .await
         .expect("the collection was never dropped");
     let lost = bucket

@@ -356,7 +356,12 @@ async fn run(seed: u64, steps: usize) {
             0 => {
                 // Create without a revision.
                 let outcome = bucket
-                    .update_doc_in(cid, update(&key, None, &body, false), true)
+                    .update_doc_in(
+                        cid,
+                        update(&key, None, &body, false),
+                        true,
+                        &settee_engine::Writer::system(),
+                    )
                     .await
                     .expect("create");
                 match (&current, outcome) {
@@ -395,7 +400,12 @@ async fn run(seed: u64, steps: usize) {
                 };
                 let delete = rng.below(3) == 0;
                 let outcome = bucket
-                    .update_doc_in(cid, update(&key, Some(parent.clone()), &body, delete), true)
+                    .update_doc_in(
+                        cid,
+                        update(&key, Some(parent.clone()), &body, delete),
+                        true,
+                        &settee_engine::Writer::system(),
+                    )
                     .await
                     .expect("edit");
                 match outcome {
@@ -431,7 +441,7 @@ async fn run(seed: u64, steps: usize) {
                 }
                 replicated.history = history;
                 let outcome = bucket
-                    .update_doc_in(cid, replicated, false)
+                    .update_doc_in(cid, replicated, false, &settee_engine::Writer::system())
                     .await
                     .expect("replicate");
                 assert!(

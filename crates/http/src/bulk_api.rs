@@ -6,7 +6,7 @@ use std::sync::Arc;
 use hyper::{Method, StatusCode};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use settee_engine::{DocUpdate, EngineError, Keyspace, RevId, ScanRange, UpdateOutcome};
+use settee_engine::{DocUpdate, Keyspace, RevId, ScanRange, UpdateOutcome};
 
 use crate::auth::{require, Operation, REPLICATOR_DB, USERS_DB};
 use crate::couch_doc::{parse_doc, parse_rev, render_doc, RenderOptions};
@@ -76,7 +76,9 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
             Err((id, error)) => slots.push((id, Err(error))),
         }
     }
-    let outcomes = keyspace.update_docs(updates, new_edits).await?;
+    let outcomes = keyspace
+        .update_docs(updates, new_edits, &req.user.writer())
+        .await?;
     let mut rows = Vec::with_capacity(slots.len());
     for (id, slot) in slots {
         match slot {
@@ -90,24 +92,11 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
                         rows.push(json!({"ok": true, "id": id, "rev": rev.to_string()}));
                     }
                 }
-                UpdateOutcome::Conflict => rows.push(error_row(&id, &ApiError::Conflict)),
-                UpdateOutcome::MissingStub { name } => rows.push(error_row(
-                    &id,
-                    &ApiError::MissingStub {
-                        doc: id.clone(),
-                        name: name.clone(),
-                    },
-                )),
-                UpdateOutcome::Invalid(reason) => {
-                    rows.push(error_row(&id, &ApiError::BadRequest(reason.clone())))
+                refused => {
+                    if let Some(error) = crate::doc_api::outcome_error(refused, &id) {
+                        rows.push(error_row(&id, &error));
+                    }
                 }
-                UpdateOutcome::OverLimit(error) => {
-                    rows.push(error_row(&id, &ApiError::over_limit(error, &id)))
-                }
-                UpdateOutcome::CorruptRecord(reason) => rows.push(error_row(
-                    &id,
-                    &EngineError::CorruptDocument(reason.clone()).into(),
-                )),
             },
         }
     }

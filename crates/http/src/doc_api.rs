@@ -327,7 +327,9 @@ pub async fn save(
         body: doc.body,
         attachments: doc.attachments.unwrap_or_default(),
     };
-    let outcome = keyspace.update_doc(update, new_edits).await?;
+    let outcome = keyspace
+        .update_doc(update, new_edits, &req.user.writer())
+        .await?;
     let batched = req.param("batch") == Some("ok");
     if batched && matches!(outcome, UpdateOutcome::Conflict) {
         // CouchDB acknowledges a batched write before trying it, so a conflict is never
@@ -367,15 +369,30 @@ pub fn validate_attachment_name(name: &str) -> ApiResult<()> {
 pub fn outcome_rev(outcome: UpdateOutcome, id: &str) -> ApiResult<String> {
     match outcome {
         UpdateOutcome::Saved { rev, .. } => Ok(rev.to_string()),
-        UpdateOutcome::Conflict => Err(ApiError::Conflict),
-        UpdateOutcome::MissingStub { name } => Err(ApiError::MissingStub {
-            doc: id.to_string(),
-            name,
-        }),
-        UpdateOutcome::Invalid(reason) => Err(ApiError::BadRequest(reason)),
-        UpdateOutcome::OverLimit(error) => Err(ApiError::over_limit(&error, id)),
-        UpdateOutcome::CorruptRecord(reason) => Err(EngineError::CorruptDocument(reason).into()),
+        refused => Err(outcome_error(&refused, id).unwrap_or(ApiError::Conflict)),
     }
+}
+
+/// What a write that was not saved answers (`None`: it was saved).
+pub fn outcome_error(outcome: &UpdateOutcome, id: &str) -> Option<ApiError> {
+    Some(match outcome {
+        UpdateOutcome::Saved { .. } => return None,
+        UpdateOutcome::Conflict => ApiError::Conflict,
+        UpdateOutcome::MissingStub { name } => ApiError::MissingStub {
+            doc: id.to_string(),
+            name: name.clone(),
+        },
+        UpdateOutcome::Invalid(reason) => ApiError::BadRequest(reason.clone()),
+        UpdateOutcome::OverLimit(error) => ApiError::over_limit(error, id),
+        UpdateOutcome::CorruptRecord(reason) => EngineError::CorruptDocument(reason.clone()).into(),
+        // What a validate_doc_update function threw.
+        UpdateOutcome::Forbidden(reason) => ApiError::Forbidden(reason.clone()),
+        UpdateOutcome::Unauthorized(reason) => ApiError::Unauthorized(reason.clone()),
+        UpdateOutcome::ValidationFailed(reason) => ApiError::JsThrew {
+            name: "unknown_error",
+            reason: reason.clone(),
+        },
+    })
 }
 
 async fn put(
@@ -431,7 +448,12 @@ async fn delete(req: &Req, keyspace: &Keyspace, id: &str) -> ApiResult<HttpRespo
         body: Bytes::from_static(b"{}"),
         attachments: Vec::new(),
     };
-    let rev = outcome_rev(keyspace.update_doc(update, true).await?, id)?;
+    let rev = outcome_rev(
+        keyspace
+            .update_doc(update, true, &req.user.writer())
+            .await?,
+        id,
+    )?;
     let status = if req.write_quorum_unmet(None) {
         StatusCode::ACCEPTED
     } else {

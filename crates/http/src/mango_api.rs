@@ -158,7 +158,9 @@ async fn save_ddoc(
         ),
         attachments,
     };
-    match keyspace.update_doc(update, true).await? {
+    // Design documents are not validated (`validate.rs`); the caller checked db admin rights.
+    let writer = settee_engine::Writer::system();
+    match keyspace.update_doc(update, true, &writer).await? {
         UpdateOutcome::Saved { .. } => Ok(()),
         UpdateOutcome::Conflict => Err(ApiError::Mango(MangoError::Internal {
             error: "error_saving_ddoc",
@@ -177,6 +179,12 @@ async fn save_ddoc(
         UpdateOutcome::CorruptRecord(reason) => Err(ApiError::Mango(MangoError::Internal {
             error: "error_saving_ddoc",
             reason: format!("The design document's stored record does not decode: {reason}"),
+        })),
+        UpdateOutcome::Forbidden(reason)
+        | UpdateOutcome::Unauthorized(reason)
+        | UpdateOutcome::ValidationFailed(reason) => Err(ApiError::Mango(MangoError::Internal {
+            error: "error_saving_ddoc",
+            reason: format!("Unknown error while saving the design document: {reason}"),
         })),
     }
 }

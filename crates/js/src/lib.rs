@@ -89,6 +89,21 @@ pub struct ProgramSpec {
     pub filters: std::collections::BTreeMap<String, String>,
     /// The tree `require` resolves paths in (CouchDB: `{"views": {"lib": ...}}` for views).
     pub lib: Value,
+    /// The design document's `validate_doc_update`, run with the design document as `this`
+    /// (`lib` then holds the whole design document).
+    pub validate: Option<String>,
+}
+
+/// What a `validate_doc_update` function decided ([`JsPool::validate`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Validation {
+    Allowed,
+    /// `throw({forbidden: message})`.
+    Forbidden(String),
+    /// `throw({unauthorized: message})`.
+    Unauthorized(String),
+    /// Anything else thrown: a non-error value (CouchDB's `unknown_error`) or an error.
+    Failed(String),
 }
 
 /// A compiled-on-demand program: an id the workers know it by, and its spec as JSON.

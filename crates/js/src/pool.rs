@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::runtime::Sandbox;
-use crate::{JsConfig, JsError, MapOutput, Program};
+use crate::{JsConfig, JsError, MapOutput, Program, Validation};
 
 type Job = Box<dyn FnOnce(&mut Worker) + Send>;
 
@@ -180,6 +180,33 @@ impl JsPool {
         })
     }
 
+    /// Runs `program`'s `validate_doc_update` over one write: the documents, `userCtx` and
+    /// `secObj` as JSON (`old_doc_json` is `null` for a new document).
+    pub fn validate(
+        &self,
+        program: Arc<Program>,
+        new_doc_json: String,
+        old_doc_json: String,
+        user_ctx_json: String,
+        sec_obj_json: String,
+    ) -> Pending<Validation> {
+        self.submit(move |worker| {
+            worker.run_program(&program, |sandbox| {
+                let text = sandbox.call(
+                    "validate",
+                    (
+                        program.id as f64,
+                        new_doc_json,
+                        old_doc_json,
+                        user_ctx_json,
+                        sec_obj_json,
+                    ),
+                )?;
+                validation_answer(&text)
+            })
+        })
+    }
+
     /// Runs the filter function `name` over one document and a request object, stopped after
     /// `limit` if that comes before the pool's time limit. A filter that throws answers
     /// [`JsError::Script`] with the error's `name: message`.
@@ -204,16 +231,42 @@ impl JsPool {
     }
 }
 
-/// `{"ok": value}` or `{"error": message}` from the prelude's reduce/filter entry points; logs
-/// go to the server log.
-fn script_answer(text: &str) -> Result<Value, JsError> {
-    let mut answer: Value = serde_json::from_str(text)
-        .map_err(|error| JsError::Internal(format!("script output: {error}")))?;
+/// The prelude's `validate` answer.
+fn validation_answer(text: &str) -> Result<Validation, JsError> {
+    let answer: Value = serde_json::from_str(text)
+        .map_err(|error| JsError::Internal(format!("validate output: {error}")))?;
+    log_lines(&answer);
+    let message = |field: &str| {
+        answer
+            .get(field)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    Ok(if let Some(reason) = message("forbidden") {
+        Validation::Forbidden(reason)
+    } else if let Some(reason) = message("unauthorized") {
+        Validation::Unauthorized(reason)
+    } else if let Some(reason) = message("unknown").or_else(|| message("error")) {
+        Validation::Failed(reason)
+    } else {
+        Validation::Allowed
+    })
+}
+
+fn log_lines(answer: &Value) {
     if let Some(logs) = answer.get("logs").and_then(Value::as_array) {
         for line in logs {
             tracing::info!(target: "settee_js", "{}", line.as_str().unwrap_or_default());
         }
     }
+}
+
+/// `{"ok": value}` or `{"error": message}` from the prelude's reduce/filter entry points; logs
+/// go to the server log.
+fn script_answer(text: &str) -> Result<Value, JsError> {
+    let mut answer: Value = serde_json::from_str(text)
+        .map_err(|error| JsError::Internal(format!("script output: {error}")))?;
+    log_lines(&answer);
     if let Some(error) = answer.get("error") {
         return Err(JsError::Script(
             error.as_str().unwrap_or("reduce failed").to_string(),

@@ -167,6 +167,10 @@
     for (var name in filters) {
       program.filters[name] = compileFunction(filters[name], "the filter function '" + name + "'");
     }
+    if (spec.validate) {
+      program.validate = compileFunction(spec.validate, "validate_doc_update");
+      program.ddoc = deepFreeze(spec.lib || {});
+    }
     program.require = require;
     return program;
   }
@@ -235,6 +239,39 @@
         return JSON.stringify({ok: result === undefined ? null : result, logs: logs});
       } catch (error) {
         rethrowFatal(error);
+        return JSON.stringify({error: describe(error), logs: logs});
+      }
+    },
+    // Runs validate_doc_update(newDoc, oldDoc, userCtx, secObj) with the design document as
+    // `this`. Returns {"ok": true}, {"forbidden": m}, {"unauthorized": m}, {"unknown": m} (any
+    // other thrown value) or {"error": message} (a thrown error).
+    validate: function (id, newDocJson, oldDocJson, userCtxJson, secObjJson) {
+      var p = program(id);
+      if (!p.validate) {
+        return JSON.stringify({ok: true});
+      }
+      logs = [];
+      try {
+        p.validate.call(p.ddoc, deepFreeze(JSON.parse(newDocJson)), deepFreeze(JSON.parse(oldDocJson)),
+          JSON.parse(userCtxJson), JSON.parse(secObjJson));
+        return JSON.stringify({ok: true, logs: logs});
+      } catch (error) {
+        rethrowFatal(error);
+        if (error && typeof error === "object" && !(error instanceof Error)) {
+          if (typeof error.forbidden !== "undefined") {
+            return JSON.stringify({forbidden: String(error.forbidden), logs: logs});
+          }
+          if (typeof error.unauthorized !== "undefined") {
+            return JSON.stringify({unauthorized: String(error.unauthorized), logs: logs});
+          }
+          // CouchDB reports the value of an object's (first) member.
+          var keys = Object.keys(error);
+          var value = keys.length ? error[keys[0]] : error;
+          return JSON.stringify({unknown: typeof value === "string" ? value : JSON.stringify(value), logs: logs});
+        }
+        if (typeof error === "string") {
+          return JSON.stringify({unknown: error, logs: logs});
+        }
         return JSON.stringify({error: describe(error), logs: logs});
       }
     },

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
-use settee_js::{JsConfig, JsError, JsPool, Program, ProgramSpec};
+use serde_json::{json, Value};
+use settee_js::{JsConfig, JsError, JsPool, Program, ProgramSpec, Validation};
 
 fn pool(timeout_ms: u64) -> JsPool {
     JsPool::new(JsConfig {
@@ -247,5 +247,110 @@ fn a_filter_answers_throws_and_stops_at_the_callers_limit() {
         answer(r#"{"type":"a"}"#),
         Ok(true),
         "the pool keeps serving"
+    );
+}
+
+#[test]
+fn validate_doc_update_answers_as_couchdb_reads_what_it_throws() {
+    let pool = pool(5000);
+    let ddoc = json!({
+        "_id": "_design/v",
+        "owner_field": "author",
+        "lib": {"rules": "exports.minimum = 2;"},
+    });
+    let program = Arc::new(Program::new(&ProgramSpec {
+        validate: Some(
+            "function (newDoc, oldDoc, userCtx, secObj) {
+                if (newDoc.kind === 'error') { null.crash; }
+                if (newDoc.kind === 'string') { throw 'plain'; }
+                if (newDoc.kind === 'other') { throw {bad: 'x'}; }
+                if (!userCtx.name) { throw({unauthorized: 'log in'}); }
+                if (newDoc[this.owner_field] !== userCtx.name) { throw({forbidden: 'not yours'}); }
+                if ((newDoc.n || 0) < require('lib/rules').minimum) { throw({forbidden: 'too small'}); }
+                if (oldDoc && oldDoc.locked && secObj.admins.names.indexOf(userCtx.name) < 0) {
+                    throw({forbidden: 'locked'});
+                }
+            };"
+            .into(),
+        ),
+        lib: ddoc,
+        ..ProgramSpec::default()
+    }));
+    let run = |new: Value, old: Value, user: Value| {
+        pool.validate(
+            program.clone(),
+            new.to_string(),
+            old.to_string(),
+            user.to_string(),
+            json!({"admins": {"names": ["boss"]}}).to_string(),
+        )
+        .wait()
+    };
+    let bob = json!({"name": "bob", "roles": []});
+    assert_eq!(
+        run(json!({"author": "bob", "n": 3}), Value::Null, bob.clone()),
+        Ok(Validation::Allowed)
+    );
+    assert_eq!(
+        run(
+            json!({"author": "bob", "n": 3}),
+            Value::Null,
+            json!({"name": null, "roles": []})
+        ),
+        Ok(Validation::Unauthorized("log in".into()))
+    );
+    assert_eq!(
+        run(json!({"author": "eve", "n": 3}), Value::Null, bob.clone()),
+        Ok(Validation::Forbidden("not yours".into()))
+    );
+    assert_eq!(
+        run(json!({"author": "bob", "n": 1}), Value::Null, bob.clone()),
+        Ok(Validation::Forbidden("too small".into()))
+    );
+    assert_eq!(
+        run(
+            json!({"author": "bob", "n": 3}),
+            json!({"locked": true}),
+            bob.clone()
+        ),
+        Ok(Validation::Forbidden("locked".into()))
+    );
+    assert_eq!(
+        run(
+            json!({"author": "boss", "n": 3}),
+            json!({"locked": true}),
+            json!({"name": "boss", "roles": []})
+        ),
+        Ok(Validation::Allowed)
+    );
+    assert_eq!(
+        run(json!({"kind": "string"}), Value::Null, bob.clone()),
+        Ok(Validation::Failed("plain".into()))
+    );
+    assert_eq!(
+        run(json!({"kind": "other"}), Value::Null, bob.clone()),
+        Ok(Validation::Failed("x".into()))
+    );
+    assert!(matches!(
+        run(json!({"kind": "error"}), Value::Null, bob.clone()),
+        Ok(Validation::Failed(message)) if message.contains("TypeError")
+    ));
+    // The function may not change the documents it is given.
+    let mutating = Arc::new(Program::new(&ProgramSpec {
+        validate: Some("function (newDoc) { newDoc.x = 1; if (newDoc.x === 1) throw({forbidden: 'changed'}); }".into()),
+        ..ProgramSpec::default()
+    }));
+    let verdict = pool
+        .validate(
+            mutating,
+            "{}".into(),
+            "null".into(),
+            "{}".into(),
+            "{}".into(),
+        )
+        .wait();
+    assert!(
+        !matches!(verdict, Ok(Validation::Forbidden(_))),
+        "{verdict:?}"
     );
 }

@@ -150,6 +150,7 @@ impl Design {
                 .collect(),
             filters: Default::default(),
             lib: Value::Object(lib_root),
+            validate: None,
         }
     }
 }

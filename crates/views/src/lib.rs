@@ -40,6 +40,7 @@ mod keys;
 mod mapper;
 pub mod query;
 pub mod reduce;
+mod validate;
 mod views;
 
 pub use design::{Design, ReduceKind, ViewDefinition};

@@ -90,6 +90,11 @@ impl Views {
             .add_collection_purge_hook(Arc::new(GroupPurger {
                 views: Arc::downgrade(&views),
             }));
+        views
+            .engine
+            .set_write_validator(Arc::new(crate::validate::DesignValidators::new(
+                views.js.clone(),
+            )));
         Ok(views)
     }
 
@@ -104,7 +109,16 @@ impl Views {
     /// Checks a design document before it is stored: CouchDB's structural rules, then every
     /// map and JavaScript reduce function must compile.
     pub async fn check_design(&self, id: &str, body: &Value) -> Result<(), ViewError> {
-        let Some(design) = Design::parse(id, body)? else {
+        let parsed = Design::parse(id, body)?;
+        if let Some(source) = body.get("validate_doc_update").and_then(Value::as_str) {
+            let program = Arc::new(Program::new(&settee_js::ProgramSpec {
+                validate: Some(source.to_string()),
+                lib: body.clone(),
+                ..settee_js::ProgramSpec::default()
+            }));
+            self.js.check(program).result().await?;
+        }
+        let Some(design) = parsed else {
             return Ok(());
         };
         let program = Arc::new(Program::new(&design.program_spec()));

@@ -24,6 +24,7 @@ async fn put(keyspace: &Keyspace, id: &str, body: Value) {
                 attachments: Vec::new(),
             }],
             true,
+            &settee_engine::Writer::system(),
         )
         .await
         .expect("update");
