@@ -132,6 +132,8 @@ pub enum KvOutcome {
     /// The document's winning revision is at the largest generation, so no mutation can
     /// follow it (only possible for a revision replicated in with such a position).
     GenerationOverflow,
+    /// A validation function of the bucket refused the write (`validate.rs`).
+    Refused(crate::Refusal),
 }
 
 /// A live document: present, not deleted, not past its expiry.
@@ -321,10 +323,13 @@ pub(crate) fn plan_kv(
 }
 
 impl Bucket {
+    /// A KV mutation by `writer`; every one that changes the body (all but TOUCH) is
+    /// validated as theirs (`validate.rs`).
     pub async fn kv_mutate<'k>(
         &self,
         key: impl Into<DocKey<'k>>,
         mut mutation: KvMutation,
+        writer: &crate::Writer,
     ) -> Result<KvOutcome, EngineError> {
         let key = key.into();
         let _guards = self.lock_keys(std::iter::once(key)).await;
@@ -348,6 +353,12 @@ impl Bucket {
             Ok(planned) => planned,
             Err(outcome) => return Ok(outcome),
         };
+        if !matches!(mutation, KvMutation::Touch { .. }) {
+            let verdict = self.validate_record(key, writer, &record, &rev, current.as_ref());
+            if let Err(refusal) = verdict.await {
+                return Ok(KvOutcome::Refused(refusal));
+            }
+        }
         // kv_engine caps a new expiry (a store, a touch, a counter's create); APPEND and
         // PREPEND keep the stored one as it is.
         let apply_max_ttl = match &mutation {

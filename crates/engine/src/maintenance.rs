@@ -509,7 +509,8 @@ impl Bucket {
         key: impl Into<DocKey<'k>>,
         expiry: u32,
     ) -> Result<crate::kv::KvOutcome, EngineError> {
-        self.kv_mutate(key, KvMutation::Touch { expiry }).await
+        self.kv_mutate(key, KvMutation::Touch { expiry }, &crate::Writer::system())
+            .await
     }
 
     /// CouchDB's `sizes.file` and `sizes.active`: the bytes this bucket takes on disk (its

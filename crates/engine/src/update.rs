@@ -12,7 +12,7 @@ use crate::doc_key::DocKey;
 use crate::error::EngineError;
 use crate::limits::{DocLimits, LimitError};
 use crate::record::{AttachmentMeta, DocRecord, Leaf};
-use crate::validate::{ProposedWrite, Refusal, WriteValidator, Writer};
+use crate::validate::{Refusal, WriteValidator, Writer};
 
 /// An attachment as the writer describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -363,11 +363,7 @@ impl Bucket {
         writer: &Writer,
     ) -> Result<Vec<UpdateOutcome>, EngineError> {
         self.check_live(collection)?;
-        let validator = self
-            .validator
-            .read()
-            .clone()
-            .filter(|validator| validator.active(self, collection));
+        let validator = self.validator_for(collection);
         fn doc_key(collection: u32, update: &DocUpdate) -> DocKey<'_> {
             DocKey::new(collection, &update.key)
         }
@@ -430,9 +426,9 @@ impl Bucket {
                 }
                 Ok(plan) => {
                     if let Some(validator) = validator.as_deref() {
-                        let verdict = validate_plan(
-                            validator, self, collection, writer, update, &plan, current,
-                        );
+                        let key = doc_key(collection, update);
+                        let verdict =
+                            validate_plan(validator, self, key, writer, update, &plan, current);
                         if let Err(refusal) = verdict.await {
                             outcomes.push(refusal.into());
                             write_of_outcome.push(None);
@@ -514,15 +510,12 @@ impl Bucket {
 async fn validate_plan(
     validator: &dyn WriteValidator,
     bucket: &Bucket,
-    collection: u32,
+    key: DocKey<'_>,
     writer: &Writer,
     update: &DocUpdate,
     plan: &Plan,
     current: Option<&DocRecord>,
 ) -> Result<(), Refusal> {
-    if crate::validate::exempt(&update.key) {
-        return Ok(());
-    }
     // A replicated revision merged below an existing leaf has no body in the record.
     let unstored;
     let new = match plan.record.leaf(&plan.rev) {
@@ -543,14 +536,9 @@ async fn validate_plan(
         .tree
         .path(&plan.rev)
         .unwrap_or_else(|| vec![plan.rev.clone()]);
-    let old = current.and_then(|record| history.iter().skip(1).find_map(|rev| record.leaf(rev)));
-    let write = ProposedWrite {
-        key: &update.key,
-        new,
-        history,
-        old,
-    };
-    validator.validate(bucket, collection, writer, write).await
+    bucket
+        .validate_leaf(validator, key, writer, new, history, current)
+        .await
 }
 
 #[cfg(test)]

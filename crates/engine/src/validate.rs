@@ -17,8 +17,10 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::record::Leaf;
-use crate::{Bucket, RevId};
+use std::sync::Arc;
+
+use crate::record::{DocRecord, Leaf};
+use crate::{Bucket, DocKey, RevId};
 
 /// Who is writing, as the doors authenticated them: CouchDB's `userCtx`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -88,4 +90,63 @@ pub(crate) type ValidatorSlot = parking_lot::RwLock<Option<std::sync::Arc<dyn Wr
 /// Whether `key` names a document validation functions never see.
 pub(crate) fn exempt(key: &[u8]) -> bool {
     key.starts_with(b"_design/") || key.starts_with(b"_local/")
+}
+
+impl Bucket {
+    /// The node's validator when writes to `collection` are validated.
+    pub(crate) fn validator_for(&self, collection: u32) -> Option<Arc<dyn WriteValidator>> {
+        self.validator
+            .read()
+            .clone()
+            .filter(|validator| validator.active(self, collection))
+    }
+
+    /// Asks `validator` about writing revision `new` of `key` over `current`: `history` is
+    /// the new revision's ancestry, newest first, and the old document is the nearest
+    /// ancestor that is a leaf of `current`.
+    pub(crate) async fn validate_leaf(
+        &self,
+        validator: &dyn WriteValidator,
+        key: DocKey<'_>,
+        writer: &Writer,
+        new: &Leaf,
+        history: Vec<RevId>,
+        current: Option<&DocRecord>,
+    ) -> Result<(), Refusal> {
+        if exempt(key.key) {
+            return Ok(());
+        }
+        let old =
+            current.and_then(|record| history.iter().skip(1).find_map(|rev| record.leaf(rev)));
+        let write = ProposedWrite {
+            key: key.key,
+            new,
+            history,
+            old,
+        };
+        validator
+            .validate(self, key.collection, writer, write)
+            .await
+    }
+
+    /// [`Bucket::validate_leaf`] for a planned single-document record whose winner is `rev`
+    /// (KV and sub-document mutations); `Ok` at once when nothing validates the collection.
+    pub(crate) async fn validate_record(
+        &self,
+        key: DocKey<'_>,
+        writer: &Writer,
+        record: &DocRecord,
+        rev: &RevId,
+        current: Option<&DocRecord>,
+    ) -> Result<(), Refusal> {
+        let Some(validator) = self.validator_for(key.collection) else {
+            return Ok(());
+        };
+        let Some(new) = record.leaf(rev) else {
+            return Ok(());
+        };
+        let history = record.tree.path(rev).unwrap_or_else(|| vec![rev.clone()]);
+        self.validate_leaf(validator.as_ref(), key, writer, new, history, current)
+            .await
+    }
 }

@@ -28,11 +28,17 @@ async fn the_epoch_moves_with_users_security_and_buckets_only() {
     let users = engine.bucket(USERS_BUCKET).expect("users");
     let data = engine.bucket("data").expect("data");
     let (before, accounts_before) = (epoch(), accounts());
-    data.kv_mutate(b"doc", store(b"{}")).await.expect("write");
+    data.kv_mutate(b"doc", store(b"{}"), &settee_engine::Writer::system())
+        .await
+        .expect("write");
     assert_eq!(epoch(), before, "an ordinary write does not move it");
 
     users
-        .kv_mutate(b"org.couchdb.user:bob", store(b"{}"))
+        .kv_mutate(
+            b"org.couchdb.user:bob",
+            store(b"{}"),
+            &settee_engine::Writer::system(),
+        )
         .await
         .expect("write");
     let after_user = epoch();

@@ -107,11 +107,15 @@ async fn the_same_key_in_two_collections_is_two_documents() {
     let c1 = manifest.collection_id("_default.c1").expect("id");
     assert_eq!(c1, 8);
     bucket
-        .kv_mutate(b"k", set("\"zero\"", 0))
+        .kv_mutate(b"k", set("\"zero\"", 0), &settee_engine::Writer::system())
         .await
         .expect("set");
     bucket
-        .kv_mutate(DocKey::new(c1, b"k"), set("\"one\"", 0))
+        .kv_mutate(
+            DocKey::new(c1, b"k"),
+            set("\"one\"", 0),
+            &settee_engine::Writer::system(),
+        )
         .await
         .expect("set");
     bucket
@@ -172,7 +176,11 @@ async fn the_same_key_in_two_collections_is_two_documents() {
         access_deleted: false,
     };
     bucket
-        .mutate_in(DocKey::new(c1, b"made-by-subdoc"), mutation)
+        .mutate_in(
+            DocKey::new(c1, b"made-by-subdoc"),
+            mutation,
+            &settee_engine::Writer::system(),
+        )
         .await
         .expect("mutate");
     assert!(bucket
@@ -335,11 +343,18 @@ async fn a_dropped_collection_is_gone_at_once_and_its_name_comes_back_empty() {
         .expect("id");
     for index in 0..10 {
         bucket
-            .kv_mutate(DocKey::new(c, format!("k{index}").as_bytes()), set("1", 0))
+            .kv_mutate(
+                DocKey::new(c, format!("k{index}").as_bytes()),
+                set("1", 0),
+                &settee_engine::Writer::system(),
+            )
             .await
             .expect("set");
     }
-    bucket.kv_mutate(b"k0", set("0", 0)).await.expect("set");
+    bucket
+        .kv_mutate(b"k0", set("0", 0), &settee_engine::Writer::system())
+        .await
+        .expect("set");
     assert_eq!(bucket.doc_counts(), (11, 0));
     let manifest = bucket.drop_collection("s", "c").await.expect("drop");
     let uid = manifest.uid();
@@ -355,7 +370,12 @@ async fn a_dropped_collection_is_gone_at_once_and_its_name_comes_back_empty() {
     unknown(bucket.read_record(key).map(drop));
     unknown(bucket.kv_get(key).map(drop));
     unknown(bucket.kv_read(key, |_| ()).map(drop));
-    unknown(bucket.kv_mutate(key, set("2", 0)).await.map(drop));
+    unknown(
+        bucket
+            .kv_mutate(key, set("2", 0), &settee_engine::Writer::system())
+            .await
+            .map(drop),
+    );
     unknown(
         bucket
             .update_doc_in(
@@ -449,15 +469,27 @@ async fn max_ttls_cap_expiries() {
             .expiry
     };
     bucket
-        .kv_mutate(DocKey::new(capped, b"none"), set("1", 0))
+        .kv_mutate(
+            DocKey::new(capped, b"none"),
+            set("1", 0),
+            &settee_engine::Writer::system(),
+        )
         .await
         .expect("set");
     bucket
-        .kv_mutate(DocKey::new(capped, b"later"), set("1", now + 1000))
+        .kv_mutate(
+            DocKey::new(capped, b"later"),
+            set("1", now + 1000),
+            &settee_engine::Writer::system(),
+        )
         .await
         .expect("set");
     bucket
-        .kv_mutate(DocKey::new(capped, b"sooner"), set("1", now + 10))
+        .kv_mutate(
+            DocKey::new(capped, b"sooner"),
+            set("1", now + 10),
+            &settee_engine::Writer::system(),
+        )
         .await
         .expect("set");
     bucket
@@ -476,17 +508,32 @@ async fn max_ttls_cap_expiries() {
     // The bucket's max TTL applies to collection 0 and to collections without their own.
     bucket.set_max_ttl(50).await.expect("bucket max ttl");
     assert_eq!(bucket.max_ttl(), 50);
-    bucket.kv_mutate(b"zero", set("1", 0)).await.expect("set");
     bucket
-        .kv_mutate(DocKey::new(inherit, b"k"), set("1", 0))
+        .kv_mutate(b"zero", set("1", 0), &settee_engine::Writer::system())
         .await
         .expect("set");
     bucket
-        .kv_mutate(DocKey::new(unlimited, b"k"), set("1", 0))
+        .kv_mutate(
+            DocKey::new(inherit, b"k"),
+            set("1", 0),
+            &settee_engine::Writer::system(),
+        )
         .await
         .expect("set");
     bucket
-        .kv_mutate(DocKey::new(capped, b"k"), set("1", 0))
+        .kv_mutate(
+            DocKey::new(unlimited, b"k"),
+            set("1", 0),
+            &settee_engine::Writer::system(),
+        )
+        .await
+        .expect("set");
+    bucket
+        .kv_mutate(
+            DocKey::new(capped, b"k"),
+            set("1", 0),
+            &settee_engine::Writer::system(),
+        )
         .await
         .expect("set");
     assert_eq!(expiry(0, b"zero"), now + 50);
@@ -499,7 +546,11 @@ async fn max_ttls_cap_expiries() {
         .await
         .expect("modify");
     bucket
-        .kv_mutate(DocKey::new(unlimited, b"k2"), set("1", 0))
+        .kv_mutate(
+            DocKey::new(unlimited, b"k2"),
+            set("1", 0),
+            &settee_engine::Writer::system(),
+        )
         .await
         .expect("set");
     assert_eq!(expiry(unlimited, b"k2"), now + 5);
@@ -529,17 +580,35 @@ async fn keys_in_collections_are_held_to_246_bytes() {
     let bucket = engine.bucket("db").expect("bucket");
     let long = vec![b'x'; 247];
     assert!(matches!(
-        bucket.kv_mutate(DocKey::new(c, &long), set("1", 0)).await,
+        bucket
+            .kv_mutate(
+                DocKey::new(c, &long),
+                set("1", 0),
+                &settee_engine::Writer::system()
+            )
+            .await,
         Err(EngineError::Invalid(_))
     ));
     let fits = vec![b'x'; 246];
     assert!(matches!(
-        bucket.kv_mutate(DocKey::new(c, &fits), set("1", 0)).await,
+        bucket
+            .kv_mutate(
+                DocKey::new(c, &fits),
+                set("1", 0),
+                &settee_engine::Writer::system()
+            )
+            .await,
         Ok(KvOutcome::Stored { .. })
     ));
     let default_long = vec![b'x'; 250];
     assert!(matches!(
-        bucket.kv_mutate(default_long.as_slice(), set("1", 0)).await,
+        bucket
+            .kv_mutate(
+                default_long.as_slice(),
+                set("1", 0),
+                &settee_engine::Writer::system()
+            )
+            .await,
         Ok(KvOutcome::Stored { .. })
     ));
 }
@@ -568,7 +637,11 @@ async fn compaction_abbreviates_entries_of_collections_and_feeds_still_name_them
             .expect("save");
     }
     bucket
-        .kv_mutate(DocKey::new(c, b"extra"), set("1", 0))
+        .kv_mutate(
+            DocKey::new(c, b"extra"),
+            set("1", 0),
+            &settee_engine::Writer::system(),
+        )
         .await
         .expect("set");
     let report = bucket.compact().await.expect("compact");

@@ -43,6 +43,7 @@ async fn a_bucket_without_changes_has_the_default_manifest_and_writes_nothing_ne
                 expiry: 0,
                 cas: 0,
             },
+            &settee_engine::Writer::system(),
         )
         .await
         .expect("set");

@@ -51,6 +51,7 @@ async fn fill(engine: &Engine, cid: u32, prefix: &str) {
                     expiry: if index % 4 == 0 { 4_000_000_000 } else { 0 },
                     cas: 0,
                 },
+                &settee_engine::Writer::system(),
             )
             .await
             .expect("set");

@@ -26,11 +26,14 @@ async fn expired_documents_vanish_then_become_deletions() {
         cas: 0,
     };
     let stored = bucket
-        .kv_mutate(b"short", set(1_000_010))
+        .kv_mutate(b"short", set(1_000_010), &settee_engine::Writer::system())
         .await
         .expect("set");
     assert!(matches!(stored, KvOutcome::Stored { .. }));
-    bucket.kv_mutate(b"forever", set(0)).await.expect("set");
+    bucket
+        .kv_mutate(b"forever", set(0), &settee_engine::Writer::system())
+        .await
+        .expect("set");
     assert_eq!(
         bucket
             .kv_get(b"short")
@@ -70,6 +73,7 @@ async fn expired_documents_vanish_then_become_deletions() {
                 expiry: 0,
                 cas: 0,
             },
+            &settee_engine::Writer::system(),
         )
         .await
         .expect("add");

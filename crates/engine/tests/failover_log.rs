@@ -44,7 +44,11 @@ async fn a_new_branch_is_prepended_kept_and_named_by_the_vbucket_uuid() {
 
         for round in 0..3 {
             let outcome = bucket
-                .kv_mutate(&b"k"[..], store(&format!("{{\"n\":{round}}}")))
+                .kv_mutate(
+                    &b"k"[..],
+                    store(&format!("{{\"n\":{round}}}")),
+                    &settee_engine::Writer::system(),
+                )
                 .await;
             assert!(
                 matches!(outcome, Ok(KvOutcome::Stored { .. })),
@@ -100,7 +104,11 @@ async fn a_stream_item_is_the_document_at_its_entry_and_none_once_written_again(
     engine.create_bucket("db", 1).await.expect("create");
     let bucket = engine.bucket("db").expect("bucket");
     bucket
-        .kv_mutate(&b"a"[..], store("{\"v\":1}"))
+        .kv_mutate(
+            &b"a"[..],
+            store("{\"v\":1}"),
+            &settee_engine::Writer::system(),
+        )
         .await
         .expect("write");
     let first = bucket.vbucket_stream(0, 0, 10).expect("stream");
@@ -114,7 +122,11 @@ async fn a_stream_item_is_the_document_at_its_entry_and_none_once_written_again(
     assert!(item.xattrs.is_empty());
 
     bucket
-        .kv_mutate(&b"a"[..], KvMutation::Remove { cas: 0 })
+        .kv_mutate(
+            &b"a"[..],
+            KvMutation::Remove { cas: 0 },
+            &settee_engine::Writer::system(),
+        )
         .await
         .expect("remove");
     assert_eq!(bucket.stream_item(entry).expect("read"), None);

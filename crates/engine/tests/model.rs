@@ -467,6 +467,7 @@ async fn run(seed: u64, steps: usize) {
                             expiry: 0,
                             cas: 0,
                         },
+                        &settee_engine::Writer::system(),
                     )
                     .await
                     .expect("kv set");
@@ -486,7 +487,11 @@ async fn run(seed: u64, steps: usize) {
             5 => {
                 // CAS mismatch is a value, and changes nothing.
                 let outcome = bucket
-                    .kv_mutate(doc_key, KvMutation::Remove { cas: 1 })
+                    .kv_mutate(
+                        doc_key,
+                        KvMutation::Remove { cas: 1 },
+                        &settee_engine::Writer::system(),
+                    )
                     .await
                     .expect("kv remove");
                 let live = current.as_ref().is_some_and(|winner| !winner.deleted);

@@ -304,6 +304,7 @@ async fn an_old_data_directory_reads_as_written_and_is_never_rewritten() {
                     expiry: EXPIRY,
                     cas: 0,
                 },
+                &settee_engine::Writer::system(),
             )
             .await
             .expect("write in the collection");

@@ -284,6 +284,7 @@ pub async fn mutate(
                 cas,
                 expiry,
             },
+            &req.user.writer(),
         )
         .await
         .map_err(ApiError::from)?;
@@ -325,5 +326,10 @@ pub async fn mutate(
         MutateInOutcome::GenerationOverflow => Err(bad(
             "the document's revision is at the largest generation; it cannot be edited",
         )),
+        MutateInOutcome::Refused(refusal) => Err(crate::doc_api::outcome_error(
+            &settee_engine::UpdateOutcome::from(refusal),
+            id,
+        )
+        .unwrap_or(ApiError::Conflict)),
     }
 }

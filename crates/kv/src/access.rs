@@ -120,6 +120,20 @@ impl BucketGrant {
         &self.bucket
     }
 
+    /// The connection's user as `validate_doc_update` sees them (`userCtx`): the account's
+    /// current roles; none when the account is gone (its writes are refused anyway).
+    pub fn writer(&self, state: &KvState) -> settee_engine::Writer {
+        let roles = state
+            .users
+            .account(&state.engine, &self.name)
+            .map(|account| account.roles)
+            .unwrap_or_default();
+        settee_engine::Writer {
+            name: Some(self.name.clone()),
+            roles,
+        }
+    }
+
     /// May the connection do `operation`? `Err` carries the reason for the EACCESS reply.
     pub fn check(&self, state: &KvState, operation: Operation<'_>) -> Result<(), &'static str> {
         let level = self.level(state);

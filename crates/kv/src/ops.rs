@@ -34,6 +34,8 @@ pub(crate) struct OpCtx {
     pub heavy_permits: Arc<tokio::sync::Semaphore>,
     /// The collection the request's key names (0 without HELLO Collections).
     pub collection: u32,
+    /// The connection's user as validation functions see them (set for writes).
+    pub writer: settee_engine::Writer,
 }
 
 /// Operations addressed to a vbucket or the bucket, not to a document: their key field is
@@ -235,6 +237,26 @@ impl OpCtx {
                 out,
                 status::EINVAL,
                 "The document's revision is at the largest generation",
+            ),
+            KvOutcome::Refused(refusal) => self.refusal(out, &refusal),
+        }
+    }
+
+    /// A write a validation function refused: EACCESS (what Couchbase answers a write the
+    /// user may not make) with the function's reason in the error context; EINTERNAL when
+    /// the function failed.
+    pub fn refusal(&self, out: &mut Vec<u8>, refusal: &settee_engine::Refusal) {
+        match refusal {
+            settee_engine::Refusal::Forbidden(reason) => {
+                self.error(out, status::EACCESS, &format!("forbidden: {reason}"))
+            }
+            settee_engine::Refusal::Unauthorized(reason) => {
+                self.error(out, status::EACCESS, &format!("unauthorized: {reason}"))
+            }
+            settee_engine::Refusal::Failed(reason) => self.error(
+                out,
+                status::EINTERNAL,
+                &format!("validate_doc_update failed: {reason}"),
             ),
         }
     }
@@ -529,14 +551,18 @@ fn mutation(
         let mut out = Vec::new();
         let key = &key_bytes[..];
         match job {
-            Job::Mutate(mutation) => match ctx.bucket.kv_mutate(ctx.doc(key), mutation).await {
+            Job::Mutate(mutation) => match ctx
+                .bucket
+                .kv_mutate(ctx.doc(key), mutation, &ctx.writer)
+                .await
+            {
                 Ok(outcome) => ctx.outcome_reply(&mut out, key, outcome),
                 Err(error) => ctx.engine_error(&mut out, &error),
             },
             Job::GetAndTouch(expiry) => {
                 match ctx
                     .bucket
-                    .kv_mutate(ctx.doc(key), KvMutation::Touch { expiry })
+                    .kv_mutate(ctx.doc(key), KvMutation::Touch { expiry }, &ctx.writer)
                     .await
                 {
                     Ok(KvOutcome::Stored { .. }) => match ctx.bucket.kv_get(ctx.doc(key)) {

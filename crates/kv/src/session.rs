@@ -897,8 +897,10 @@ fn data_op(
         }
     }
     // Every data request asks the node's one authorisation decision (access.rs).
+    let operation = crate::access::operation_of(base, key);
+    let writes = matches!(operation, settee_auth::Operation::WriteDocRaw(_));
     let allowed = view.grant.map_or(Err("No access to bucket"), |grant| {
-        grant.check(view.state, crate::access::operation_of(base, key))
+        grant.check(view.state, operation)
     });
     if let Err(reason) = allowed {
         error_reply(
@@ -922,6 +924,11 @@ fn data_op(
         framing,
         heavy_permits: view.heavy_permits.clone(),
         collection,
+        // Who writes, for validation functions: looked up for writes only.
+        writer: match view.grant {
+            Some(grant) if writes => grant.writer(view.state),
+            _ => settee_engine::Writer::default(),
+        },
     };
     ops::run(ctx, frame, key, bytes, out)
 }

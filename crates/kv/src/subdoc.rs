@@ -346,7 +346,11 @@ fn mutate(
     let single = request.single;
     Handled::Later(Box::pin(async move {
         let mut out = Vec::new();
-        match ctx.bucket.mutate_in(ctx.doc(&key), mutate_in).await {
+        match ctx
+            .bucket
+            .mutate_in(ctx.doc(&key), mutate_in, &ctx.writer)
+            .await
+        {
             Ok(MutateInOutcome::Done {
                 cas, seqno, values, ..
             }) => {
@@ -442,6 +446,7 @@ fn mutate(
                 status::EINVAL,
                 "The document's revision is at the largest generation",
             ),
+            Ok(MutateInOutcome::Refused(refusal)) => ctx.refusal(&mut out, &refusal),
             Err(error) => ctx.engine_error(&mut out, &error),
         }
         out

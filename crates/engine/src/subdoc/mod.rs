@@ -118,6 +118,8 @@ pub enum MutateInOutcome {
     OverLimit(crate::limits::LimitError),
     /// The document's winning revision is at the largest generation: no mutation can follow.
     GenerationOverflow,
+    /// A validation function of the bucket refused the write (`validate.rs`).
+    Refused(crate::Refusal),
 }
 
 /// Where a spec's path points.
@@ -442,6 +444,7 @@ impl Bucket {
         &self,
         key: impl Into<crate::DocKey<'k>>,
         request: MutateIn,
+        writer: &crate::Writer,
     ) -> Result<MutateInOutcome, EngineError> {
         use crate::bucket::{PlannedWrite, Previous};
         use crate::record::Leaf;
@@ -610,6 +613,10 @@ impl Bucket {
             Bytes::from(xattrs)
         };
         finish(&mut record, self.revs_limit());
+        let verdict = self.validate_record(key, writer, &record, &rev, current.as_ref());
+        if let Err(refusal) = verdict.await {
+            return Ok(MutateInOutcome::Refused(refusal));
+        }
         // kv_engine caps an expiry the request sets, or a document's it creates.
         let apply_max_ttl = request.expiry.is_some() || alive.is_none();
         let mut writes = [PlannedWrite {
