@@ -99,6 +99,9 @@ pub struct HttpState {
     pub streams: Arc<streamed::StreamBudget>,
     /// `/_node/{node}/_config` and the runtime settings each request reads once.
     pub node_config: Arc<settee_node_config::NodeConfig>,
+    /// Counted on every request (`router::handle`), shown by `/_node/{node}/_prometheus`,
+    /// `_stats` and `_system` (`node_api.rs`, over `settee-metrics`).
+    pub metrics: Arc<settee_metrics::NodeMetrics>,
 }
 
 impl HttpState {
@@ -125,7 +128,14 @@ impl HttpState {
             replicator: std::sync::OnceLock::new(),
             streams,
             node_config,
+            metrics: Arc::default(),
         }
+    }
+
+    /// Counts into the node's metrics, which the KV door's `/metrics` shares.
+    pub fn with_metrics(mut self, metrics: Arc<settee_metrics::NodeMetrics>) -> HttpState {
+        self.metrics = metrics;
+        self
     }
 }
 
@@ -162,8 +172,10 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let state = state.clone();
+        let metrics = state.metrics.clone();
         tokio::spawn(async move {
             let _slot = slot;
+            let _open = metrics.http.connections_open.hold();
             let clock = connection::Clock::new();
             let service_clock = clock.clone();
             let service = service_fn(move |request| {

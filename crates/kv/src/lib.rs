@@ -80,6 +80,9 @@ pub struct KvState {
     slots: settee_door::Slots,
     /// DCP producer connections by name (`dcp/names.rs`).
     dcp_names: dcp::ProducerNames,
+    /// The process's and the storage engine's figures, shown by `GET /metrics` beside the
+    /// door's own (`mgmt/metrics.rs`).
+    metrics: Arc<settee_metrics::NodeMetrics>,
 }
 
 impl KvState {
@@ -87,6 +90,7 @@ impl KvState {
         engine: Arc<Engine>,
         users: Arc<Users>,
         config: KvConfig,
+        metrics: Arc<settee_metrics::NodeMetrics>,
     ) -> std::io::Result<KvState> {
         Ok(KvState {
             timings: timings::NodeTimings::new(config.slow_op_after),
@@ -95,6 +99,7 @@ impl KvState {
             output: budget::NodeOutput::new(config.limits.node_output_bytes_max),
             slots: settee_door::Slots::new("kv", config.limits.max_connections),
             dcp_names: dcp::ProducerNames::default(),
+            metrics,
             engine,
             users,
             config,

@@ -22,6 +22,7 @@ use tokio::net::TcpListener;
 use crate::{cluster, KvState};
 
 mod collections;
+mod metrics;
 
 pub async fn serve(
     listener: TcpListener,
@@ -177,7 +178,12 @@ async fn handle(
             json(StatusCode::OK, state.timings_report())
         }
         ["", "settee", "stats"] if user.is_admin() => json(StatusCode::OK, stats_report(state)),
-        ["", "settee", "timings" | "stats"] => json(
+        ["", "metrics"] if user.is_admin() => Response::builder()
+            .status(StatusCode::OK)
+            .header("Content-Type", settee_metrics::text::CONTENT_TYPE)
+            .body(Full::new(Bytes::from(metrics::render(state))))
+            .unwrap_or_default(),
+        ["", "settee", "timings" | "stats"] | ["", "metrics"] => json(
             StatusCode::FORBIDDEN,
             serde_json::json!({"error": "forbidden", "reason": "server admin required"}),
         ),

@@ -101,6 +101,7 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
         Engine::open(&settings.data_dir.join("db"), engine_options)
             .context("opening the storage engine")?,
     );
+    let metrics = node_metrics(&engine);
     let (shutdown_sender, shutdown_receiver) = tokio::sync::watch::channel(false);
     let secret = secrets::secret_file(&settings.data_dir.join("cookie_secret"), 32)?;
     let users = Arc::new(
@@ -113,15 +114,18 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
     views_config.js.memory_bytes_max = settings.js_memory;
     let views = settee_views::Views::new(engine.clone(), views_config)
         .map_err(|error| anyhow::anyhow!("starting the view indexer: {error}"))?;
-    let state = Arc::new(HttpState::new(
-        engine.clone(),
-        config,
-        users.clone(),
-        secret,
-        shutdown_receiver.clone(),
-        views,
-        node_config,
-    ));
+    let state = Arc::new(
+        HttpState::new(
+            engine.clone(),
+            config,
+            users.clone(),
+            secret,
+            shutdown_receiver.clone(),
+            views,
+            node_config,
+        )
+        .with_metrics(metrics.clone()),
+    );
     for db in SYSTEM_DBS {
         if engine.bucket(db).is_none() {
             settee_http::db_api::create_db(&state, db, 16)
@@ -165,6 +169,7 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
                     node_output_bytes_max: settings.connections.kv_max_send_queue_total,
                 },
             },
+            metrics,
         )
         .context("starting the KV door's worker pool")?,
     );
@@ -224,6 +229,28 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
     let _ = purger.await;
     let _ = replicator_docs.await;
     Ok(())
+}
+
+/// The node's metrics, with the storage engine's figures read from the store at each
+/// scrape (a weak reference: the metrics never keep the store open past the engine).
+fn node_metrics(engine: &Arc<Engine>) -> Arc<settee_metrics::NodeMetrics> {
+    let metrics = Arc::new(settee_metrics::NodeMetrics::default());
+    let store = Arc::downgrade(engine.store());
+    metrics.set_store_reader(move || {
+        let Some(stats) = store.upgrade().map(|store| store.stats()) else {
+            return settee_metrics::StoreSample::default();
+        };
+        settee_metrics::StoreSample {
+            compaction_pending_bytes: stats.compaction_pending_bytes,
+            memtable_bytes: stats.memtable_bytes,
+            block_cache_usage_bytes: stats.block_cache_usage_bytes,
+            block_cache_capacity_bytes: stats.block_cache_capacity_bytes,
+            block_cache_hits: stats.block_cache_hits,
+            block_cache_misses: stats.block_cache_misses,
+            sst_files_bytes: stats.sst_files_bytes,
+        }
+    });
+    metrics
 }
 
 async fn wait_for(mut receiver: tokio::sync::watch::Receiver<bool>) {
