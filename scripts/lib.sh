@@ -11,8 +11,9 @@ as_root() {
 }
 
 install_system_packages() {
-  # g++ and libclang-dev build RocksDB from source (Debian's librocksdb is too old).
-  local wanted=(g++ make clang libclang-dev pkg-config curl ca-certificates nodejs npm)
+  # g++ and libclang-dev build RocksDB from source (Debian's librocksdb is too old);
+  # openssl makes the test CAs and certificates of the TLS tests.
+  local wanted=(g++ make clang libclang-dev pkg-config curl ca-certificates nodejs npm openssl)
   local missing=()
   for package in "${wanted[@]}"; do
     # nodejs/npm may come from elsewhere (nvm, a tarball): a working command is enough.

@@ -1,0 +1,76 @@
+//! KV over TLS: each TLS connection accepted here is relayed, bytes both ways, to the node's
+//! plain KV listener on loopback. The KV door's connection loop is written for a
+//! `TcpStream` (it moves sockets between runtimes and writes with `try_write`), so this
+//! costs one loopback hop instead of a second connection loop. What the door sees as the
+//! client's address is therefore the relay's: the failed-login lockout counts every TLS
+//! client of a user as one address.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+use crate::Certificates;
+
+/// Accepts TLS connections on `listener` until `shutdown` resolves, at most
+/// `max_connections` at once (more are closed on accept, as the KV door closes them), and
+/// relays each to `plain` (the KV listener's address; an unspecified host means loopback).
+pub async fn serve(
+    listener: TcpListener,
+    certificates: Arc<Certificates>,
+    plain: SocketAddr,
+    max_connections: usize,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    let plain = loopback_if_unspecified(plain);
+    let permits = Arc::new(Semaphore::new(max_connections));
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut shutdown => return,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                tracing::warn!(%error, "kv tls accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let certificates = certificates.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _ = stream.set_nodelay(true);
+            let mut tls = match certificates.accept(stream).await {
+                Ok(tls) => tls,
+                Err(error) => {
+                    tracing::debug!(%error, "kv tls handshake failed");
+                    return;
+                }
+            };
+            let Ok(mut inner) = TcpStream::connect(plain).await else {
+                return;
+            };
+            let _ = inner.set_nodelay(true);
+            let _ = tokio::io::copy_bidirectional(&mut tls, &mut inner).await;
+        });
+    }
+}
+
+fn loopback_if_unspecified(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V4(v4) if v4.ip().is_unspecified() => {
+            SocketAddr::from(([127, 0, 0, 1], v4.port()))
+        }
+        SocketAddr::V6(v6) if v6.ip().is_unspecified() => {
+            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, v6.port()))
+        }
+        other => other,
+    }
+}
