@@ -52,6 +52,10 @@ pub struct KvConfig {
     /// Where view queries go (Couchbase's `capi` service): the node's CouchDB HTTP address,
     /// which serves `/{bucket}/_design/{ddoc}/_view/{view}` as the SDKs send it.
     pub capi_addr: Option<SocketAddr>,
+    /// With TLS configured: the KV-over-TLS and HTTPS addresses, advertised as the cluster
+    /// map's `kvSSL` and `capiSSL` services so `couchbases://` clients find them.
+    pub kv_tls_addr: Option<SocketAddr>,
+    pub capi_tls_addr: Option<SocketAddr>,
     pub max_value_bytes: usize,
     /// Offer SASL PLAIN (password in clear) on plain TCP.
     pub allow_plain: bool,

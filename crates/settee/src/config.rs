@@ -24,6 +24,19 @@ pub struct ServeArgs {
     /// Couchbase management (`/pools`) listen address [default: 127.0.0.1:8091].
     #[arg(long, env = "SETTEE_MGMT_ADDR")]
     pub mgmt_addr: Option<SocketAddr>,
+    /// PEM certificate chain of the node: with --tls-key, turns on HTTPS (--https-addr) and
+    /// KV over TLS (--kv-tls-addr); reloaded on SIGHUP.
+    #[arg(long, env = "SETTEE_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "SETTEE_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// CouchDB API over HTTPS, with TLS configured [default: 127.0.0.1:6984].
+    #[arg(long, env = "SETTEE_HTTPS_ADDR")]
+    pub https_addr: Option<SocketAddr>,
+    /// Couchbase KV over TLS (`couchbases://`), with TLS configured [default: 127.0.0.1:11207].
+    #[arg(long, env = "SETTEE_KV_TLS_ADDR")]
+    pub kv_tls_addr: Option<SocketAddr>,
     /// Offer SASL PLAIN on the KV port (sends the password in clear; for old clients only).
     #[arg(long, env = "SETTEE_KV_ALLOW_PLAIN")]
     pub kv_allow_plain: bool,
@@ -166,6 +179,10 @@ struct FileConfig {
     http_addr: Option<SocketAddr>,
     kv_addr: Option<SocketAddr>,
     mgmt_addr: Option<SocketAddr>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    https_addr: Option<SocketAddr>,
+    kv_tls_addr: Option<SocketAddr>,
     kv_allow_plain: Option<bool>,
     kv_bulk_busy_share: Option<f64>,
     http_max_connections: Option<usize>,
@@ -210,6 +227,8 @@ pub struct Settings {
     pub http_addr: SocketAddr,
     pub kv_addr: SocketAddr,
     pub mgmt_addr: SocketAddr,
+    /// HTTPS and KV over TLS, when a certificate and key are configured.
+    pub tls: Option<TlsSettings>,
     pub kv_allow_plain: bool,
     pub kv_bulk_busy_share: f64,
     /// Connection counts, timeouts and send queues of both doors (`0` ms: no timeout).
@@ -229,6 +248,14 @@ pub struct Settings {
     /// Cross-origin requests (CouchDB's `[cors]`).
     pub cors: settee_http::cors::CorsConfig,
     pub node_name: String,
+}
+
+/// Where TLS is served and with which certificate.
+#[derive(Debug, Clone)]
+pub struct TlsSettings {
+    pub files: settee_tls::TlsFiles,
+    pub https_addr: SocketAddr,
+    pub kv_tls_addr: SocketAddr,
 }
 
 /// The doors' connection limits as configured (before `fd_limit` clamps the maxima).
@@ -283,6 +310,7 @@ impl ServeArgs {
             (None, None) => lockout_defaults.mode,
         };
         let cors = self.cors(&file);
+        let tls = self.tls(&file)?;
         let admin_specs = if self.admin.is_empty() {
             file.admin.unwrap_or_default()
         } else {
@@ -346,6 +374,7 @@ impl ServeArgs {
         };
         Ok(Settings {
             connections,
+            tls,
             data_dir: self
                 .data_dir
                 .clone()
@@ -433,6 +462,26 @@ impl ServeArgs {
                 .or(file.node_name)
                 .unwrap_or_else(|| settee_http::config::NODE_NAME_DEFAULT.to_string()),
         })
+    }
+
+    fn tls(&self, file: &FileConfig) -> anyhow::Result<Option<TlsSettings>> {
+        let cert = self.tls_cert.clone().or(file.tls_cert.clone());
+        let key = self.tls_key.clone().or(file.tls_key.clone());
+        let https_addr = self.https_addr.or(file.https_addr);
+        let kv_tls_addr = self.kv_tls_addr.or(file.kv_tls_addr);
+        match (cert, key) {
+            (Some(cert), Some(key)) => Ok(Some(TlsSettings {
+                files: settee_tls::TlsFiles { cert, key },
+                https_addr: https_addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 6984))),
+                kv_tls_addr: kv_tls_addr
+                    .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 11207))),
+            })),
+            (None, None) if https_addr.is_none() && kv_tls_addr.is_none() => Ok(None),
+            (None, None) => {
+                anyhow::bail!("--https-addr and --kv-tls-addr need --tls-cert and --tls-key")
+            }
+            _ => anyhow::bail!("--tls-cert and --tls-key must be given together"),
+        }
     }
 
     fn cors(&self, file: &FileConfig) -> settee_http::cors::CorsConfig {

@@ -63,6 +63,14 @@ fn prepare(args: ServeArgs) -> anyhow::Result<(Settings, u64)> {
 }
 
 async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
+    // First, so a bad certificate or key stops the node before it opens anything.
+    let certificates = match &settings.tls {
+        Some(tls) => Some(
+            settee_tls::Certificates::load(tls.files.clone())
+                .map_err(|error| anyhow::anyhow!("TLS: {error}"))?,
+        ),
+        None => None,
+    };
     secrets::prepare_data_dir(&settings.data_dir)?;
     let mut admins: Vec<ServerAdmin> = settings
         .admins
@@ -139,6 +147,21 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
     let mgmt_listener = tokio::net::TcpListener::bind(settings.mgmt_addr)
         .await
         .with_context(|| format!("binding the management port {}", settings.mgmt_addr))?;
+    let tls_listeners = match &settings.tls {
+        Some(tls) => Some((
+            tokio::net::TcpListener::bind(tls.https_addr)
+                .await
+                .with_context(|| format!("binding the HTTPS port {}", tls.https_addr))?,
+            tokio::net::TcpListener::bind(tls.kv_tls_addr)
+                .await
+                .with_context(|| format!("binding the KV TLS port {}", tls.kv_tls_addr))?,
+        )),
+        None => None,
+    };
+    let tls_addrs = match &tls_listeners {
+        Some((https, kv)) => Some((https.local_addr()?, kv.local_addr()?)),
+        None => None,
+    };
     let kv_state = Arc::new(
         settee_kv::KvState::new(
             engine.clone(),
@@ -147,6 +170,8 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
                 kv_addr: kv_listener.local_addr()?,
                 mgmt_addr: mgmt_listener.local_addr()?,
                 capi_addr: Some(local),
+                kv_tls_addr: tls_addrs.map(|(_, kv)| kv),
+                capi_tls_addr: tls_addrs.map(|(https, _)| https),
                 max_value_bytes: settee_kv::MAX_VALUE_BYTES_DEFAULT,
                 allow_plain: settings.kv_allow_plain,
                 server_uuid,
@@ -186,6 +211,10 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
         "settee couchbase kv on {} and management on http://{}",
         kv_state.config.kv_addr, kv_state.config.mgmt_addr
     );
+    if let Some((https, kv)) = tls_addrs {
+        println!("settee tls: https on https://{https} and couchbase kv tls on {kv}");
+    }
+    let kv_plain_addr = kv_state.config.kv_addr;
     let kv_server = tokio::spawn(settee_kv::serve(
         kv_listener,
         kv_state.clone(),
@@ -215,6 +244,28 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
         engine.clone(),
         wait_for(shutdown_receiver.clone()),
     ));
+    let mut tls_servers = Vec::new();
+    if let (Some((https_listener, kv_tls_listener)), Some(certificates)) =
+        (tls_listeners, certificates.clone())
+    {
+        tls_servers.push(tokio::spawn(settee_http::serve_with(
+            https_listener,
+            state.clone(),
+            wait_for(shutdown_receiver.clone()),
+            crate::tls::Https(certificates.clone()),
+        )));
+        tls_servers.push(tokio::spawn(settee_tls::relay::serve(
+            kv_tls_listener,
+            certificates,
+            kv_plain_addr,
+            settings.connections.kv_max_connections,
+            wait_for(shutdown_receiver.clone()),
+        )));
+    }
+    let reloader = tokio::spawn(crate::tls::reload_on_hangup(
+        certificates,
+        wait_for(shutdown_receiver.clone()),
+    ));
     let server = tokio::spawn(settee_http::serve(
         listener,
         state,
@@ -228,6 +279,10 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
     let _ = mgmt_server.await;
     let _ = purger.await;
     let _ = replicator_docs.await;
+    let _ = reloader.await;
+    for tls_server in tls_servers {
+        let _ = tls_server.await;
+    }
     Ok(())
 }
 

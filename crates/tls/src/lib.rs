@@ -23,8 +23,10 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpStream;
 use tokio_rustls::rustls::{self, ServerConfig};
-use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
+
+/// A server-side TLS connection over TCP.
+pub type TlsStream = tokio_rustls::server::TlsStream<TcpStream>;
 
 /// A client must finish its handshake this quickly, or the connection is closed.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -101,7 +103,7 @@ impl Certificates {
     }
 
     /// The server side of a handshake on `stream`, with the certificate of this moment.
-    pub async fn accept(&self, stream: TcpStream) -> std::io::Result<TlsStream<TcpStream>> {
+    pub async fn accept(&self, stream: TcpStream) -> std::io::Result<TlsStream> {
         let acceptor = TlsAcceptor::from(self.config());
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
             Ok(accepted) => accepted,
