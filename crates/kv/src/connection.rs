@@ -53,13 +53,25 @@ struct Carried {
 
 /// Serves one connection: on the main runtime, and on the bulk lane if it gets busy there
 /// (`lanes.rs`). `slot` is its place among the door's connections, given back when it ends.
-pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>, slot: Slot) {
+pub(crate) async fn run(
+    stream: TcpStream,
+    state: Arc<KvState>,
+    slot: Slot,
+    transport: crate::Transport,
+) {
     let now = Instant::now();
+    // A relayed TLS connection reached the relay's listener, not this loopback one: the
+    // cluster configs name the TLS listener's host when it has one.
+    let local = match transport {
+        crate::Transport::TlsRelayed { host: Some(host) } => Some(host),
+        _ => stream.local_addr().ok().map(|addr| addr.ip()),
+    };
     let carried = Carried {
         session: Session::new(
             state.clone(),
             stream.peer_addr().ok().map(|addr| addr.ip()),
-            stream.local_addr().ok().map(|addr| addr.ip()),
+            local,
+            matches!(transport, crate::Transport::TlsRelayed { .. }),
         ),
         input: BytesMut::with_capacity(READ_BUFFER_BYTES),
         timings: TimingsGuard {

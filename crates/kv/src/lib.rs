@@ -134,6 +134,40 @@ pub async fn serve(
     state: Arc<KvState>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    serve_connections(listener, state, shutdown, Transport::Plain).await
+}
+
+/// How a connection reached the door.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Transport {
+    Plain,
+    /// Through the TLS relay, whose listener is on `host` (`None`: on every address).
+    TlsRelayed {
+        host: Option<std::net::IpAddr>,
+    },
+}
+
+/// Serves the connections the TLS relay (`settee-tls`) makes for `couchbases://` clients, on
+/// a loopback listener of their own: as on the plain port, but SASL PLAIN is offered, as
+/// Couchbase Server offers it over TLS. The listener must be reachable from loopback only.
+/// `tls_addr` is where the relay listens: its host is the one cluster configs name to these
+/// clients (with an unspecified host, the loopback address the relay connected to).
+pub async fn serve_tls_relayed(
+    listener: TcpListener,
+    state: Arc<KvState>,
+    shutdown: impl std::future::Future<Output = ()>,
+    tls_addr: SocketAddr,
+) {
+    let host = Some(tls_addr.ip()).filter(|ip| !ip.is_unspecified());
+    serve_connections(listener, state, shutdown, Transport::TlsRelayed { host }).await
+}
+
+async fn serve_connections(
+    listener: TcpListener,
+    state: Arc<KvState>,
+    shutdown: impl std::future::Future<Output = ()>,
+    transport: Transport,
+) {
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -146,7 +180,7 @@ pub async fn serve(
                         continue;
                     };
                     let _ = stream.set_nodelay(true);
-                    tokio::spawn(connection::run(stream, state.clone(), slot));
+                    tokio::spawn(connection::run(stream, state.clone(), slot, transport));
                 }
                 Err(error) => {
                     tracing::warn!(%error, "kv accept failed");

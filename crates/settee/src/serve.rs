@@ -214,7 +214,16 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
     if let Some((https, kv)) = tls_addrs {
         println!("settee tls: https on https://{https} and couchbase kv tls on {kv}");
     }
-    let kv_plain_addr = kv_state.config.kv_addr;
+    // The TLS relay's own loopback listener: its connections are TLS ones (PLAIN allowed).
+    let kv_relayed_listener = match tls_addrs {
+        Some(_) => Some(
+            tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+                .await
+                .context("binding the KV TLS relay's loopback port")?,
+        ),
+        None => None,
+    };
+    let kv_state_for_tls = kv_state.clone();
     let kv_server = tokio::spawn(settee_kv::serve(
         kv_listener,
         kv_state.clone(),
@@ -245,9 +254,16 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
         wait_for(shutdown_receiver.clone()),
     ));
     let mut tls_servers = Vec::new();
-    if let (Some((https_listener, kv_tls_listener)), Some(certificates)) =
-        (tls_listeners, certificates.clone())
+    if let (Some((https_listener, kv_tls_listener)), Some(certificates), Some(relayed)) =
+        (tls_listeners, certificates.clone(), kv_relayed_listener)
     {
+        let relayed_addr = relayed.local_addr()?;
+        tls_servers.push(tokio::spawn(settee_kv::serve_tls_relayed(
+            relayed,
+            kv_state_for_tls.clone(),
+            wait_for(shutdown_receiver.clone()),
+            kv_tls_listener.local_addr()?,
+        )));
         tls_servers.push(tokio::spawn(settee_http::serve_with(
             https_listener,
             state.clone(),
@@ -257,7 +273,7 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
         tls_servers.push(tokio::spawn(settee_tls::relay::serve(
             kv_tls_listener,
             certificates,
-            kv_plain_addr,
+            relayed_addr,
             settings.connections.kv_max_connections,
             wait_for(shutdown_receiver.clone()),
         )));

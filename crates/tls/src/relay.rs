@@ -1,5 +1,6 @@
-//! KV over TLS: each TLS connection accepted here is relayed, bytes both ways, to the node's
-//! plain KV listener on loopback. The KV door's connection loop is written for a
+//! KV over TLS: each TLS connection accepted here is relayed, bytes both ways, to a loopback
+//! listener of the KV door that serves only relayed connections (and so offers SASL PLAIN, as
+//! Couchbase Server does over TLS). The KV door's connection loop is written for a
 //! `TcpStream` (it moves sockets between runtimes and writes with `try_write`), so this
 //! costs one loopback hop instead of a second connection loop. What the door sees as the
 //! client's address is therefore the relay's: the failed-login lockout counts every TLS
