@@ -37,7 +37,7 @@ READY_TIMEOUT = timedelta(seconds=15)
 class Settee:
     """A running settee process: its ports and a small HTTP client for the CouchDB door."""
 
-    def __init__(self, http_port, kv_port, mgmt_port, https_port, kv_tls_port, certs):
+    def __init__(self, http_port, kv_port, mgmt_port, https_port=None, kv_tls_port=None, certs=None):
         self.http_port = http_port
         self.kv_port = kv_port
         self.mgmt_port = mgmt_port
