@@ -73,6 +73,12 @@ else
   fail "a document written over HTTPS is read over HTTP"
 fi
 
+if [[ $(curl -sf --cacert "$certs/ca.crt" -u admin:secret "$https/_node/_local/_config/ssl/enable") == '"true"' ]]; then
+  pass "_config shows [ssl] enable = true"
+else
+  fail "_config [ssl] enable"
+fi
+
 # Clients that do not trust the certificate are refused, with the reason.
 for trust in "" "--cacert $certs/other-ca.crt"; do
   status=0
