@@ -509,3 +509,59 @@ impl ServeArgs {
         cors
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    fn settings(argv: &[&str]) -> anyhow::Result<Settings> {
+        let argv = std::iter::once("serve").chain(argv.iter().copied());
+        Wrapper::try_parse_from(argv)?.args.settings()
+    }
+
+    #[test]
+    fn tls_comes_from_flags_or_the_file_with_couchdbs_and_couchbases_ports() {
+        assert!(settings(&[]).unwrap().tls.is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("settee.toml");
+        std::fs::write(
+            &file,
+            "tls_cert = \"/etc/n.crt\"\ntls_key = \"/etc/n.key\"\nhttps_addr = \"127.0.0.1:7000\"\n",
+        )
+        .unwrap();
+        let config = file.to_str().unwrap();
+        let tls = settings(&["--config", config]).unwrap().tls.unwrap();
+        assert_eq!(tls.files.cert, PathBuf::from("/etc/n.crt"));
+        assert_eq!(tls.https_addr, "127.0.0.1:7000".parse().unwrap());
+        assert_eq!(tls.kv_tls_addr, "127.0.0.1:11207".parse().unwrap());
+        // A flag wins over the file.
+        let tls = settings(&["--config", config, "--https-addr", "127.0.0.1:7001"])
+            .unwrap()
+            .tls
+            .unwrap();
+        assert_eq!(tls.https_addr, "127.0.0.1:7001".parse().unwrap());
+        let tls = settings(&["--tls-cert", "a.crt", "--tls-key", "a.key"])
+            .unwrap()
+            .tls
+            .unwrap();
+        assert_eq!(tls.https_addr, "127.0.0.1:6984".parse().unwrap());
+    }
+
+    #[test]
+    fn half_a_tls_configuration_is_refused() {
+        let error = settings(&["--tls-cert", "a.crt"]).unwrap_err();
+        assert!(
+            error.to_string().contains("--tls-cert and --tls-key"),
+            "{error}"
+        );
+        let error = settings(&["--kv-tls-addr", "127.0.0.1:1"]).unwrap_err();
+        assert!(error.to_string().contains("need --tls-cert"), "{error}");
+    }
+}
