@@ -36,7 +36,7 @@ bad_start() {
   local output status=0
   output=$("$SETTEE_BIN" serve --data-dir "$tmp/bad" --http-addr 127.0.0.1:0 --kv-addr 127.0.0.1:0 \
     --mgmt-addr 127.0.0.1:0 --admin admin:secret --https-addr 127.0.0.1:0 \
-    --kv-tls-addr 127.0.0.1:0 "$@" 2>&1 </dev/null) || status=$?
+    --kv-tls-addr 127.0.0.1:0 --mgmt-tls-addr 127.0.0.1:0 "$@" 2>&1 </dev/null) || status=$?
   if [[ $status -ne 0 && $output == *"$expected"* ]]; then
     pass "start refused: ${expected}"
   else
@@ -53,10 +53,13 @@ bad_start "must be given together" --tls-cert "$certs/node.crt"
 https_port=$(free_port)
 kv_tls_port=$((https_port + 1))
 while listening "$kv_tls_port"; do kv_tls_port=$((kv_tls_port + 1)); done
+mgmt_tls_port=$((kv_tls_port + 1))
+while listening "$mgmt_tls_port"; do mgmt_tls_port=$((mgmt_tls_port + 1)); done
 start_settee "$SETTEE_BIN" "$tmp/data" "$tmp/settee.log" \
   --tls-cert "$certs/served.crt" --tls-key "$certs/served.key" \
-  --https-addr "127.0.0.1:$https_port" --kv-tls-addr "127.0.0.1:$kv_tls_port"
-until listening "$https_port" && listening "$kv_tls_port"; do sleep 0.1; done
+  --https-addr "127.0.0.1:$https_port" --kv-tls-addr "127.0.0.1:$kv_tls_port" \
+  --mgmt-tls-addr "127.0.0.1:$mgmt_tls_port"
+until listening "$https_port" && listening "$kv_tls_port" && listening "$mgmt_tls_port"; do sleep 0.1; done
 https="https://127.0.0.1:$https_port"
 
 # curl over HTTPS, trusting the test CA; the same node behind both ports.
@@ -77,6 +80,13 @@ if [[ $(curl -sf --cacert "$certs/ca.crt" -u admin:secret "$https/_node/_local/_
   pass "_config shows [ssl] enable = true"
 else
   fail "_config [ssl] enable"
+fi
+
+# The management port over HTTPS (mgmtSSL), its metrics included.
+if curl -sf --cacert "$certs/ca.crt" -u admin:secret "https://127.0.0.1:$mgmt_tls_port/metrics" | grep -q '^kv_curr_items{bucket="tlsdb"} 1$'; then
+  pass "the management port's /metrics over HTTPS"
+else
+  fail "the management port's /metrics over HTTPS"
 fi
 
 # Clients that do not trust the certificate are refused, with the reason.
@@ -103,6 +113,7 @@ expect_serial() {
 }
 expect_serial "$https_port" node
 expect_serial "$kv_tls_port" node
+expect_serial "$mgmt_tls_port" node
 if openssl s_client -connect "127.0.0.1:$kv_tls_port" -CAfile "$certs/other-ca.crt" \
     -verify_return_error </dev/null >/dev/null 2>&1; then
   fail "the KV TLS port verified against a CA that did not sign it"
@@ -126,6 +137,7 @@ kill -HUP "$pid"
 wait_for_log "TLS certificate reloaded" || fail "no reload logged after SIGHUP"
 expect_serial "$https_port" next
 expect_serial "$kv_tls_port" next
+expect_serial "$mgmt_tls_port" next
 # A reload that fails keeps the certificate in use, and the node running.
 echo "not a key" >"$certs/served.key"
 kill -HUP "$pid"

@@ -56,6 +56,8 @@ pub struct KvConfig {
     /// map's `kvSSL` and `capiSSL` services so `couchbases://` clients find them.
     pub kv_tls_addr: Option<SocketAddr>,
     pub capi_tls_addr: Option<SocketAddr>,
+    /// The management port over TLS (`mgmtSSL`), with TLS configured.
+    pub mgmt_tls_addr: Option<SocketAddr>,
     pub max_value_bytes: usize,
     /// Offer SASL PLAIN (password in clear) on plain TCP.
     pub allow_plain: bool,

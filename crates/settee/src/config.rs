@@ -37,6 +37,10 @@ pub struct ServeArgs {
     /// Couchbase KV over TLS (`couchbases://`), with TLS configured [default: 127.0.0.1:11207].
     #[arg(long, env = "SETTEE_KV_TLS_ADDR")]
     pub kv_tls_addr: Option<SocketAddr>,
+    /// The management port (`/pools`, `/metrics`) over HTTPS, with TLS configured
+    /// [default: 127.0.0.1:18091].
+    #[arg(long, env = "SETTEE_MGMT_TLS_ADDR")]
+    pub mgmt_tls_addr: Option<SocketAddr>,
     /// Offer SASL PLAIN on the KV port (sends the password in clear; for old clients only).
     #[arg(long, env = "SETTEE_KV_ALLOW_PLAIN")]
     pub kv_allow_plain: bool,
@@ -183,6 +187,7 @@ struct FileConfig {
     tls_key: Option<PathBuf>,
     https_addr: Option<SocketAddr>,
     kv_tls_addr: Option<SocketAddr>,
+    mgmt_tls_addr: Option<SocketAddr>,
     kv_allow_plain: Option<bool>,
     kv_bulk_busy_share: Option<f64>,
     http_max_connections: Option<usize>,
@@ -256,6 +261,7 @@ pub struct TlsSettings {
     pub files: settee_tls::TlsFiles,
     pub https_addr: SocketAddr,
     pub kv_tls_addr: SocketAddr,
+    pub mgmt_tls_addr: SocketAddr,
 }
 
 /// The doors' connection limits as configured (before `fd_limit` clamps the maxima).
@@ -469,17 +475,24 @@ impl ServeArgs {
         let key = self.tls_key.clone().or(file.tls_key.clone());
         let https_addr = self.https_addr.or(file.https_addr);
         let kv_tls_addr = self.kv_tls_addr.or(file.kv_tls_addr);
+        let mgmt_tls_addr = self.mgmt_tls_addr.or(file.mgmt_tls_addr);
         match (cert, key) {
             (Some(cert), Some(key)) => Ok(Some(TlsSettings {
                 files: settee_tls::TlsFiles { cert, key },
                 https_addr: https_addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 6984))),
                 kv_tls_addr: kv_tls_addr
                     .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 11207))),
+                mgmt_tls_addr: mgmt_tls_addr
+                    .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 18091))),
             })),
-            (None, None) if https_addr.is_none() && kv_tls_addr.is_none() => Ok(None),
-            (None, None) => {
-                anyhow::bail!("--https-addr and --kv-tls-addr need --tls-cert and --tls-key")
+            (None, None)
+                if https_addr.is_none() && kv_tls_addr.is_none() && mgmt_tls_addr.is_none() =>
+            {
+                Ok(None)
             }
+            (None, None) => anyhow::bail!(
+                "--https-addr, --kv-tls-addr and --mgmt-tls-addr need --tls-cert and --tls-key"
+            ),
             _ => anyhow::bail!("--tls-cert and --tls-key must be given together"),
         }
     }

@@ -155,11 +155,18 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
             tokio::net::TcpListener::bind(tls.kv_tls_addr)
                 .await
                 .with_context(|| format!("binding the KV TLS port {}", tls.kv_tls_addr))?,
+            tokio::net::TcpListener::bind(tls.mgmt_tls_addr)
+                .await
+                .with_context(|| {
+                    format!("binding the management TLS port {}", tls.mgmt_tls_addr)
+                })?,
         )),
         None => None,
     };
     let tls_addrs = match &tls_listeners {
-        Some((https, kv)) => Some((https.local_addr()?, kv.local_addr()?)),
+        Some((https, kv, mgmt)) => {
+            Some((https.local_addr()?, kv.local_addr()?, mgmt.local_addr()?))
+        }
         None => None,
     };
     let kv_state = Arc::new(
@@ -170,8 +177,9 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
                 kv_addr: kv_listener.local_addr()?,
                 mgmt_addr: mgmt_listener.local_addr()?,
                 capi_addr: Some(local),
-                kv_tls_addr: tls_addrs.map(|(_, kv)| kv),
-                capi_tls_addr: tls_addrs.map(|(https, _)| https),
+                kv_tls_addr: tls_addrs.map(|(_, kv, _)| kv),
+                capi_tls_addr: tls_addrs.map(|(https, _, _)| https),
+                mgmt_tls_addr: tls_addrs.map(|(_, _, mgmt)| mgmt),
                 max_value_bytes: settee_kv::MAX_VALUE_BYTES_DEFAULT,
                 allow_plain: settings.kv_allow_plain,
                 server_uuid,
@@ -211,8 +219,10 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
         "settee couchbase kv on {} and management on http://{}",
         kv_state.config.kv_addr, kv_state.config.mgmt_addr
     );
-    if let Some((https, kv)) = tls_addrs {
-        println!("settee tls: https on https://{https} and couchbase kv tls on {kv}");
+    if let Some((https, kv, mgmt)) = tls_addrs {
+        println!(
+            "settee tls: https on https://{https}, couchbase kv tls on {kv} and management on https://{mgmt}"
+        );
     }
     // The TLS relay's own loopback listener: its connections are TLS ones (PLAIN allowed).
     let kv_relayed_listener = match tls_addrs {
@@ -224,6 +234,7 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
         None => None,
     };
     let kv_state_for_tls = kv_state.clone();
+    let mgmt_state_for_tls = kv_state.clone();
     let kv_server = tokio::spawn(settee_kv::serve(
         kv_listener,
         kv_state.clone(),
@@ -254,9 +265,22 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
         wait_for(shutdown_receiver.clone()),
     ));
     let mut tls_servers = Vec::new();
-    if let (Some((https_listener, kv_tls_listener)), Some(certificates), Some(relayed)) =
-        (tls_listeners, certificates.clone(), kv_relayed_listener)
+    if let (
+        Some((https_listener, kv_tls_listener, mgmt_tls_listener)),
+        Some(certificates),
+        Some(relayed),
+    ) = (tls_listeners, certificates.clone(), kv_relayed_listener)
     {
+        let mgmt_certificates = certificates.clone();
+        tls_servers.push(tokio::spawn(settee_kv::mgmt::serve_with(
+            mgmt_tls_listener,
+            mgmt_state_for_tls,
+            wait_for(shutdown_receiver.clone()),
+            move |stream| {
+                let certificates = mgmt_certificates.clone();
+                async move { certificates.accept(stream).await }
+            },
+        )));
         let relayed_addr = relayed.local_addr()?;
         tls_servers.push(tokio::spawn(settee_kv::serve_tls_relayed(
             relayed,

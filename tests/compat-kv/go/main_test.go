@@ -48,6 +48,7 @@ var (
 type settee struct {
 	httpPort, kvPort, mgmtPort int
 	httpsPort, kvTLSPort       int
+	mgmtTLSPort                int
 	httpURL, connectionString  string
 	tlsConnectionString        string
 	// certs holds the test CA (ca.crt) and a CA that signed nothing of the node's (other-ca.crt).
@@ -108,7 +109,7 @@ func startSettee() (*settee, error) {
 		os.RemoveAll(dataDir)
 		return nil, fmt.Errorf("making the test certificates: %v: %s", err, out)
 	}
-	for _, port := range []*int{&s.httpPort, &s.kvPort, &s.mgmtPort, &s.httpsPort, &s.kvTLSPort} {
+	for _, port := range []*int{&s.httpPort, &s.kvPort, &s.mgmtPort, &s.httpsPort, &s.kvTLSPort, &s.mgmtTLSPort} {
 		if *port, err = freePort(); err != nil {
 			return nil, err
 		}
@@ -120,6 +121,7 @@ func startSettee() (*settee, error) {
 		"--tls-cert", filepath.Join(s.certs, "node.crt"), "--tls-key", filepath.Join(s.certs, "node.key"),
 		"--https-addr", fmt.Sprintf("127.0.0.1:%d", s.httpsPort),
 		"--kv-tls-addr", fmt.Sprintf("127.0.0.1:%d", s.kvTLSPort),
+		"--mgmt-tls-addr", fmt.Sprintf("127.0.0.1:%d", s.mgmtTLSPort),
 		"--http-addr", fmt.Sprintf("127.0.0.1:%d", s.httpPort),
 		"--kv-addr", fmt.Sprintf("127.0.0.1:%d", s.kvPort),
 		"--mgmt-addr", fmt.Sprintf("127.0.0.1:%d", s.mgmtPort),

@@ -129,6 +129,7 @@ async function startSettee() {
     '--tls-cert', path.join(certs, 'node.crt'), '--tls-key', path.join(certs, 'node.key'),
     '--https-addr', `127.0.0.1:${settee.httpsPort}`,
     '--kv-tls-addr', `127.0.0.1:${settee.kvTlsPort}`,
+    '--mgmt-tls-addr', `127.0.0.1:${await freePort()}`,
     '--http-addr', `127.0.0.1:${settee.httpPort}`,
     '--kv-addr', `127.0.0.1:${settee.kvPort}`,
     '--mgmt-addr', `127.0.0.1:${settee.mgmtPort}`,

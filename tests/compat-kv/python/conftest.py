@@ -130,6 +130,7 @@ def running_settee(*extra_args):
     certs = os.path.join(data_dir, "certs")
     subprocess.run([MAKE_CERTS, certs], check=True)
     server = Settee(free_port(), free_port(), free_port(), free_port(), free_port(), certs)
+    mgmt_tls_port = free_port()
     process = subprocess.Popen(
         [binary, "serve", "--data-dir", os.path.join(data_dir, "data"),
          "--http-addr", f"127.0.0.1:{server.http_port}",
@@ -138,6 +139,7 @@ def running_settee(*extra_args):
          "--tls-cert", os.path.join(certs, "node.crt"), "--tls-key", os.path.join(certs, "node.key"),
          "--https-addr", f"127.0.0.1:{server.https_port}",
          "--kv-tls-addr", f"127.0.0.1:{server.kv_tls_port}",
+         "--mgmt-tls-addr", f"127.0.0.1:{mgmt_tls_port}",
          "--admin", "admin:secret", "--pbkdf2-iterations", "1000", *extra_args],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
     try:

@@ -49,3 +49,15 @@ def test_an_sdk_that_does_not_trust_the_certificate_is_refused(settee):
             cluster.bucket("default").default_collection().get("anything")
         finally:
             cluster.close()
+
+
+def test_the_collection_manager_works_over_couchbases(settee):
+    """The SDK's management requests go to the node's mgmtSSL port over HTTPS."""
+    cluster = tls_cluster(settee, "ca.crt")
+    try:
+        cluster.wait_until_ready(timedelta(seconds=15),
+                                 WaitUntilReadyOptions(service_types=[ServiceType.KeyValue]))
+        scopes = cluster.bucket("default").collections().get_all_scopes()
+        assert "_default" in [scope.name for scope in scopes]
+    finally:
+        cluster.close()
