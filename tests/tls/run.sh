@@ -121,6 +121,13 @@ else
   pass "KV TLS refused by a client that does not trust the CA"
 fi
 
+# Failed KV logins over TLS lock out the client that made them, not every TLS client.
+if python3 "$HERE/kv_tls_lockout_by_client.py" "$kv_tls_port" "$certs/ca.crt"; then
+  pass "KV TLS lockout by the client's address"
+else
+  fail "KV TLS lockout by the client's address"
+fi
+
 # wait_for_log TEXT: until the node's log has TEXT (a minute at most).
 wait_for_log() {
   local deadline=$((SECONDS + 60))

@@ -60,19 +60,18 @@ pub(crate) async fn run(
     transport: crate::Transport,
 ) {
     let now = Instant::now();
-    // A relayed TLS connection reached the relay's listener, not this loopback one: the
-    // cluster configs name the TLS listener's host when it has one.
-    let local = match transport {
-        crate::Transport::TlsRelayed { host: Some(host) } => Some(host),
-        _ => stream.local_addr().ok().map(|addr| addr.ip()),
+    // A relayed TLS connection's addresses are those the relay accepted, not this loopback
+    // connection's.
+    let (peer, local, tls) = match transport {
+        crate::Transport::TlsRelayed { peer, local } => (Some(peer), Some(local), true),
+        crate::Transport::Plain => (
+            stream.peer_addr().ok().map(|addr| addr.ip()),
+            stream.local_addr().ok().map(|addr| addr.ip()),
+            false,
+        ),
     };
     let carried = Carried {
-        session: Session::new(
-            state.clone(),
-            stream.peer_addr().ok().map(|addr| addr.ip()),
-            local,
-            matches!(transport, crate::Transport::TlsRelayed { .. }),
-        ),
+        session: Session::new(state.clone(), peer, local, tls),
         input: BytesMut::with_capacity(READ_BUFFER_BYTES),
         timings: TimingsGuard {
             local: ConnTimings::new(),

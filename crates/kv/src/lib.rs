@@ -136,39 +136,61 @@ pub async fn serve(
     state: Arc<KvState>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    serve_connections(listener, state, shutdown, Transport::Plain).await
+    serve_connections(listener, state, shutdown, false).await
 }
 
 /// How a connection reached the door.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Transport {
     Plain,
-    /// Through the TLS relay, whose listener is on `host` (`None`: on every address).
+    /// Through the TLS relay, from `peer` to `local` (the relay's preface).
     TlsRelayed {
-        host: Option<std::net::IpAddr>,
+        peer: std::net::IpAddr,
+        local: std::net::IpAddr,
     },
 }
 
+/// A relay that has not sent its preface this quickly is closed.
+const RELAY_PREFACE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Serves the connections the TLS relay (`settee-tls`) makes for `couchbases://` clients, on
 /// a loopback listener of their own: as on the plain port, but SASL PLAIN is offered, as
-/// Couchbase Server offers it over TLS. The listener must be reachable from loopback only.
-/// `tls_addr` is where the relay listens: its host is the one cluster configs name to these
-/// clients (with an unspecified host, the loopback address the relay connected to).
+/// Couchbase Server offers it over TLS, and each connection starts with the relay's preface
+/// (`settee_door::relay_preface`: the client's address, counted for failed logins, and the
+/// address it reached, named in cluster configs). The listener must be reachable from
+/// loopback only.
 pub async fn serve_tls_relayed(
     listener: TcpListener,
     state: Arc<KvState>,
     shutdown: impl std::future::Future<Output = ()>,
-    tls_addr: SocketAddr,
 ) {
-    let host = Some(tls_addr.ip()).filter(|ip| !ip.is_unspecified());
-    serve_connections(listener, state, shutdown, Transport::TlsRelayed { host }).await
+    serve_connections(listener, state, shutdown, true).await
+}
+
+/// Reads the relay's preface off `stream` (exactly its bytes, nothing of the KV frames).
+async fn relay_preface(stream: &mut tokio::net::TcpStream) -> Option<Transport> {
+    use tokio::io::AsyncReadExt;
+    let read = async {
+        let length = usize::from(stream.read_u8().await.ok()?);
+        if length > settee_door::relay_preface::TEXT_BYTES_MAX {
+            return None;
+        }
+        let mut text = vec![0u8; length];
+        stream.read_exact(&mut text).await.ok()?;
+        let (peer, local) = settee_door::relay_preface::decode(&text)?;
+        Some(Transport::TlsRelayed { peer, local })
+    };
+    tokio::time::timeout(RELAY_PREFACE_TIMEOUT, read)
+        .await
+        .ok()
+        .flatten()
 }
 
 async fn serve_connections(
     listener: TcpListener,
     state: Arc<KvState>,
     shutdown: impl std::future::Future<Output = ()>,
-    transport: Transport,
+    relayed: bool,
 ) {
     tokio::pin!(shutdown);
     loop {
@@ -182,7 +204,17 @@ async fn serve_connections(
                         continue;
                     };
                     let _ = stream.set_nodelay(true);
-                    tokio::spawn(connection::run(stream, state.clone(), slot, transport));
+                    if relayed {
+                        let state = state.clone();
+                        let mut stream = stream;
+                        tokio::spawn(async move {
+                            if let Some(transport) = relay_preface(&mut stream).await {
+                                connection::run(stream, state, slot, transport).await;
+                            }
+                        });
+                    } else {
+                        tokio::spawn(connection::run(stream, state.clone(), slot, Transport::Plain));
+                    }
                 }
                 Err(error) => {
                     tracing::warn!(%error, "kv accept failed");

@@ -286,7 +286,6 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
             relayed,
             kv_state_for_tls.clone(),
             wait_for(shutdown_receiver.clone()),
-            kv_tls_listener.local_addr()?,
         )));
         tls_servers.push(tokio::spawn(settee_http::serve_with(
             https_listener,

@@ -2,13 +2,14 @@
 //! listener of the KV door that serves only relayed connections (and so offers SASL PLAIN, as
 //! Couchbase Server does over TLS). The KV door's connection loop is written for a
 //! `TcpStream` (it moves sockets between runtimes and writes with `try_write`), so this
-//! costs one loopback hop instead of a second connection loop. What the door sees as the
-//! client's address is therefore the relay's: the failed-login lockout counts every TLS
-//! client of a user as one address.
+//! costs one loopback hop instead of a second connection loop. The relay first sends
+//! `settee_door::relay_preface`: the client's address and the one it reached, so the door
+//! counts failed logins by the real client and names the right host in cluster configs.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
@@ -48,6 +49,9 @@ pub async fn serve(
         tokio::spawn(async move {
             let _permit = permit;
             let _ = stream.set_nodelay(true);
+            let (Ok(peer), Ok(local)) = (stream.peer_addr(), stream.local_addr()) else {
+                return;
+            };
             let mut tls = match certificates.accept(stream).await {
                 Ok(tls) => tls,
                 Err(error) => {
@@ -59,6 +63,10 @@ pub async fn serve(
                 return;
             };
             let _ = inner.set_nodelay(true);
+            let preface = settee_door::relay_preface::encode(peer.ip(), local.ip());
+            if inner.write_all(&preface).await.is_err() {
+                return;
+            }
             let _ = tokio::io::copy_bidirectional(&mut tls, &mut inner).await;
         });
     }
