@@ -36,6 +36,10 @@ pub async fn handle(
         *preflight.status_mut() = hyper::StatusCode::NO_CONTENT;
         *preflight.headers_mut() = headers;
         common_headers(&mut preflight, &request_id);
+        state
+            .metrics
+            .http
+            .record("OPTIONS", preflight.status().as_u16(), started.elapsed());
         return preflight;
     }
     let origin = parts
