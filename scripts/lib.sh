@@ -11,8 +11,9 @@ as_root() {
 }
 
 install_system_packages() {
-  # g++ and libclang-dev build RocksDB from source (Debian's librocksdb is too old).
-  local wanted=(g++ make clang libclang-dev pkg-config curl ca-certificates nodejs npm)
+  # g++ and libclang-dev build RocksDB from source (Debian's librocksdb is too old);
+  # openssl makes the test CAs and certificates of the TLS tests.
+  local wanted=(g++ make clang libclang-dev pkg-config curl ca-certificates nodejs npm openssl)
   local missing=()
   for package in "${wanted[@]}"; do
     # nodejs/npm may come from elsewhere (nvm, a tarball): a working command is enough.
@@ -61,11 +62,12 @@ free_port() {
   echo "$port"
 }
 
-# start_settee BINARY DATA_DIR LOG: starts a node on three free loopback ports (admin
-# admin:secret) and waits until it listens; sets http_port, kv_port, mgmt_port and pid.
+# start_settee BINARY DATA_DIR LOG [EXTRA_ARGS...]: starts a node on three free loopback ports
+# (admin admin:secret) and waits until it listens; sets http_port, kv_port, mgmt_port and pid.
 # Returns 1 (with the log's tail) if it exits or does not listen within a minute.
 start_settee() {
   local binary=$1 data=$2 log=$3 deadline
+  shift 3
   http_port=$(free_port)
   kv_port=$(free_port)
   ((kv_port != http_port)) || kv_port=$((kv_port + 1))
@@ -73,7 +75,7 @@ start_settee() {
   while ((mgmt_port == http_port || mgmt_port == kv_port)); do mgmt_port=$((mgmt_port + 1)); done
   "$binary" serve --data-dir "$data" --http-addr "127.0.0.1:$http_port" \
     --kv-addr "127.0.0.1:$kv_port" --mgmt-addr "127.0.0.1:$mgmt_port" \
-    --admin admin:secret >"$log" 2>&1 &
+    --admin admin:secret "$@" >"$log" 2>&1 &
   pid=$!
   deadline=$((SECONDS + 60))
   until listening "$http_port" && listening "$kv_port"; do

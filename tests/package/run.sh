@@ -41,6 +41,7 @@ readelf -S "$debug" 2>/dev/null | grep -q '\.debug_line' || fail "the debug file
 unit=$tmp/root/lib/systemd/system/settee.service
 grep -qx 'ExecStart=/usr/bin/settee serve --config /etc/settee/settee.toml' "$unit" || fail "ExecStart"
 grep -qx 'User=settee' "$unit" || fail "the service must run as the settee user"
+grep -qx 'ExecReload=/bin/kill -HUP $MAINPID' "$unit" || fail "ExecReload (SIGHUP reloads the TLS certificate)"
 grep -qx 'ReadWritePaths=/var/lib/settee' "$unit" || fail "ReadWritePaths"
 grep -q '^data_dir = "/var/lib/settee"$' "$tmp/root/etc/settee/settee.toml" || fail "data_dir"
 

@@ -129,3 +129,54 @@ mod tests {
         assert_eq!(log.since_logged.load(Ordering::Relaxed), 2);
     }
 }
+
+/// The TLS relay's preface (`settee-tls` relay.rs writes it, the KV door's relayed listener
+/// reads it): the addresses of the connection the relay accepted, so the door counts failed
+/// logins by the real client and names the host the client reached in its cluster configs.
+///
+/// ```text
+/// +--------+------------------------------------------+
+/// | length | "<peer ip> <local ip>" (ASCII, <= 96 B)  |
+/// +--------+------------------------------------------+
+///   1 byte   `length` bytes
+/// ```
+pub mod relay_preface {
+    use std::net::IpAddr;
+
+    /// Longest text: two IPv6 addresses and a space fit well within it.
+    pub const TEXT_BYTES_MAX: usize = 96;
+
+    /// The preface for a connection from `peer` accepted on `local`.
+    pub fn encode(peer: IpAddr, local: IpAddr) -> Vec<u8> {
+        let text = format!("{peer} {local}");
+        let mut preface = Vec::with_capacity(text.len() + 1);
+        // Two addresses' text is at most 2 x 45 + 1 bytes: always within one length byte.
+        preface.push(text.len().min(TEXT_BYTES_MAX) as u8);
+        preface.extend_from_slice(&text.as_bytes()[..text.len().min(TEXT_BYTES_MAX)]);
+        preface
+    }
+
+    /// `(peer, local)` from the text after the length byte; `None` if it is not two addresses.
+    pub fn decode(text: &[u8]) -> Option<(IpAddr, IpAddr)> {
+        let text = std::str::from_utf8(text).ok()?;
+        let (peer, local) = text.split_once(' ')?;
+        Some((peer.parse().ok()?, local.parse().ok()?))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn addresses_round_trip_and_garbage_is_refused() {
+            let peer: IpAddr = "2001:db8::1".parse().expect("v6");
+            let local: IpAddr = "10.0.0.7".parse().expect("v4");
+            let preface = encode(peer, local);
+            assert_eq!(usize::from(preface[0]), preface.len() - 1);
+            assert_eq!(decode(&preface[1..]), Some((peer, local)));
+            assert_eq!(decode(b"1.2.3.4"), None);
+            assert_eq!(decode(b"1.2.3.4 nonsense"), None);
+            assert_eq!(decode(&[0xff, 0x20, 0x31]), None);
+        }
+    }
+}

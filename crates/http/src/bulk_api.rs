@@ -79,6 +79,11 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
     let outcomes = keyspace
         .update_docs(updates, new_edits, &req.user.writer())
         .await?;
+    let saved = outcomes
+        .iter()
+        .filter(|outcome| matches!(outcome, UpdateOutcome::Saved { .. }))
+        .count();
+    state.metrics.http.database_writes.add(saved as u64);
     let mut rows = Vec::with_capacity(slots.len());
     for (id, slot) in slots {
         match slot {

@@ -239,16 +239,16 @@ impl Body for TrackedBody {
 
 /// The connection's socket, telling its clock when bytes arrive, and percent-encoding the
 /// bytes of a request target hyper would refuse ([`settee_http_wire::request_line`]).
-pub struct TimedIo {
-    stream: TcpStream,
+pub struct TimedIo<S = TcpStream> {
+    stream: S,
     clock: Arc<Clock>,
     quoter: settee_http_wire::request_line::RequestLineQuoter,
     /// Rewritten bytes that did not fit hyper's buffer yet (a few bytes of a request line).
     pending: Vec<u8>,
 }
 
-impl TimedIo {
-    pub fn new(stream: TcpStream, clock: Arc<Clock>) -> TimedIo {
+impl<S> TimedIo<S> {
+    pub fn new(stream: S, clock: Arc<Clock>) -> TimedIo<S> {
         TimedIo {
             stream,
             clock,
@@ -265,7 +265,7 @@ impl TimedIo {
     }
 }
 
-impl AsyncRead for TimedIo {
+impl<S: AsyncRead + Unpin> AsyncRead for TimedIo<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -293,7 +293,7 @@ impl AsyncRead for TimedIo {
     }
 }
 
-impl AsyncWrite for TimedIo {
+impl<S: AsyncWrite + Unpin> AsyncWrite for TimedIo<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

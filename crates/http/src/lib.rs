@@ -20,6 +20,7 @@ pub mod db_api;
 pub mod doc_api;
 pub mod error;
 pub mod form_upload;
+pub mod handshake;
 pub mod js_filter;
 pub mod jsonp;
 pub mod location;
@@ -99,6 +100,9 @@ pub struct HttpState {
     pub streams: Arc<streamed::StreamBudget>,
     /// `/_node/{node}/_config` and the runtime settings each request reads once.
     pub node_config: Arc<settee_node_config::NodeConfig>,
+    /// Counted on every request (`router::handle`), shown by `/_node/{node}/_prometheus`,
+    /// `_stats` and `_system` (`node_api.rs`, over `settee-metrics`).
+    pub metrics: Arc<settee_metrics::NodeMetrics>,
 }
 
 impl HttpState {
@@ -125,7 +129,14 @@ impl HttpState {
             replicator: std::sync::OnceLock::new(),
             streams,
             node_config,
+            metrics: Arc::default(),
         }
+    }
+
+    /// Counts into the node's metrics, which the KV door's `/metrics` shares.
+    pub fn with_metrics(mut self, metrics: Arc<settee_metrics::NodeMetrics>) -> HttpState {
+        self.metrics = metrics;
+        self
     }
 }
 
@@ -134,6 +145,17 @@ pub async fn serve(
     listener: TcpListener,
     state: Arc<HttpState>,
     shutdown: impl std::future::Future<Output = ()>,
+) {
+    serve_with(listener, state, shutdown, handshake::Plain).await
+}
+
+/// Serves the CouchDB API over what `handshake` makes of each accepted socket (HTTPS: a TLS
+/// stream), until `shutdown` resolves.
+pub async fn serve_with<H: handshake::Handshake>(
+    listener: TcpListener,
+    state: Arc<HttpState>,
+    shutdown: impl std::future::Future<Output = ()>,
+    handshake: H,
 ) {
     tokio::pin!(shutdown);
     let slots = settee_door::Slots::new("http", state.config.max_connections);
@@ -157,13 +179,25 @@ pub async fn serve(
             }
         };
         let Some(slot) = slots.take() else {
-            refusals.answer(stream);
+            if handshake.answers_refusals() {
+                refusals.answer(stream);
+            }
             continue;
         };
         let _ = stream.set_nodelay(true);
         let state = state.clone();
+        let metrics = state.metrics.clone();
+        let handshake = handshake.clone();
         tokio::spawn(async move {
             let _slot = slot;
+            let _open = metrics.http.connections_open.hold();
+            let stream = match handshake.handshake(stream).await {
+                Ok(stream) => stream,
+                Err(error) => {
+                    tracing::debug!(%error, "handshake failed");
+                    return;
+                }
+            };
             let clock = connection::Clock::new();
             let service_clock = clock.clone();
             let service = service_fn(move |request| {

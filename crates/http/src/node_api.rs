@@ -1,7 +1,8 @@
 //! The node's own endpoints as a single CouchDB 3.5 node answers them: `/_node/{node}` (its
 //! name), `/_node/{node}/_config...` (over `settee-node-config`), `/_node/{node}/_versions`,
-//! `/_membership`, `/_cluster_setup`, and `/_reshard` as a CouchDB without resharding
-//! answers it. All but `/_reshard` are for server admins only.
+//! `/_membership`, `/_cluster_setup`, `/_node/{node}/_prometheus`, `_stats` and `_system`
+//! (shapes from `settee-metrics`), and `/_reshard` as a CouchDB without resharding answers it.
+//! All but `/_reshard` are for server admins only.
 
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -62,12 +63,47 @@ pub async fn node(
         ["_config", config @ ..] => config_request(state, req, config).await,
         ["_versions"] if is_get(req) => Ok(json(StatusCode::OK, &versions())),
         ["_versions"] => Err(not_allowed("GET,HEAD")),
-        [name @ ("_stats" | "_system" | "_prometheus" | "_restart" | "_smoosh"), ..] => Err(
-            ApiError::NotImplemented(format!("/_node/{{node}}/{name} is not served yet")),
-        ),
+        ["_prometheus"] if is_get(req) => Ok(prometheus(state)),
+        ["_stats", path @ ..] if is_get(req) => stats(state, path),
+        ["_system"] if is_get(req) => Ok(json(
+            StatusCode::OK,
+            &settee_metrics::couchdb::system(&state.metrics),
+        )),
+        ["_prometheus" | "_stats" | "_system", ..] => Err(not_allowed("GET,HEAD")),
+        [name @ ("_restart" | "_smoosh"), ..] => Err(ApiError::NotImplemented(format!(
+            "/_node/{{node}}/{name} is not served yet"
+        ))),
         // CouchDB reads any other name as a database it cannot have.
         [name, ..] => crate::db_api::validate_db_name(name)
             .and(Err(ApiError::NotFound("Database does not exist.".into()))),
+    }
+}
+
+fn door_facts(state: &HttpState) -> settee_metrics::couchdb::DoorFacts {
+    settee_metrics::couchdb::DoorFacts {
+        open_databases: state.engine.bucket_names().len() as u64,
+    }
+}
+
+/// `/_node/{node}/_prometheus`: the text format 0.0.4 (`settee-metrics` writes it).
+fn prometheus(state: &HttpState) -> HttpResponse {
+    let text = settee_metrics::couchdb::prometheus(&state.metrics, door_facts(state));
+    let mut response = hyper::Response::new(crate::response::full(bytes::Bytes::from(text)));
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(settee_metrics::text::CONTENT_TYPE),
+    );
+    response
+}
+
+/// `/_node/{node}/_stats[/group/name...]`: the whole tree or the part a path names, as
+/// CouchDB answers `/_stats/couchdb/request_time`.
+fn stats(state: &HttpState, path: &[&str]) -> ApiResult<HttpResponse> {
+    let tree = settee_metrics::couchdb::stats(&state.metrics, door_facts(state));
+    let found = path.iter().try_fold(&tree, |node, name| node.get(*name));
+    match found {
+        Some(value) => Ok(json(StatusCode::OK, value)),
+        None => Err(ApiError::NotFound("Unknown stat".into())),
     }
 }
 

@@ -26,6 +26,7 @@ pub async fn handle(
     request: Request<Incoming>,
     peer: Option<std::net::IpAddr>,
 ) -> HttpResponse {
+    let started = std::time::Instant::now();
     let (mut parts, body) = request.into_parts();
     let request_id = request_id(&parts.headers);
     // A CORS preflight is answered before authentication, as CouchDB answers it: the browser
@@ -35,6 +36,10 @@ pub async fn handle(
         *preflight.status_mut() = hyper::StatusCode::NO_CONTENT;
         *preflight.headers_mut() = headers;
         common_headers(&mut preflight, &request_id);
+        state
+            .metrics
+            .http
+            .record("OPTIONS", preflight.status().as_u16(), started.elapsed());
         return preflight;
     }
     let origin = parts
@@ -64,6 +69,7 @@ pub async fn handle(
     let settings = state.node_config.settings();
     let callback = crate::jsonp::callback(&settings, parts.uri.query());
     let mut body = Some(body);
+    let method = parts.method.clone();
     let mut response = match (
         state.auth.authenticate(&parts.headers, &state.engine, peer),
         split_path(parts.uri.path(), settings.decode_plus_to_space),
@@ -107,6 +113,11 @@ pub async fn handle(
         .config
         .cors
         .decorate(origin.as_deref(), response.headers_mut());
+    state.metrics.http.record(
+        method.as_str(),
+        response.status().as_u16(),
+        started.elapsed(),
+    );
     response
 }
 
@@ -200,7 +211,10 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
         )),
         [db, "_all_docs"] => bulk_api::all_docs(state, req, db, bulk_api::DocSet::All).await,
         [db, "_design_docs"] => bulk_api::all_docs(state, req, db, bulk_api::DocSet::Design).await,
-        [db, "_bulk_docs"] => bulk_api::bulk_docs(state, req, db).await,
+        [db, "_bulk_docs"] => {
+            state.metrics.http.bulk_requests.inc();
+            bulk_api::bulk_docs(state, req, db).await
+        }
         [db, "_index"] => Box::pin(mango_api::index(state, req, db)).await,
         [db, "_index", "_bulk_delete"] => Box::pin(mango_api::bulk_delete(state, req, db)).await,
         [db, "_index", ddoc, kind, name] => {
@@ -226,7 +240,9 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
         [db, "_local", id] => Box::pin(doc_api::local(state, req, db, id)).await,
         [db, "_design", name] => {
             let id = format!("_design/{name}");
-            doc_api::document(state, req, db, &id).await
+            let answer = doc_api::document(state, req, db, &id).await;
+            count_document(state, &req.method, &answer);
+            answer
         }
         [db, "_design", name, "_view", view] => {
             Box::pin(view_api::view(state, req, db, name, view)).await
@@ -256,7 +272,11 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
         [_, id, ..] if id.starts_with('_') && !doc_api::is_reserved_id(id) => Err(
             ApiError::BadRequest("Only reserved document ids may start with underscore.".into()),
         ),
-        [db, id] => doc_api::document(state, req, db, id).await,
+        [db, id] => {
+            let answer = doc_api::document(state, req, db, id).await;
+            count_document(state, &req.method, &answer);
+            answer
+        }
         [db, id, "_lookup"] => subdoc_api::lookup(state, req, db, id).await,
         [db, id, "_mutate"] => Box::pin(subdoc_api::mutate(state, req, db, id)).await,
         [db, id, attachment @ ..] => {
@@ -269,6 +289,21 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
             ))
             .await
         }
+    }
+}
+
+/// A document read or written through `/{db}/{id}` (CouchDB's `database_reads` and
+/// `database_writes`): counted when it succeeded.
+fn count_document(state: &HttpState, method: &Method, answer: &ApiResult<HttpResponse>) {
+    let Ok(response) = answer else { return };
+    if !response.status().is_success() {
+        return;
+    }
+    match *method {
+        Method::GET | Method::HEAD => state.metrics.http.database_reads.inc(),
+        Method::PUT | Method::DELETE | Method::POST => state.metrics.http.database_writes.inc(),
+        _ if method.as_str() == "COPY" => state.metrics.http.database_writes.inc(),
+        _ => {}
     }
 }
 

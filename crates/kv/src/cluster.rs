@@ -16,6 +16,15 @@ fn nodes_ext(config: &KvConfig) -> serde_json::Value {
     if let Some(capi) = config.capi_addr {
         services["capi"] = capi.port().into();
     }
+    if let Some(kv_tls) = config.kv_tls_addr {
+        services["kvSSL"] = kv_tls.port().into();
+    }
+    if let Some(capi_tls) = config.capi_tls_addr {
+        services["capiSSL"] = capi_tls.port().into();
+    }
+    if let Some(mgmt_tls) = config.mgmt_tls_addr {
+        services["mgmtSSL"] = mgmt_tls.port().into();
+    }
     serde_json::json!([{
         "services": services,
         "thisNode": true,

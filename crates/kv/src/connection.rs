@@ -53,14 +53,25 @@ struct Carried {
 
 /// Serves one connection: on the main runtime, and on the bulk lane if it gets busy there
 /// (`lanes.rs`). `slot` is its place among the door's connections, given back when it ends.
-pub(crate) async fn run(stream: TcpStream, state: Arc<KvState>, slot: Slot) {
+pub(crate) async fn run(
+    stream: TcpStream,
+    state: Arc<KvState>,
+    slot: Slot,
+    transport: crate::Transport,
+) {
     let now = Instant::now();
-    let carried = Carried {
-        session: Session::new(
-            state.clone(),
+    // A relayed TLS connection's addresses are those the relay accepted, not this loopback
+    // connection's.
+    let (peer, local, tls) = match transport {
+        crate::Transport::TlsRelayed { peer, local } => (Some(peer), Some(local), true),
+        crate::Transport::Plain => (
             stream.peer_addr().ok().map(|addr| addr.ip()),
             stream.local_addr().ok().map(|addr| addr.ip()),
+            false,
         ),
+    };
+    let carried = Carried {
+        session: Session::new(state.clone(), peer, local, tls),
         input: BytesMut::with_capacity(READ_BUFFER_BYTES),
         timings: TimingsGuard {
             local: ConnTimings::new(),

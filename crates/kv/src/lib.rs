@@ -52,6 +52,12 @@ pub struct KvConfig {
     /// Where view queries go (Couchbase's `capi` service): the node's CouchDB HTTP address,
     /// which serves `/{bucket}/_design/{ddoc}/_view/{view}` as the SDKs send it.
     pub capi_addr: Option<SocketAddr>,
+    /// With TLS configured: the KV-over-TLS and HTTPS addresses, advertised as the cluster
+    /// map's `kvSSL` and `capiSSL` services so `couchbases://` clients find them.
+    pub kv_tls_addr: Option<SocketAddr>,
+    pub capi_tls_addr: Option<SocketAddr>,
+    /// The management port over TLS (`mgmtSSL`), with TLS configured.
+    pub mgmt_tls_addr: Option<SocketAddr>,
     pub max_value_bytes: usize,
     /// Offer SASL PLAIN (password in clear) on plain TCP.
     pub allow_plain: bool,
@@ -80,6 +86,9 @@ pub struct KvState {
     slots: settee_door::Slots,
     /// DCP producer connections by name (`dcp/names.rs`).
     dcp_names: dcp::ProducerNames,
+    /// The process's and the storage engine's figures, shown by `GET /metrics` beside the
+    /// door's own (`mgmt/metrics.rs`).
+    metrics: Arc<settee_metrics::NodeMetrics>,
 }
 
 impl KvState {
@@ -87,6 +96,7 @@ impl KvState {
         engine: Arc<Engine>,
         users: Arc<Users>,
         config: KvConfig,
+        metrics: Arc<settee_metrics::NodeMetrics>,
     ) -> std::io::Result<KvState> {
         Ok(KvState {
             timings: timings::NodeTimings::new(config.slow_op_after),
@@ -95,6 +105,7 @@ impl KvState {
             output: budget::NodeOutput::new(config.limits.node_output_bytes_max),
             slots: settee_door::Slots::new("kv", config.limits.max_connections),
             dcp_names: dcp::ProducerNames::default(),
+            metrics,
             engine,
             users,
             config,
@@ -125,6 +136,62 @@ pub async fn serve(
     state: Arc<KvState>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    serve_connections(listener, state, shutdown, false).await
+}
+
+/// How a connection reached the door.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Transport {
+    Plain,
+    /// Through the TLS relay, from `peer` to `local` (the relay's preface).
+    TlsRelayed {
+        peer: std::net::IpAddr,
+        local: std::net::IpAddr,
+    },
+}
+
+/// A relay that has not sent its preface this quickly is closed.
+const RELAY_PREFACE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Serves the connections the TLS relay (`settee-tls`) makes for `couchbases://` clients, on
+/// a loopback listener of their own: as on the plain port, but SASL PLAIN is offered, as
+/// Couchbase Server offers it over TLS, and each connection starts with the relay's preface
+/// (`settee_door::relay_preface`: the client's address, counted for failed logins, and the
+/// address it reached, named in cluster configs). The listener must be reachable from
+/// loopback only.
+pub async fn serve_tls_relayed(
+    listener: TcpListener,
+    state: Arc<KvState>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    serve_connections(listener, state, shutdown, true).await
+}
+
+/// Reads the relay's preface off `stream` (exactly its bytes, nothing of the KV frames).
+async fn relay_preface(stream: &mut tokio::net::TcpStream) -> Option<Transport> {
+    use tokio::io::AsyncReadExt;
+    let read = async {
+        let length = usize::from(stream.read_u8().await.ok()?);
+        if length > settee_door::relay_preface::TEXT_BYTES_MAX {
+            return None;
+        }
+        let mut text = vec![0u8; length];
+        stream.read_exact(&mut text).await.ok()?;
+        let (peer, local) = settee_door::relay_preface::decode(&text)?;
+        Some(Transport::TlsRelayed { peer, local })
+    };
+    tokio::time::timeout(RELAY_PREFACE_TIMEOUT, read)
+        .await
+        .ok()
+        .flatten()
+}
+
+async fn serve_connections(
+    listener: TcpListener,
+    state: Arc<KvState>,
+    shutdown: impl std::future::Future<Output = ()>,
+    relayed: bool,
+) {
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -137,7 +204,17 @@ pub async fn serve(
                         continue;
                     };
                     let _ = stream.set_nodelay(true);
-                    tokio::spawn(connection::run(stream, state.clone(), slot));
+                    if relayed {
+                        let state = state.clone();
+                        let mut stream = stream;
+                        tokio::spawn(async move {
+                            if let Some(transport) = relay_preface(&mut stream).await {
+                                connection::run(stream, state, slot, transport).await;
+                            }
+                        });
+                    } else {
+                        tokio::spawn(connection::run(stream, state.clone(), slot, Transport::Plain));
+                    }
                 }
                 Err(error) => {
                     tracing::warn!(%error, "kv accept failed");

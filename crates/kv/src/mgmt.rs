@@ -22,12 +22,34 @@ use tokio::net::TcpListener;
 use crate::{cluster, KvState};
 
 mod collections;
+mod metrics;
 
 pub async fn serve(
     listener: TcpListener,
     state: Arc<KvState>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    serve_with(
+        listener,
+        state,
+        shutdown,
+        |stream| async move { Ok(stream) },
+    )
+    .await
+}
+
+/// Serves the management endpoints over what `handshake` makes of each accepted socket (the
+/// HTTPS port, `mgmtSSL`: a TLS stream; the binary passes `settee-tls`'s handshake).
+pub async fn serve_with<H, F, S>(
+    listener: TcpListener,
+    state: Arc<KvState>,
+    shutdown: impl std::future::Future<Output = ()>,
+    handshake: H,
+) where
+    H: Fn(tokio::net::TcpStream) -> F + Clone + Send + 'static,
+    F: std::future::Future<Output = std::io::Result<S>> + Send,
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -39,7 +61,11 @@ pub async fn serve(
             continue;
         };
         let state = state.clone();
+        let handshake = handshake.clone();
         tokio::spawn(async move {
+            let Ok(stream) = handshake(stream).await else {
+                return;
+            };
             let service = service_fn(move |request| {
                 let state = state.clone();
                 async move { Ok::<_, Infallible>(handle(&state, request, peer.ip()).await) }
@@ -177,7 +203,12 @@ async fn handle(
             json(StatusCode::OK, state.timings_report())
         }
         ["", "settee", "stats"] if user.is_admin() => json(StatusCode::OK, stats_report(state)),
-        ["", "settee", "timings" | "stats"] => json(
+        ["", "metrics"] if user.is_admin() => Response::builder()
+            .status(StatusCode::OK)
+            .header("Content-Type", settee_metrics::text::CONTENT_TYPE)
+            .body(Full::new(Bytes::from(metrics::render(state))))
+            .unwrap_or_default(),
+        ["", "settee", "timings" | "stats"] | ["", "metrics"] => json(
             StatusCode::FORBIDDEN,
             serde_json::json!({"error": "forbidden", "reason": "server admin required"}),
         ),

@@ -51,6 +51,9 @@ pub(crate) struct Session {
     account: Option<Account>,
     /// The client's address (failed logins are counted by it).
     peer: Option<IpAddr>,
+    /// The client came through the TLS relay: SASL PLAIN is offered, as Couchbase Server
+    /// offers it over TLS (the SDKs authenticate with PLAIN on `couchbases://`).
+    tls: bool,
     /// The address the client connected to, as a cluster config names a host: `$HOST` in the
     /// configs served here is replaced by it, as kv_engine does (the Java DCP client takes
     /// hostnames literally).
@@ -284,9 +287,15 @@ pub(crate) fn unknown_reply(
 }
 
 impl Session {
-    pub fn new(state: Arc<KvState>, peer: Option<IpAddr>, local: Option<IpAddr>) -> Session {
+    pub fn new(
+        state: Arc<KvState>,
+        peer: Option<IpAddr>,
+        local: Option<IpAddr>,
+        tls: bool,
+    ) -> Session {
         Session {
             peer,
+            tls,
             local_host: local.map(|ip| match ip {
                 IpAddr::V4(v4) => v4.to_string(),
                 IpAddr::V6(v6) => format!("[{v6}]"),
@@ -360,7 +369,7 @@ impl Session {
             }
             opcode::SASL_LIST_MECHS => {
                 let mut mechs = "SCRAM-SHA512 SCRAM-SHA256 SCRAM-SHA1".to_string();
-                if self.state.config.allow_plain {
+                if self.state.config.allow_plain || self.tls {
                     mechs.push_str(" PLAIN");
                 }
                 reply(
@@ -509,7 +518,7 @@ impl Session {
         let features = self.features;
         self.scram = None;
         if frame.key == b"PLAIN" {
-            if !self.state.config.allow_plain {
+            if !self.state.config.allow_plain && !self.tls {
                 error_reply(
                     out,
                     &features,

@@ -95,6 +95,32 @@ impl NodeTimings {
         self.total.lock().report()
     }
 
+    /// Per opcode seen, its latencies in the buckets of Prometheus's histograms (for
+    /// `GET /metrics`): each bucket counts the recorded values up to its bound, at the
+    /// histogram's precision; the sum is the count times the mean.
+    pub(crate) fn snapshots(&self) -> Vec<(u8, settee_metrics::Snapshot)> {
+        let total = self.total.lock();
+        total
+            .by_opcode
+            .iter()
+            .enumerate()
+            .filter_map(|(code, histogram)| {
+                let histogram = histogram.as_ref().filter(|h| !h.is_empty())?;
+                let mut snapshot = settee_metrics::Snapshot::default();
+                let mut below = 0;
+                for (slot, bound) in settee_metrics::LATENCY_BOUNDS_MICROS.iter().enumerate() {
+                    let upto = histogram.count_between(0, *bound).min(histogram.len());
+                    snapshot.buckets[slot] = upto.saturating_sub(below);
+                    below = upto.max(below);
+                }
+                let last = snapshot.buckets.len() - 1;
+                snapshot.buckets[last] = histogram.len().saturating_sub(below);
+                snapshot.sum_micros = (histogram.mean() * histogram.len() as f64) as u64;
+                Some((code as u8, snapshot))
+            })
+            .collect()
+    }
+
     /// Records straight into the totals (queued requests, which finish off the connection's
     /// task; they wait for an fsync anyway, so the lock is no cost worth avoiding).
     pub(crate) fn record(&self, opcode: u8, key: &[u8], started: Instant) {

@@ -24,6 +24,23 @@ pub struct ServeArgs {
     /// Couchbase management (`/pools`) listen address [default: 127.0.0.1:8091].
     #[arg(long, env = "SETTEE_MGMT_ADDR")]
     pub mgmt_addr: Option<SocketAddr>,
+    /// PEM certificate chain of the node: with --tls-key, turns on HTTPS (--https-addr) and
+    /// KV over TLS (--kv-tls-addr); reloaded on SIGHUP.
+    #[arg(long, env = "SETTEE_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "SETTEE_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// CouchDB API over HTTPS, with TLS configured [default: 127.0.0.1:6984].
+    #[arg(long, env = "SETTEE_HTTPS_ADDR")]
+    pub https_addr: Option<SocketAddr>,
+    /// Couchbase KV over TLS (`couchbases://`), with TLS configured [default: 127.0.0.1:11207].
+    #[arg(long, env = "SETTEE_KV_TLS_ADDR")]
+    pub kv_tls_addr: Option<SocketAddr>,
+    /// The management port (`/pools`, `/metrics`) over HTTPS, with TLS configured
+    /// [default: 127.0.0.1:18091].
+    #[arg(long, env = "SETTEE_MGMT_TLS_ADDR")]
+    pub mgmt_tls_addr: Option<SocketAddr>,
     /// Offer SASL PLAIN on the KV port (sends the password in clear; for old clients only).
     #[arg(long, env = "SETTEE_KV_ALLOW_PLAIN")]
     pub kv_allow_plain: bool,
@@ -166,6 +183,11 @@ struct FileConfig {
     http_addr: Option<SocketAddr>,
     kv_addr: Option<SocketAddr>,
     mgmt_addr: Option<SocketAddr>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    https_addr: Option<SocketAddr>,
+    kv_tls_addr: Option<SocketAddr>,
+    mgmt_tls_addr: Option<SocketAddr>,
     kv_allow_plain: Option<bool>,
     kv_bulk_busy_share: Option<f64>,
     http_max_connections: Option<usize>,
@@ -210,6 +232,8 @@ pub struct Settings {
     pub http_addr: SocketAddr,
     pub kv_addr: SocketAddr,
     pub mgmt_addr: SocketAddr,
+    /// HTTPS and KV over TLS, when a certificate and key are configured.
+    pub tls: Option<TlsSettings>,
     pub kv_allow_plain: bool,
     pub kv_bulk_busy_share: f64,
     /// Connection counts, timeouts and send queues of both doors (`0` ms: no timeout).
@@ -229,6 +253,15 @@ pub struct Settings {
     /// Cross-origin requests (CouchDB's `[cors]`).
     pub cors: settee_http::cors::CorsConfig,
     pub node_name: String,
+}
+
+/// Where TLS is served and with which certificate.
+#[derive(Debug, Clone)]
+pub struct TlsSettings {
+    pub files: settee_tls::TlsFiles,
+    pub https_addr: SocketAddr,
+    pub kv_tls_addr: SocketAddr,
+    pub mgmt_tls_addr: SocketAddr,
 }
 
 /// The doors' connection limits as configured (before `fd_limit` clamps the maxima).
@@ -283,6 +316,7 @@ impl ServeArgs {
             (None, None) => lockout_defaults.mode,
         };
         let cors = self.cors(&file);
+        let tls = self.tls(&file)?;
         let admin_specs = if self.admin.is_empty() {
             file.admin.unwrap_or_default()
         } else {
@@ -346,6 +380,7 @@ impl ServeArgs {
         };
         Ok(Settings {
             connections,
+            tls,
             data_dir: self
                 .data_dir
                 .clone()
@@ -435,6 +470,33 @@ impl ServeArgs {
         })
     }
 
+    fn tls(&self, file: &FileConfig) -> anyhow::Result<Option<TlsSettings>> {
+        let cert = self.tls_cert.clone().or(file.tls_cert.clone());
+        let key = self.tls_key.clone().or(file.tls_key.clone());
+        let https_addr = self.https_addr.or(file.https_addr);
+        let kv_tls_addr = self.kv_tls_addr.or(file.kv_tls_addr);
+        let mgmt_tls_addr = self.mgmt_tls_addr.or(file.mgmt_tls_addr);
+        match (cert, key) {
+            (Some(cert), Some(key)) => Ok(Some(TlsSettings {
+                files: settee_tls::TlsFiles { cert, key },
+                https_addr: https_addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 6984))),
+                kv_tls_addr: kv_tls_addr
+                    .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 11207))),
+                mgmt_tls_addr: mgmt_tls_addr
+                    .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 18091))),
+            })),
+            (None, None)
+                if https_addr.is_none() && kv_tls_addr.is_none() && mgmt_tls_addr.is_none() =>
+            {
+                Ok(None)
+            }
+            (None, None) => anyhow::bail!(
+                "--https-addr, --kv-tls-addr and --mgmt-tls-addr need --tls-cert and --tls-key"
+            ),
+            _ => anyhow::bail!("--tls-cert and --tls-key must be given together"),
+        }
+    }
+
     fn cors(&self, file: &FileConfig) -> settee_http::cors::CorsConfig {
         use settee_http::cors::{split_list, CorsConfig};
         let defaults = CorsConfig::default();
@@ -458,5 +520,61 @@ impl ServeArgs {
             cors = cors.with_headers(&headers);
         }
         cors
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    fn settings(argv: &[&str]) -> anyhow::Result<Settings> {
+        let argv = std::iter::once("serve").chain(argv.iter().copied());
+        Wrapper::try_parse_from(argv)?.args.settings()
+    }
+
+    #[test]
+    fn tls_comes_from_flags_or_the_file_with_couchdbs_and_couchbases_ports() {
+        assert!(settings(&[]).unwrap().tls.is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("settee.toml");
+        std::fs::write(
+            &file,
+            "tls_cert = \"/etc/n.crt\"\ntls_key = \"/etc/n.key\"\nhttps_addr = \"127.0.0.1:7000\"\n",
+        )
+        .unwrap();
+        let config = file.to_str().unwrap();
+        let tls = settings(&["--config", config]).unwrap().tls.unwrap();
+        assert_eq!(tls.files.cert, PathBuf::from("/etc/n.crt"));
+        assert_eq!(tls.https_addr, "127.0.0.1:7000".parse().unwrap());
+        assert_eq!(tls.kv_tls_addr, "127.0.0.1:11207".parse().unwrap());
+        // A flag wins over the file.
+        let tls = settings(&["--config", config, "--https-addr", "127.0.0.1:7001"])
+            .unwrap()
+            .tls
+            .unwrap();
+        assert_eq!(tls.https_addr, "127.0.0.1:7001".parse().unwrap());
+        let tls = settings(&["--tls-cert", "a.crt", "--tls-key", "a.key"])
+            .unwrap()
+            .tls
+            .unwrap();
+        assert_eq!(tls.https_addr, "127.0.0.1:6984".parse().unwrap());
+    }
+
+    #[test]
+    fn half_a_tls_configuration_is_refused() {
+        let error = settings(&["--tls-cert", "a.crt"]).unwrap_err();
+        assert!(
+            error.to_string().contains("--tls-cert and --tls-key"),
+            "{error}"
+        );
+        let error = settings(&["--kv-tls-addr", "127.0.0.1:1"]).unwrap_err();
+        assert!(error.to_string().contains("need --tls-cert"), "{error}");
     }
 }

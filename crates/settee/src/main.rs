@@ -7,6 +7,7 @@ mod fd_limit;
 mod node_config;
 mod secrets;
 mod serve;
+mod tls;
 
 use clap::{Parser, Subcommand};
 

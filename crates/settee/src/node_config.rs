@@ -53,6 +53,14 @@ fn base(settings: &Settings, server_uuid: &str, http_addr: SocketAddr) -> Sectio
         settings.max_request_size.to_string(),
     );
     set("cluster", "n", "1".into());
+    // CouchDB's `[ssl]`: shown as configured (the HTTPS port is the configured one, also when
+    // it is 0 and the system picks).
+    if let Some(tls) = &settings.tls {
+        set("ssl", "enable", "true".into());
+        set("ssl", "cert_file", display(&tls.files.cert));
+        set("ssl", "key_file", display(&tls.files.key));
+        set("ssl", "port", tls.https_addr.port().to_string());
+    }
     let cors = &settings.cors;
     set("chttpd", "enable_cors", cors.enabled.to_string());
     if !cors.origins.is_empty() {

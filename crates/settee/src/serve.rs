@@ -63,6 +63,14 @@ fn prepare(args: ServeArgs) -> anyhow::Result<(Settings, u64)> {
 }
 
 async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
+    // First, so a bad certificate or key stops the node before it opens anything.
+    let certificates = match &settings.tls {
+        Some(tls) => Some(
+            settee_tls::Certificates::load(tls.files.clone())
+                .map_err(|error| anyhow::anyhow!("TLS: {error}"))?,
+        ),
+        None => None,
+    };
     secrets::prepare_data_dir(&settings.data_dir)?;
     let mut admins: Vec<ServerAdmin> = settings
         .admins
@@ -101,6 +109,7 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
         Engine::open(&settings.data_dir.join("db"), engine_options)
             .context("opening the storage engine")?,
     );
+    let metrics = node_metrics(&engine);
     let (shutdown_sender, shutdown_receiver) = tokio::sync::watch::channel(false);
     let secret = secrets::secret_file(&settings.data_dir.join("cookie_secret"), 32)?;
     let users = Arc::new(
@@ -113,15 +122,18 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
     views_config.js.memory_bytes_max = settings.js_memory;
     let views = settee_views::Views::new(engine.clone(), views_config)
         .map_err(|error| anyhow::anyhow!("starting the view indexer: {error}"))?;
-    let state = Arc::new(HttpState::new(
-        engine.clone(),
-        config,
-        users.clone(),
-        secret,
-        shutdown_receiver.clone(),
-        views,
-        node_config,
-    ));
+    let state = Arc::new(
+        HttpState::new(
+            engine.clone(),
+            config,
+            users.clone(),
+            secret,
+            shutdown_receiver.clone(),
+            views,
+            node_config,
+        )
+        .with_metrics(metrics.clone()),
+    );
     for db in SYSTEM_DBS {
         if engine.bucket(db).is_none() {
             settee_http::db_api::create_db(&state, db, 16)
@@ -135,6 +147,28 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
     let mgmt_listener = tokio::net::TcpListener::bind(settings.mgmt_addr)
         .await
         .with_context(|| format!("binding the management port {}", settings.mgmt_addr))?;
+    let tls_listeners = match &settings.tls {
+        Some(tls) => Some((
+            tokio::net::TcpListener::bind(tls.https_addr)
+                .await
+                .with_context(|| format!("binding the HTTPS port {}", tls.https_addr))?,
+            tokio::net::TcpListener::bind(tls.kv_tls_addr)
+                .await
+                .with_context(|| format!("binding the KV TLS port {}", tls.kv_tls_addr))?,
+            tokio::net::TcpListener::bind(tls.mgmt_tls_addr)
+                .await
+                .with_context(|| {
+                    format!("binding the management TLS port {}", tls.mgmt_tls_addr)
+                })?,
+        )),
+        None => None,
+    };
+    let tls_addrs = match &tls_listeners {
+        Some((https, kv, mgmt)) => {
+            Some((https.local_addr()?, kv.local_addr()?, mgmt.local_addr()?))
+        }
+        None => None,
+    };
     let kv_state = Arc::new(
         settee_kv::KvState::new(
             engine.clone(),
@@ -143,6 +177,9 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
                 kv_addr: kv_listener.local_addr()?,
                 mgmt_addr: mgmt_listener.local_addr()?,
                 capi_addr: Some(local),
+                kv_tls_addr: tls_addrs.map(|(_, kv, _)| kv),
+                capi_tls_addr: tls_addrs.map(|(https, _, _)| https),
+                mgmt_tls_addr: tls_addrs.map(|(_, _, mgmt)| mgmt),
                 max_value_bytes: settee_kv::MAX_VALUE_BYTES_DEFAULT,
                 allow_plain: settings.kv_allow_plain,
                 server_uuid,
@@ -165,6 +202,7 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
                     node_output_bytes_max: settings.connections.kv_max_send_queue_total,
                 },
             },
+            metrics,
         )
         .context("starting the KV door's worker pool")?,
     );
@@ -181,6 +219,22 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
         "settee couchbase kv on {} and management on http://{}",
         kv_state.config.kv_addr, kv_state.config.mgmt_addr
     );
+    if let Some((https, kv, mgmt)) = tls_addrs {
+        println!(
+            "settee tls: https on https://{https}, couchbase kv tls on {kv} and management on https://{mgmt}"
+        );
+    }
+    // The TLS relay's own loopback listener: its connections are TLS ones (PLAIN allowed).
+    let kv_relayed_listener = match tls_addrs {
+        Some(_) => Some(
+            tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+                .await
+                .context("binding the KV TLS relay's loopback port")?,
+        ),
+        None => None,
+    };
+    let kv_state_for_tls = kv_state.clone();
+    let mgmt_state_for_tls = kv_state.clone();
     let kv_server = tokio::spawn(settee_kv::serve(
         kv_listener,
         kv_state.clone(),
@@ -210,6 +264,47 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
         engine.clone(),
         wait_for(shutdown_receiver.clone()),
     ));
+    let mut tls_servers = Vec::new();
+    if let (
+        Some((https_listener, kv_tls_listener, mgmt_tls_listener)),
+        Some(certificates),
+        Some(relayed),
+    ) = (tls_listeners, certificates.clone(), kv_relayed_listener)
+    {
+        let mgmt_certificates = certificates.clone();
+        tls_servers.push(tokio::spawn(settee_kv::mgmt::serve_with(
+            mgmt_tls_listener,
+            mgmt_state_for_tls,
+            wait_for(shutdown_receiver.clone()),
+            move |stream| {
+                let certificates = mgmt_certificates.clone();
+                async move { certificates.accept(stream).await }
+            },
+        )));
+        let relayed_addr = relayed.local_addr()?;
+        tls_servers.push(tokio::spawn(settee_kv::serve_tls_relayed(
+            relayed,
+            kv_state_for_tls.clone(),
+            wait_for(shutdown_receiver.clone()),
+        )));
+        tls_servers.push(tokio::spawn(settee_http::serve_with(
+            https_listener,
+            state.clone(),
+            wait_for(shutdown_receiver.clone()),
+            crate::tls::Https(certificates.clone()),
+        )));
+        tls_servers.push(tokio::spawn(settee_tls::relay::serve(
+            kv_tls_listener,
+            certificates,
+            relayed_addr,
+            settings.connections.kv_max_connections,
+            wait_for(shutdown_receiver.clone()),
+        )));
+    }
+    let reloader = tokio::spawn(crate::tls::reload_on_hangup(
+        certificates,
+        wait_for(shutdown_receiver.clone()),
+    ));
     let server = tokio::spawn(settee_http::serve(
         listener,
         state,
@@ -223,7 +318,33 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
     let _ = mgmt_server.await;
     let _ = purger.await;
     let _ = replicator_docs.await;
+    let _ = reloader.await;
+    for tls_server in tls_servers {
+        let _ = tls_server.await;
+    }
     Ok(())
+}
+
+/// The node's metrics, with the storage engine's figures read from the store at each
+/// scrape (a weak reference: the metrics never keep the store open past the engine).
+fn node_metrics(engine: &Arc<Engine>) -> Arc<settee_metrics::NodeMetrics> {
+    let metrics = Arc::new(settee_metrics::NodeMetrics::default());
+    let store = Arc::downgrade(engine.store());
+    metrics.set_store_reader(move || {
+        let Some(stats) = store.upgrade().map(|store| store.stats()) else {
+            return settee_metrics::StoreSample::default();
+        };
+        settee_metrics::StoreSample {
+            compaction_pending_bytes: stats.compaction_pending_bytes,
+            memtable_bytes: stats.memtable_bytes,
+            block_cache_usage_bytes: stats.block_cache_usage_bytes,
+            block_cache_capacity_bytes: stats.block_cache_capacity_bytes,
+            block_cache_hits: stats.block_cache_hits,
+            block_cache_misses: stats.block_cache_misses,
+            sst_files_bytes: stats.sst_files_bytes,
+        }
+    });
+    metrics
 }
 
 async fn wait_for(mut receiver: tokio::sync::watch::Receiver<bool>) {

@@ -25,10 +25,12 @@ mod error;
 pub mod health;
 mod options;
 pub mod row_cache;
+mod stats;
 mod store;
 
 pub use batch::Batch;
 pub use error::StoreError;
 pub use health::StoreHealth;
 pub use options::StoreOptions;
+pub use stats::StoreStats;
 pub use store::{Cf, CommitStats, Entry, RangeBytes, Store};

@@ -89,6 +89,10 @@ pub(crate) struct Inner {
     no_space: Option<Arc<AtomicBool>>,
     /// Values of the `doc` column family in memory; `None` when turned off.
     pub row_cache: Option<RowCache>,
+    /// The shared block cache and the options the database was opened with, which hold its
+    /// statistics (block cache hits and misses): read by `stats.rs`.
+    pub block_cache: Cache,
+    pub db_options: Options,
 }
 
 impl Inner {
@@ -109,7 +113,7 @@ impl Inner {
 
 /// The node's single RocksDB instance plus its group committer. Cheap to share behind an `Arc`.
 pub struct Store {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
     committer: Committer,
 }
 
@@ -131,6 +135,10 @@ impl Store {
         db_options.set_manifest_preallocation_size(options.manifest_preallocation_bytes);
         db_options.set_max_log_file_size(options.info_log_bytes_max);
         db_options.set_keep_log_file_num(options.info_logs_kept);
+        // Tickers only (block cache hits and misses for the metrics): RocksDB counts them in
+        // per-core slots; the histograms and timers, which cost on every operation, stay off.
+        db_options.enable_statistics();
+        db_options.set_statistics_level(rocksdb::statistics::StatsLevel::ExceptHistogramOrTimers);
         let descriptors = Cf::ALL
             .iter()
             .map(|cf| ColumnFamilyDescriptor::new(cf.name(), cf_options(*cf, options, &cache)))
@@ -150,6 +158,8 @@ impl Store {
             fail_commits_after: options.fail_commits_after,
             no_space: options.no_space.clone(),
             row_cache: RowCache::new(options.row_cache_bytes),
+            block_cache: cache,
+            db_options,
         });
         let committer =
             committer::start(inner.clone(), options.group_commit_bytes_max).map_err(|source| {

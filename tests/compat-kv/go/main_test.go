@@ -1,7 +1,8 @@
 // Package compatkv drives the official Go SDK (gocb v2) against a real settee process.
 //
 // TestMain starts one `settee serve` for the whole package with a fresh data directory and free
-// loopback ports, prepares it through the CouchDB HTTP API (buckets `default`, `private`,
+// loopback ports (and TLS, with a test CA made by tests/tls/make-certs.sh, for the couchbases://
+// tests), prepares it through the CouchDB HTTP API (buckets `default`, `private`,
 // `small?q=8`; user alice who may use `default` only; user trudy, only ever sent wrong passwords),
 // connects an admin cluster, runs the tests, and stops everything afterwards (the process group,
 // then the data directory).
@@ -46,9 +47,14 @@ var (
 
 type settee struct {
 	httpPort, kvPort, mgmtPort int
+	httpsPort, kvTLSPort       int
+	mgmtTLSPort                int
 	httpURL, connectionString  string
-	process                    *exec.Cmd
-	dataDir                    string
+	tlsConnectionString        string
+	// certs holds the test CA (ca.crt) and a CA that signed nothing of the node's (other-ca.crt).
+	certs   string
+	process *exec.Cmd
+	dataDir string
 }
 
 func TestMain(m *testing.M) {
@@ -98,15 +104,24 @@ func startSettee() (*settee, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &settee{dataDir: dataDir}
-	for _, port := range []*int{&s.httpPort, &s.kvPort, &s.mgmtPort} {
+	s := &settee{dataDir: dataDir, certs: filepath.Join(dataDir, "certs")}
+	if out, err := exec.Command(filepath.Join("..", "..", "tls", "make-certs.sh"), s.certs).CombinedOutput(); err != nil {
+		os.RemoveAll(dataDir)
+		return nil, fmt.Errorf("making the test certificates: %v: %s", err, out)
+	}
+	for _, port := range []*int{&s.httpPort, &s.kvPort, &s.mgmtPort, &s.httpsPort, &s.kvTLSPort, &s.mgmtTLSPort} {
 		if *port, err = freePort(); err != nil {
 			return nil, err
 		}
 	}
 	s.httpURL = fmt.Sprintf("http://127.0.0.1:%d", s.httpPort)
 	s.connectionString = fmt.Sprintf("couchbase://127.0.0.1:%d", s.kvPort)
-	s.process = exec.Command(binary, "serve", "--data-dir", dataDir,
+	s.tlsConnectionString = fmt.Sprintf("couchbases://127.0.0.1:%d", s.kvTLSPort)
+	s.process = exec.Command(binary, "serve", "--data-dir", filepath.Join(dataDir, "data"),
+		"--tls-cert", filepath.Join(s.certs, "node.crt"), "--tls-key", filepath.Join(s.certs, "node.key"),
+		"--https-addr", fmt.Sprintf("127.0.0.1:%d", s.httpsPort),
+		"--kv-tls-addr", fmt.Sprintf("127.0.0.1:%d", s.kvTLSPort),
+		"--mgmt-tls-addr", fmt.Sprintf("127.0.0.1:%d", s.mgmtTLSPort),
 		"--http-addr", fmt.Sprintf("127.0.0.1:%d", s.httpPort),
 		"--kv-addr", fmt.Sprintf("127.0.0.1:%d", s.kvPort),
 		"--mgmt-addr", fmt.Sprintf("127.0.0.1:%d", s.mgmtPort),

@@ -1,9 +1,10 @@
 // Starts one real `settee serve` per test file (node --test runs each file in its own process)
-// with a fresh data directory and free loopback ports, prepares it through the CouchDB HTTP API
+// with a fresh data directory and free loopback ports (and TLS, with a test CA made by
+// tests/tls/make-certs.sh, for the couchbases:// tests), prepares it through the CouchDB HTTP API
 // (buckets `default`, `private`, `small?q=8`; user alice who may use `default` only), connects
 // the official Couchbase SDK, and stops everything afterwards (process group, data directory).
 'use strict';
-const { spawn } = require('node:child_process');
+const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -40,13 +41,20 @@ function tcpAccepts(port) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+const MAKE_CERTS = path.join(__dirname, '..', '..', 'tls', 'make-certs.sh');
+
 class Settee {
-  constructor(httpPort, kvPort, mgmtPort) {
+  constructor(httpPort, kvPort, mgmtPort, httpsPort, kvTlsPort, certs) {
     this.httpPort = httpPort;
     this.kvPort = kvPort;
     this.mgmtPort = mgmtPort;
+    this.httpsPort = httpsPort;
+    this.kvTlsPort = kvTlsPort;
+    // The test CA (ca.crt) and a CA that signed nothing of the node's (other-ca.crt).
+    this.certs = certs;
     this.httpUrl = `http://127.0.0.1:${httpPort}`;
     this.connectionString = `couchbase://127.0.0.1:${kvPort}`;
+    this.tlsConnectionString = `couchbases://127.0.0.1:${kvTlsPort}`;
   }
 
   // One HTTP request to the CouchDB door; returns { status, json, text }.
@@ -111,9 +119,17 @@ async function startSettee() {
   const bin = process.env.SETTEE_BIN
     || path.join(os.homedir(), '.cache/settee/target/release/settee');
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'settee-compat-kv-node-'));
-  const settee = new Settee(await freePort(), await freePort(), await freePort());
+  const certs = path.join(dataDir, 'certs');
+  execFileSync(MAKE_CERTS, [certs]);
+  const settee = new Settee(
+    await freePort(), await freePort(), await freePort(), await freePort(), await freePort(), certs,
+  );
   const child = spawn(bin, [
-    'serve', '--data-dir', dataDir,
+    'serve', '--data-dir', path.join(dataDir, 'data'),
+    '--tls-cert', path.join(certs, 'node.crt'), '--tls-key', path.join(certs, 'node.key'),
+    '--https-addr', `127.0.0.1:${settee.httpsPort}`,
+    '--kv-tls-addr', `127.0.0.1:${settee.kvTlsPort}`,
+    '--mgmt-tls-addr', `127.0.0.1:${await freePort()}`,
     '--http-addr', `127.0.0.1:${settee.httpPort}`,
     '--kv-addr', `127.0.0.1:${settee.kvPort}`,
     '--mgmt-addr', `127.0.0.1:${settee.mgmtPort}`,

@@ -1,6 +1,7 @@
 """Starts one real `settee serve` for the whole Python suite and connects the official SDK to it.
 
-The server gets a fresh data directory and free loopback ports; the fixtures below prepare it
+The server gets a fresh data directory and free loopback ports, and TLS with a test CA made by
+tests/tls/make-certs.sh (openssl) for the couchbases:// tests; the fixtures below prepare it
 through the CouchDB HTTP API (buckets `default`, `private`, `small?q=8`, user alice who may use
 `default` only) and stop it afterwards (the whole process group, then the data directory).
 """
@@ -25,6 +26,7 @@ from couchbase.diagnostics import ServiceType
 from couchbase.options import ClusterOptions, ClusterTimeoutOptions, WaitUntilReadyOptions
 
 ADMIN = ("admin", "secret")
+MAKE_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tls", "make-certs.sh")
 ALICE = ("alice", "alicepw")
 # Short enough that an expected timeout costs little, long enough for a loaded CI machine.
 KV_TIMEOUT = timedelta(seconds=2.5)
@@ -35,12 +37,17 @@ READY_TIMEOUT = timedelta(seconds=15)
 class Settee:
     """A running settee process: its ports and a small HTTP client for the CouchDB door."""
 
-    def __init__(self, http_port, kv_port, mgmt_port):
+    def __init__(self, http_port, kv_port, mgmt_port, https_port=None, kv_tls_port=None, certs=None):
         self.http_port = http_port
         self.kv_port = kv_port
         self.mgmt_port = mgmt_port
+        self.https_port = https_port
+        self.kv_tls_port = kv_tls_port
+        # The test CA (ca.crt) and a CA that signed nothing of the node's (other-ca.crt).
+        self.certs = certs
         self.http_url = f"http://127.0.0.1:{http_port}"
         self.connection_string = f"couchbase://127.0.0.1:{kv_port}"
+        self.tls_connection_string = f"couchbases://127.0.0.1:{kv_tls_port}"
 
     def http(self, method, path, body=None, user=ADMIN):
         """One HTTP request; returns (status, parsed JSON or raw text)."""
@@ -120,12 +127,19 @@ def running_settee(*extra_args):
     """A prepared settee with `extra_args` on its command line, stopped on exit."""
     binary = os.environ.get("SETTEE_BIN") or os.path.expanduser("~/.cache/settee/target/release/settee")
     data_dir = tempfile.mkdtemp(prefix="settee-compat-kv-py-")
-    server = Settee(free_port(), free_port(), free_port())
+    certs = os.path.join(data_dir, "certs")
+    subprocess.run([MAKE_CERTS, certs], check=True)
+    server = Settee(free_port(), free_port(), free_port(), free_port(), free_port(), certs)
+    mgmt_tls_port = free_port()
     process = subprocess.Popen(
-        [binary, "serve", "--data-dir", data_dir,
+        [binary, "serve", "--data-dir", os.path.join(data_dir, "data"),
          "--http-addr", f"127.0.0.1:{server.http_port}",
          "--kv-addr", f"127.0.0.1:{server.kv_port}",
          "--mgmt-addr", f"127.0.0.1:{server.mgmt_port}",
+         "--tls-cert", os.path.join(certs, "node.crt"), "--tls-key", os.path.join(certs, "node.key"),
+         "--https-addr", f"127.0.0.1:{server.https_port}",
+         "--kv-tls-addr", f"127.0.0.1:{server.kv_tls_port}",
+         "--mgmt-tls-addr", f"127.0.0.1:{mgmt_tls_port}",
          "--admin", "admin:secret", "--pbkdf2-iterations", "1000", *extra_args],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
     try:
