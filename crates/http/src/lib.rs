@@ -78,6 +78,15 @@ pub fn start_replicator(
     replicator
 }
 
+/// What a clustered node shows operators (`/_membership`, `/_node/{node}/_cluster`), set once
+/// by the binary when it runs in a cluster: the HTTP door knows nothing else of the cluster.
+pub trait ClusterView: Send + Sync {
+    /// `(all_nodes, cluster_nodes)` as CouchDB's `/_membership` names them.
+    fn membership(&self) -> (Vec<String>, Vec<String>);
+    /// Members, their states, the Raft leader and the map revision, as this node knows them.
+    fn status(&self) -> serde_json::Value;
+}
+
 /// Everything a handler can reach.
 pub struct HttpState {
     pub engine: Arc<Engine>,
@@ -99,6 +108,8 @@ pub struct HttpState {
     pub streams: Arc<streamed::StreamBudget>,
     /// `/_node/{node}/_config` and the runtime settings each request reads once.
     pub node_config: Arc<settee_node_config::NodeConfig>,
+    /// Set once at startup when the node runs in a cluster.
+    pub cluster: std::sync::OnceLock<Arc<dyn ClusterView>>,
 }
 
 impl HttpState {
@@ -125,6 +136,7 @@ impl HttpState {
             replicator: std::sync::OnceLock::new(),
             streams,
             node_config,
+            cluster: std::sync::OnceLock::new(),
         }
     }
 }
