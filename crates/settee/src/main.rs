@@ -2,6 +2,7 @@
 //! `settee backup` / `settee restore` copy a node's data out and back.
 
 mod backup;
+mod cluster;
 mod config;
 mod fd_limit;
 mod node_config;

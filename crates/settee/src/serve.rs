@@ -62,8 +62,18 @@ fn prepare(args: ServeArgs) -> anyhow::Result<(Settings, u64)> {
     Ok((settings, open_files))
 }
 
-async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
+async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
     secrets::prepare_data_dir(&settings.data_dir)?;
+    let cluster_id = match &settings.cluster {
+        Some(cluster) => Some(crate::cluster::node_id(&settings.data_dir, cluster)?),
+        None => None,
+    };
+    if let (Some(cluster), Some(id)) = (&settings.cluster, cluster_id) {
+        // In a cluster, a node is named as `/_membership` names it, unless it was given a name.
+        if settings.node_name == settee_http::config::NODE_NAME_DEFAULT {
+            settings.node_name = crate::cluster::member_name(id, &cluster.addr.to_string());
+        }
+    }
     let mut admins: Vec<ServerAdmin> = settings
         .admins
         .iter()
@@ -168,6 +178,24 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
         )
         .context("starting the KV door's worker pool")?,
     );
+    let cluster = match (&settings.cluster, cluster_id) {
+        (Some(cluster), Some(id)) => {
+            let started = crate::cluster::start(
+                cluster,
+                id,
+                &engine,
+                local,
+                kv_state.config.kv_addr,
+                wait_for(shutdown_receiver.clone()),
+            )
+            .await?;
+            let _ = state
+                .cluster
+                .set(Arc::new(crate::cluster::View(started.node.clone())));
+            Some(started)
+        }
+        _ => None,
+    };
     println!(
         "settee {} listening on http://{local} (data in {})",
         env!("CARGO_PKG_VERSION"),
@@ -223,6 +251,9 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
     let _ = mgmt_server.await;
     let _ = purger.await;
     let _ = replicator_docs.await;
+    if let Some(cluster) = cluster {
+        cluster.stop().await;
+    }
     Ok(())
 }
 
