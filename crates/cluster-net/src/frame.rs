@@ -27,15 +27,27 @@ pub enum FrameError {
     Version(u8),
 }
 
+/// Frames of the handshake are small: before a peer has proved the secret, it may not make a
+/// node hold more than this for it.
+pub const HANDSHAKE_FRAME_BYTES_MAX: usize = 256;
+
 /// The frame at the start of `bytes` and how many bytes it took, `None` while it is incomplete.
 /// A bad length or version is reported as soon as its bytes are there, before the body arrives.
 pub fn decode(bytes: &[u8]) -> Result<Option<(Frame<'_>, usize)>, FrameError> {
+    decode_within(bytes, FRAME_BYTES_MAX)
+}
+
+/// [`decode`] with a lower limit on the frame's length (after its length field).
+pub fn decode_within(
+    bytes: &[u8],
+    frame_bytes_max: usize,
+) -> Result<Option<(Frame<'_>, usize)>, FrameError> {
     let Some(length) = bytes.get(..LENGTH_BYTES) else {
         return Ok(None);
     };
     let length = u32::from_be_bytes([length[0], length[1], length[2], length[3]]);
     let length_bytes = length as usize;
-    if !(HEAD_BYTES..=FRAME_BYTES_MAX).contains(&length_bytes) {
+    if !(HEAD_BYTES..=frame_bytes_max.min(FRAME_BYTES_MAX)).contains(&length_bytes) {
         return Err(FrameError::Length(u64::from(length)));
     }
     let Some(&version) = bytes.get(LENGTH_BYTES) else {
@@ -117,5 +129,11 @@ mod tests {
         );
         assert_eq!(decode(&[0, 0, 0, 10, 2]), Err(FrameError::Version(2)));
         assert_eq!(decode(&[0, 0, 0, 10, 1, 0x10]), Ok(None));
+        let hello_sized = 300u32.to_be_bytes();
+        assert_eq!(decode(&hello_sized), Ok(None));
+        assert_eq!(
+            decode_within(&hello_sized, HANDSHAKE_FRAME_BYTES_MAX),
+            Err(FrameError::Length(300))
+        );
     }
 }

@@ -97,7 +97,9 @@ fn encode_nonce_and_id(nonce: &[u8; NONCE_BYTES], id: NodeId) -> Vec<u8> {
 /// A frame of `kind` with request id 0, or the reason it is not one. An Error frame from the
 /// peer is returned as [`NetError::Remote`].
 async fn expect(stream: &mut FrameStream, kind: u8) -> Result<Vec<u8>, NetError> {
-    let frame = stream.read_frame().await?;
+    let frame = stream
+        .read_frame_within(crate::frame::HANDSHAKE_FRAME_BYTES_MAX)
+        .await?;
     if frame.kind == KIND_ERROR {
         let (code, message) = settee_cluster::wire::decode_error(&frame.body)
             .map_err(|error| NetError::Handshake(error.to_string()))?;

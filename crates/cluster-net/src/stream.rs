@@ -34,8 +34,17 @@ impl FrameStream {
 
     /// The next frame; [`NetError::Closed`] if the peer closed between frames.
     pub async fn read_frame(&mut self) -> Result<OwnedFrame, NetError> {
+        self.read_frame_within(frame::FRAME_BYTES_MAX).await
+    }
+
+    /// The next frame, refused as soon as it announces more than `frame_bytes_max` bytes.
+    pub async fn read_frame_within(
+        &mut self,
+        frame_bytes_max: usize,
+    ) -> Result<OwnedFrame, NetError> {
         loop {
-            if let Some((frame, used)) = frame::decode(&self.buffer).map_err(NetError::Frame)? {
+            let decoded = frame::decode_within(&self.buffer, frame_bytes_max);
+            if let Some((frame, used)) = decoded.map_err(NetError::Frame)? {
                 let owned = OwnedFrame {
                     kind: frame.kind,
                     request_id: frame.request_id,
@@ -44,7 +53,7 @@ impl FrameStream {
                 self.buffer.drain(..used);
                 return Ok(owned);
             }
-            self.buffer.reserve(READ_CHUNK_BYTES);
+            self.buffer.reserve(READ_CHUNK_BYTES.min(frame_bytes_max));
             let read = self.stream.read_buf(&mut self.buffer).await?;
             if read == 0 {
                 return Err(if self.buffer.is_empty() {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use settee_cluster::map::NodeId;
 use settee_cluster::network::{Request, Response, SendFuture, Transport, TransportError};
-use settee_cluster::wire::{self, ErrorCode};
+use settee_cluster::wire;
 use tokio::net::TcpStream;
 
 use crate::handshake::{self, Secret};
@@ -70,22 +70,14 @@ impl Transport for TcpTransport {
 
 impl NetError {
     fn into_transport(self, target: NodeId) -> TransportError {
+        // What the peer said (a wrong secret among others) or proved wrong about itself is a
+        // refusal with its reason; anything else is a peer that could not be reached.
         match self {
-            NetError::Remote { code, message } if code == ErrorCode::WrongSecret as u16 => {
-                TransportError::Refused {
-                    node: target,
-                    reason: message,
-                }
-            }
             NetError::Remote { message, .. } => TransportError::Refused {
                 node: target,
                 reason: message,
             },
-            NetError::PeerUnproven => TransportError::Refused {
-                node: target,
-                reason: self.to_string(),
-            },
-            NetError::WrongPeer { .. } => TransportError::Refused {
+            NetError::PeerUnproven | NetError::WrongPeer { .. } => TransportError::Refused {
                 node: target,
                 reason: self.to_string(),
             },

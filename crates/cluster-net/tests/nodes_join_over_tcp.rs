@@ -147,6 +147,20 @@ async fn three_nodes_join_and_strangers_are_refused() {
     let (code, _) = wire::decode_error(reply.body).expect("an error body");
     assert_eq!(code, wire::ErrorCode::BadFrame as u16);
 
+    // A Hello announcing a 64 MiB frame is refused as soon as its length arrives: a caller
+    // that proved nothing cannot make the node buffer it.
+    let mut socket = TcpStream::connect(&first.addr).await.expect("connect");
+    socket
+        .write_all(&[4, 0, 0, 0, 1, 0x01])
+        .await
+        .expect("write");
+    let mut answer = Vec::new();
+    socket.read_to_end(&mut answer).await.expect("read");
+    let (reply, _) = frame::decode(&answer)
+        .expect("a valid frame")
+        .expect("a whole frame");
+    assert_eq!(reply.kind, wire::KIND_ERROR);
+
     // Everyone still serves: a fourth node joins after all that.
     let fourth = start(4).await;
     assert!(matches!(
