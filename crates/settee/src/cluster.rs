@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use serde_json::{json, Value};
 use settee_cluster::map::{ClusterMap, Member, MemberState, NodeId, Role};
-use settee_cluster::network::{Request, Response, Transport};
+use settee_cluster::network::{Request, Response, Transport, TransportError};
 use settee_cluster::node::{ClusterNode, NodeConfig};
 use settee_cluster::orchestrator::NoReplicas;
 use settee_cluster::storage::StoreBackend;
@@ -149,6 +149,9 @@ async fn join(transport: &TcpTransport, member: Member, via: &str) -> anyhow::Re
             anyhow::bail!("joining the cluster through {via} was refused: {reason}")
         }
         Ok(other) => anyhow::bail!("joining through {via}: unexpected answer {other:?}"),
+        Err(TransportError::Refused { reason, .. }) => {
+            anyhow::bail!("joining the cluster through {via} was refused: {reason}")
+        }
         Err(error) => anyhow::bail!("joining the cluster through {via} failed: {error}"),
     }
 }
