@@ -3,7 +3,7 @@
 //! puts the connection back for the next request; a connection that failed is dropped, and
 //! the next request dials again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +38,9 @@ struct Shared {
     // Locked only to take or return a connection, never across an await.
     idle: Mutex<HashMap<String, Vec<FrameStream>>>,
     next_request_id: AtomicU64,
+    // Peers whose last dial failed, so a peer going down and coming back is logged once each,
+    // not at every retry. Locked briefly after a dial, never across an await.
+    down: Mutex<HashSet<String>>,
 }
 
 impl TcpTransport {
@@ -48,6 +51,7 @@ impl TcpTransport {
                 secret,
                 idle: Mutex::new(HashMap::new()),
                 next_request_id: AtomicU64::new(1),
+                down: Mutex::new(HashSet::new()),
             }),
         }
     }
@@ -113,7 +117,9 @@ impl Shared {
                 Err(error) => return Err(error),
             }
         }
-        let mut connection = self.dial(target, addr).await?;
+        let dialed = self.dial(target, addr).await;
+        self.note_reachability(target, addr, dialed.as_ref().err());
+        let mut connection = dialed?;
         let response = self.round_trip(&mut connection, kind, &body).await?;
         self.put_back(addr, connection);
         Ok(response)
@@ -166,6 +172,21 @@ impl Shared {
             Ok(Ok(response)) => Ok(response),
             Ok(Err((code, message))) => Err(NetError::Remote { code, message }),
             Err(error) => Err(NetError::Handshake(error.to_string())),
+        }
+    }
+
+    fn note_reachability(&self, target: NodeId, addr: &str, error: Option<&NetError>) {
+        match error {
+            Some(error) => {
+                if self.down.lock().insert(addr.to_owned()) {
+                    tracing::warn!(node = target, addr, %error, "cluster peer unreachable");
+                }
+            }
+            None => {
+                if self.down.lock().remove(addr) {
+                    tracing::warn!(node = target, addr, "cluster peer reachable again");
+                }
+            }
         }
     }
 
