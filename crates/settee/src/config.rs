@@ -605,4 +605,27 @@ mod tests {
         ])
         .contains("reserved"));
     }
+
+    #[test]
+    fn cluster_settings_come_from_the_config_file_too() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("settee.toml");
+        let text = "cluster_addr = \"127.0.0.1:4370\"\njoin = \"127.0.0.1:4369\"\n\
+                    cluster_secret = \"sixteen bytes at least\"\nnode_id = 7\n";
+        std::fs::write(&path, text).expect("write");
+        let path = path.to_str().expect("UTF-8 path");
+        let cluster = settings(&["--config", path])
+            .expect("settings")
+            .cluster
+            .expect("a cluster");
+        assert_eq!(cluster.addr.port(), 4370);
+        assert_eq!(cluster.join.as_deref(), Some("127.0.0.1:4369"));
+        assert_eq!(cluster.node_id, Some(7));
+        // A flag wins over the file.
+        let cluster = settings(&["--config", path, "--node-id", "9"])
+            .expect("settings")
+            .cluster
+            .expect("a cluster");
+        assert_eq!(cluster.node_id, Some(9));
+    }
 }
