@@ -110,7 +110,7 @@ async fn three_nodes_join_and_strangers_are_refused() {
         }
     }
     let leader = until_agreed(&[&first, &second, &third], 3).await;
-    assert_eq!(leader, 1);
+    assert!([1, 2, 3].contains(&leader));
 
     // A wrong secret is refused in the handshake, with the reason.
     match join(b"not the cluster secret!!", 4, "127.0.0.1:9", &second.addr).await {
