@@ -160,6 +160,9 @@ fn three_nodes_join_survive_the_leader_and_take_it_back() {
         .as_array()
         .expect("names")
         .contains(&Value::from(format!("settee-{b_id}@127.0.0.1"))));
+    // A node not given --node-name answers to its member name.
+    let b_name = format!("settee-{b_id}@127.0.0.1");
+    assert_eq!(get(&b, &format!("/_node/{b_name}"))["name"], b_name);
 
     let wrong = refused_start(
         dirs[3].path(),
