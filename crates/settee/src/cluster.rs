@@ -15,7 +15,7 @@ use settee_cluster::map::{ClusterMap, Member, MemberState, NodeId, Role};
 use settee_cluster::network::{Request, Response, Transport, TransportError};
 use settee_cluster::node::{ClusterNode, NodeConfig};
 use settee_cluster::orchestrator::NoReplicas;
-use settee_cluster::storage::StoreBackend;
+use settee_cluster::storage::{stored_map, StoreBackend};
 use settee_cluster_net::{Secret, TcpTransport};
 use settee_engine::Engine;
 
@@ -92,11 +92,16 @@ pub async fn start(
         http_addr.to_string(),
         kv_addr.to_string(),
     );
+    let backend = Arc::new(StoreBackend::new(engine.store().clone()));
+    // Checked before Raft starts, so a node at the wrong address never disturbs its peers.
+    let stored = stored_map(backend.as_ref())
+        .map_err(|error| anyhow::anyhow!("reading the stored cluster map: {error}"))?;
+    same_addresses(&stored, &member)?;
     let secret = Secret::new(settings.secret.as_bytes());
     let transport = TcpTransport::new(id, secret.clone());
     let node = ClusterNode::start(
         NodeConfig::new(member.clone()),
-        Arc::new(StoreBackend::new(engine.store().clone())),
+        backend,
         Arc::new(transport.clone()),
         Arc::new(NoReplicas),
     )
@@ -135,6 +140,34 @@ pub async fn start(
         return Err(error);
     }
     Ok(cluster)
+}
+
+/// A restarted node must be where its peers look for it: the Raft group reaches it at the
+/// cluster address the map recorded, so another one is refused with the address to use.
+/// Other doors' addresses are only reported: updating a member's addresses is a later issue.
+fn same_addresses(map: &ClusterMap, now: &Member) -> anyhow::Result<()> {
+    let Some(recorded) = map.members.get(&now.id) else {
+        return Ok(());
+    };
+    if recorded.cluster_addr != now.cluster_addr {
+        anyhow::bail!(
+            "node {} is at {} in its cluster: start it with --cluster-addr {} (it listens on {})",
+            now.id,
+            recorded.cluster_addr,
+            recorded.cluster_addr,
+            now.cluster_addr
+        );
+    }
+    if (&recorded.http_addr, &recorded.kv_addr) != (&now.http_addr, &now.kv_addr) {
+        tracing::warn!(
+            recorded_http = %recorded.http_addr,
+            recorded_kv = %recorded.kv_addr,
+            http = %now.http_addr,
+            kv = %now.kv_addr,
+            "the cluster map still records this node's former HTTP and KV addresses"
+        );
+    }
+    Ok(())
 }
 
 async fn join(transport: &TcpTransport, member: Member, via: &str) -> anyhow::Result<u64> {

@@ -222,6 +222,12 @@ fn three_nodes_join_survive_the_leader_and_take_it_back() {
         "the map moved on without the old leader"
     );
 
+    // At another cluster address its peers would never reach it: refused, naming the address.
+    let moved = refused_start(&killed_dir, SECRET, &[]);
+    assert!(
+        moved.contains(&format!("--cluster-addr {killed_cluster}")),
+        "{moved}"
+    );
     // The killed node comes back from its data directory, at its address, without --join.
     let back = start(&killed_dir, &killed_cluster, &[]);
     assert_eq!(cluster_line(&back).0, killed_id);
