@@ -58,13 +58,18 @@ impl Writer {
     pub fn node(&mut self, node: Option<NodeId>) {
         self.u64(node.unwrap_or(NO_NODE));
     }
+    /// Bytes with a u32 length before them (callers bound them far below 4 GiB).
+    pub fn blob(&mut self, bytes: &[u8]) {
+        self.count(bytes.len());
+        self.0.extend_from_slice(bytes);
+    }
 }
 
 /// Reads what [`Writer`] wrote.
 pub struct Reader<'a>(pub &'a [u8]);
 
-impl Reader<'_> {
-    fn take(&mut self, count: usize) -> Result<&[u8], DecodeError> {
+impl<'a> Reader<'a> {
+    fn take(&mut self, count: usize) -> Result<&'a [u8], DecodeError> {
         if self.0.len() < count {
             return Err(bad("truncated"));
         }
@@ -100,6 +105,11 @@ impl Reader<'_> {
         let len = usize::from(self.u16()?);
         String::from_utf8(self.take(len)?.to_vec()).map_err(|_| bad("string is not UTF-8"))
     }
+    /// What [`Writer::blob`] wrote: never more than the bytes that are there.
+    pub fn blob(&mut self) -> Result<&'a [u8], DecodeError> {
+        let len = self.u32()?;
+        self.take(usize::try_from(len).map_err(|_| bad("blob too long"))?)
+    }
     pub fn node(&mut self) -> Result<Option<NodeId>, DecodeError> {
         let node = self.u64()?;
         Ok((node != NO_NODE).then_some(node))
@@ -127,7 +137,7 @@ impl Reader<'_> {
     }
 }
 
-fn write_member(w: &mut Writer, member: &Member) {
+pub fn write_member(w: &mut Writer, member: &Member) {
     w.u64(member.id);
     w.str(&member.cluster_addr);
     w.str(&member.http_addr);
@@ -136,7 +146,7 @@ fn write_member(w: &mut Writer, member: &Member) {
     w.u8(member.role as u8);
 }
 
-fn read_member(r: &mut Reader) -> Result<Member, DecodeError> {
+pub fn read_member(r: &mut Reader) -> Result<Member, DecodeError> {
     Ok(Member {
         id: r.u64()?,
         cluster_addr: r.str()?,
@@ -397,19 +407,29 @@ pub fn read_optional_log_id(r: &mut Reader) -> Result<Option<LogId<NodeId>>, Dec
 pub fn encode_vote(vote: &Vote<NodeId>) -> Vec<u8> {
     let mut w = Writer::default();
     w.u8(VERSION);
+    write_vote(&mut w, vote);
+    w.0
+}
+
+/// A vote without its version byte (inside a versioned record or frame).
+pub fn write_vote(w: &mut Writer, vote: &Vote<NodeId>) {
     w.u64(vote.leader_id.term);
     w.node(vote.leader_id.voted_for());
     w.u8(u8::from(vote.committed));
-    w.0
 }
 
 pub fn decode_vote(bytes: &[u8]) -> Result<Vote<NodeId>, DecodeError> {
     let mut r = Reader(bytes);
     r.version()?;
+    let vote = read_vote(&mut r)?;
+    r.end()?;
+    Ok(vote)
+}
+
+pub fn read_vote(r: &mut Reader) -> Result<Vote<NodeId>, DecodeError> {
     let term = r.u64()?;
     let voted_for = r.node()?;
     let committed = r.bool()?;
-    r.end()?;
     let mut vote = match voted_for {
         Some(node) => Vote::new(term, node),
         None => Vote::default(),

@@ -25,3 +25,4 @@ pub mod runtime;
 pub mod storage;
 pub mod types;
 pub mod voters;
+pub mod wire;

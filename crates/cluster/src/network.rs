@@ -18,7 +18,7 @@ use openraft::raft::{
 };
 use openraft::{BasicNode, OptionalSend, Snapshot, SnapshotMeta, Vote};
 
-use crate::map::NodeId;
+use crate::map::{Member, NodeId};
 use crate::types::TypeConfig;
 
 /// What one node asks another.
@@ -36,6 +36,12 @@ pub enum Request {
     Heartbeat {
         from: NodeId,
     },
+    /// "Record me as a member": sent by a new node to any member, which forwards it to the
+    /// Raft leader (`forwarded` set, so it travels one hop at most).
+    Join {
+        member: Member,
+        forwarded: bool,
+    },
 }
 
 #[derive(Debug)]
@@ -44,6 +50,10 @@ pub enum Response {
     Vote(VoteResponse<NodeId>),
     Snapshot(SnapshotResponse<NodeId>),
     Heartbeat,
+    /// The join is committed: the map at this revision holds the member.
+    Joined {
+        revision: u64,
+    },
     /// The receiver could not handle the request (shutting down, not initialised, ...).
     Refused(String),
 }

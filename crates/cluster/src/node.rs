@@ -66,6 +66,20 @@ impl NodeConfig {
     }
 }
 
+/// One node's view of the group ([`ClusterNode::status`]).
+#[derive(Clone, Debug)]
+pub struct Status {
+    pub id: NodeId,
+    /// Its Raft role: "leader", "follower", "learner", "candidate" or "shutdown".
+    pub state: &'static str,
+    pub leader: Option<NodeId>,
+    pub term: u64,
+    pub last_applied_index: Option<u64>,
+    pub voters: BTreeSet<NodeId>,
+    pub learners: BTreeSet<NodeId>,
+    pub map: Arc<ClusterMap>,
+}
+
 /// The failure detector of the current leadership term, if this node leads.
 type DetectorSlot = Mutex<Option<(u64, Detector)>>;
 
@@ -190,16 +204,40 @@ impl ClusterNode {
     /// Leader only: records a joining node in the map and makes it a learner. The orchestrator
     /// later makes it a voter if the group needs one.
     pub async fn add_member(&self, member: Member) -> Result<Applied, ClusterError> {
-        let id = member.id;
-        let node = BasicNode {
-            addr: member.cluster_addr.clone(),
-        };
-        let applied = self.propose(Command::AddMember(member)).await?;
-        if let Applied::Revision(_) = applied {
-            // If this fails (a new leader), the orchestrator's AddLearner action finishes it.
-            let _ = self.inner.raft.add_learner(id, node, false).await;
+        add_member(&self.inner, member).await
+    }
+
+    /// Whether this node's Raft storage holds a cluster (a log, a vote or a snapshot): a node
+    /// that has one restarts from it and needs no bootstrap or join.
+    pub async fn is_initialized(&self) -> Result<bool, ClusterError> {
+        self.inner
+            .raft
+            .is_initialized()
+            .await
+            .map_err(|error| ClusterError::Raft(error.to_string()))
+    }
+
+    /// What this node knows of the group now, for operators and tests.
+    pub fn status(&self) -> Status {
+        let metrics = self.inner.raft.metrics();
+        let metrics = metrics.borrow();
+        let membership = metrics.membership_config.membership();
+        Status {
+            id: self.inner.id,
+            state: match metrics.state {
+                ServerState::Leader => "leader",
+                ServerState::Follower => "follower",
+                ServerState::Learner => "learner",
+                ServerState::Candidate => "candidate",
+                ServerState::Shutdown => "shutdown",
+            },
+            leader: metrics.current_leader,
+            term: metrics.current_term,
+            last_applied_index: metrics.last_applied.map(|log_id| log_id.index),
+            voters: membership.voter_ids().collect(),
+            learners: membership.learner_ids().collect(),
+            map: self.map(),
         }
-        Ok(applied)
     }
 
     /// Leader only: places a new bucket on the active members and commits it.
@@ -247,6 +285,71 @@ impl Inner {
     }
 }
 
+async fn add_member(inner: &Inner, member: Member) -> Result<Applied, ClusterError> {
+    let id = member.id;
+    let node = BasicNode {
+        addr: member.cluster_addr.clone(),
+    };
+    let applied = propose(inner, Command::AddMember(member)).await?;
+    if let Applied::Revision(_) = applied {
+        // If this fails (a new leader), the orchestrator's AddLearner action finishes it.
+        let _ = inner.raft.add_learner(id, node, false).await;
+    }
+    Ok(applied)
+}
+
+/// A join request: the leader records the member; another node forwards it to the leader once.
+async fn join(inner: &Inner, member: Member, forwarded: bool) -> Response {
+    let leader = {
+        let metrics = inner.raft.metrics();
+        let metrics = metrics.borrow();
+        metrics.current_leader.and_then(|leader| {
+            metrics
+                .membership_config
+                .membership()
+                .get_node(&leader)
+                .map(|node| (leader, node.addr.clone()))
+        })
+    };
+    match leader {
+        Some((leader, _)) if leader == inner.id => {}
+        Some((leader, addr)) if !forwarded => {
+            let request = Request::Join {
+                member,
+                forwarded: true,
+            };
+            return match inner.transport.send(inner.id, leader, &addr, request).await {
+                Ok(response) => response,
+                Err(error) => Response::Refused(format!("the Raft leader did not answer: {error}")),
+            };
+        }
+        _ => return Response::Refused("no leader yet; try again".into()),
+    }
+    let map = inner.map.borrow().clone();
+    if let Some(existing) = map.members.get(&member.id) {
+        if existing.cluster_addr != member.cluster_addr {
+            return Response::Refused(format!(
+                "node id {} is already a member (at {})",
+                member.id, existing.cluster_addr
+            ));
+        }
+        // The same node asking again (it stopped before the log reached it): make sure it is
+        // in the Raft group and answer as the first time.
+        let node = BasicNode {
+            addr: member.cluster_addr.clone(),
+        };
+        let _ = inner.raft.add_learner(member.id, node, false).await;
+        return Response::Joined {
+            revision: map.revision,
+        };
+    }
+    match add_member(inner, member).await {
+        Ok(Applied::Revision(revision)) => Response::Joined { revision },
+        Ok(Applied::Rejected(reason)) => Response::Refused(reason),
+        Err(error) => Response::Refused(error.to_string()),
+    }
+}
+
 async fn propose(inner: &Inner, command: Command) -> Result<Applied, ClusterError> {
     match inner.raft.client_write(command).await {
         Ok(response) => Ok(response.data),
@@ -284,6 +387,7 @@ async fn handle(inner: &Inner, request: Request) -> Response {
             }
             Response::Heartbeat
         }
+        Request::Join { member, forwarded } => join(inner, member, forwarded).await,
     }
 }
 

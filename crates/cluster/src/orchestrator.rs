@@ -34,6 +34,22 @@ pub trait SeqnoSource: Send + Sync + 'static {
     ) -> Pin<Box<dyn Future<Output = Option<Vec<ReplicaSeqno>>> + Send>>;
 }
 
+/// The seqno source of a node whose buckets have no replicas yet (before the data plane runs
+/// DCP replicas): nobody answers, so a failover promotes nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoReplicas;
+
+impl SeqnoSource for NoReplicas {
+    fn fence_and_report(
+        &self,
+        _node: NodeId,
+        _bucket: &str,
+        _vbuckets: Vec<(u16, u64)>,
+    ) -> Pin<Box<dyn Future<Output = Option<Vec<ReplicaSeqno>>> + Send>> {
+        Box::pin(async { None })
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     FailOver(NodeId),

@@ -79,6 +79,15 @@ pub fn start_replicator(
     replicator
 }
 
+/// What a clustered node shows operators (`/_membership`, `/_node/{node}/_cluster`), set once
+/// by the binary when it runs in a cluster: the HTTP door knows nothing else of the cluster.
+pub trait ClusterView: Send + Sync {
+    /// `(all_nodes, cluster_nodes)` as CouchDB's `/_membership` names them.
+    fn membership(&self) -> (Vec<String>, Vec<String>);
+    /// Members, their states, the Raft leader and the map revision, as this node knows them.
+    fn status(&self) -> serde_json::Value;
+}
+
 /// Everything a handler can reach.
 pub struct HttpState {
     pub engine: Arc<Engine>,
@@ -103,6 +112,8 @@ pub struct HttpState {
     /// Counted on every request (`router::handle`), shown by `/_node/{node}/_prometheus`,
     /// `_stats` and `_system` (`node_api.rs`, over `settee-metrics`).
     pub metrics: Arc<settee_metrics::NodeMetrics>,
+    /// Set once at startup when the node runs in a cluster.
+    pub cluster: std::sync::OnceLock<Arc<dyn ClusterView>>,
 }
 
 impl HttpState {
@@ -130,6 +141,7 @@ impl HttpState {
             streams,
             node_config,
             metrics: Arc::default(),
+            cluster: std::sync::OnceLock::new(),
         }
     }
 

@@ -37,10 +37,16 @@ pub fn membership(state: &HttpState, req: &Req) -> ApiResult<HttpResponse> {
     if !is_get(req) {
         return Err(not_allowed("GET,HEAD"));
     }
-    let nodes = [state.config.node_name.as_str()];
+    let (all_nodes, cluster_nodes) = match state.cluster.get() {
+        Some(cluster) => cluster.membership(),
+        None => (
+            vec![state.config.node_name.clone()],
+            vec![state.config.node_name.clone()],
+        ),
+    };
     Ok(json(
         StatusCode::OK,
-        &json!({"all_nodes": nodes, "cluster_nodes": nodes}),
+        &json!({"all_nodes": all_nodes, "cluster_nodes": cluster_nodes}),
     ))
 }
 
@@ -62,6 +68,11 @@ pub async fn node(
         [] => Err(not_allowed("GET,HEAD")),
         ["_config", config @ ..] => config_request(state, req, config).await,
         ["_versions"] if is_get(req) => Ok(json(StatusCode::OK, &versions())),
+        ["_cluster"] if is_get(req) => match state.cluster.get() {
+            Some(cluster) => Ok(json(StatusCode::OK, &cluster.status())),
+            None => Err(ApiError::NotFound("this node is not in a cluster".into())),
+        },
+        ["_cluster"] => Err(not_allowed("GET,HEAD")),
         ["_versions"] => Err(not_allowed("GET,HEAD")),
         ["_prometheus"] if is_get(req) => Ok(prometheus(state)),
         ["_stats", path @ ..] if is_get(req) => stats(state, path),

@@ -174,6 +174,23 @@ pub struct ServeArgs {
     /// CouchDB's own test runs use `node1@127.0.0.1`) [default: settee@127.0.0.1].
     #[arg(long, env = "SETTEE_NODE_NAME")]
     pub node_name: Option<String>,
+    /// This node's cluster address, HOST:PORT: node-to-node TCP (Raft, heartbeats, joins;
+    /// docs/format/cluster-transport.md). With it the node runs in a cluster; without any
+    /// cluster setting it is a lone node as before [default: none].
+    #[arg(long, env = "SETTEE_CLUSTER_ADDR")]
+    pub cluster_addr: Option<SocketAddr>,
+    /// A member's cluster address to join through on the first start; without it the first
+    /// start makes a new one-node cluster. Ignored once the node has a stored Raft log.
+    #[arg(long, env = "SETTEE_JOIN")]
+    pub join: Option<String>,
+    /// The secret every member of the cluster shares (at least 16 bytes): proved in each
+    /// connection's handshake, never sent. Prefer the environment variable to the flag.
+    #[arg(long, env = "SETTEE_CLUSTER_SECRET", hide_env_values = true)]
+    pub cluster_secret: Option<String>,
+    /// This node's id in the cluster, used on its first clustered start and then kept in
+    /// DATA_DIR/node_id [default: random].
+    #[arg(long, env = "SETTEE_NODE_ID")]
+    pub node_id: Option<u64>,
 }
 
 #[derive(serde::Deserialize, Default, Debug)]
@@ -223,6 +240,10 @@ struct FileConfig {
     cors_headers: Option<String>,
     cors_max_age: Option<u64>,
     node_name: Option<String>,
+    cluster_addr: Option<SocketAddr>,
+    join: Option<String>,
+    cluster_secret: Option<String>,
+    node_id: Option<u64>,
 }
 
 /// Settings after merging flags, environment, file and defaults.
@@ -253,6 +274,27 @@ pub struct Settings {
     /// Cross-origin requests (CouchDB's `[cors]`).
     pub cors: settee_http::cors::CorsConfig,
     pub node_name: String,
+    /// `None`: a lone node, as before clusters existed.
+    pub cluster: Option<ClusterSettings>,
+}
+
+/// How this node takes part in a cluster (`--cluster-addr` and its companions).
+#[derive(Clone)]
+pub struct ClusterSettings {
+    pub addr: SocketAddr,
+    pub join: Option<String>,
+    pub secret: String,
+    pub node_id: Option<u64>,
+}
+
+impl std::fmt::Debug for ClusterSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterSettings")
+            .field("addr", &self.addr)
+            .field("join", &self.join)
+            .field("node_id", &self.node_id)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Where TLS is served and with which certificate.
@@ -317,6 +359,7 @@ impl ServeArgs {
         };
         let cors = self.cors(&file);
         let tls = self.tls(&file)?;
+        let cluster = self.cluster(&file)?;
         let admin_specs = if self.admin.is_empty() {
             file.admin.unwrap_or_default()
         } else {
@@ -462,6 +505,7 @@ impl ServeArgs {
                     .row_cache_bytes,
             ),
             cors,
+            cluster,
             node_name: self
                 .node_name
                 .clone()
@@ -497,6 +541,41 @@ impl ServeArgs {
         }
     }
 
+    /// The cluster settings, checked together: a secret without an address, or a join without
+    /// either, is a mistake better refused at start than discovered in a partition.
+    fn cluster(&self, file: &FileConfig) -> anyhow::Result<Option<ClusterSettings>> {
+        let addr = self.cluster_addr.or(file.cluster_addr);
+        let join = self.join.clone().or(file.join.clone());
+        let secret = self.cluster_secret.clone().or(file.cluster_secret.clone());
+        let node_id = self.node_id.or(file.node_id);
+        let Some(addr) = addr else {
+            if join.is_some() || secret.is_some() || node_id.is_some() {
+                anyhow::bail!("--join, --cluster-secret and --node-id need --cluster-addr");
+            }
+            return Ok(None);
+        };
+        if addr.ip().is_unspecified() {
+            anyhow::bail!("--cluster-addr {addr}: peers reach a node at this address, so it must be a concrete one");
+        }
+        let secret =
+            secret.context("--cluster-addr needs --cluster-secret (or SETTEE_CLUSTER_SECRET)")?;
+        if secret.len() < settee_cluster_net::handshake::SECRET_BYTES_MIN {
+            anyhow::bail!(
+                "the cluster secret must have at least {} bytes",
+                settee_cluster_net::handshake::SECRET_BYTES_MIN
+            );
+        }
+        if node_id == Some(0) {
+            anyhow::bail!("--node-id 0 is reserved (it means \"not yet numbered\")");
+        }
+        Ok(Some(ClusterSettings {
+            addr,
+            join,
+            secret,
+            node_id,
+        }))
+    }
+
     fn cors(&self, file: &FileConfig) -> settee_http::cors::CorsConfig {
         use settee_http::cors::{split_list, CorsConfig};
         let defaults = CorsConfig::default();
@@ -525,18 +604,91 @@ impl ServeArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use clap::Parser;
 
+    use super::*;
+
     #[derive(Parser)]
-    struct Wrapper {
+    struct Cli {
         #[command(flatten)]
         args: ServeArgs,
     }
 
-    fn settings(argv: &[&str]) -> anyhow::Result<Settings> {
-        let argv = std::iter::once("serve").chain(argv.iter().copied());
-        Wrapper::try_parse_from(argv)?.args.settings()
+    fn settings(flags: &[&str]) -> anyhow::Result<Settings> {
+        let cli = Cli::try_parse_from(std::iter::once("serve").chain(flags.iter().copied()))?;
+        cli.args.settings()
+    }
+
+    fn refusal(flags: &[&str]) -> String {
+        match settings(flags) {
+            Ok(settings) => panic!("{flags:?} accepted: {:?}", settings.cluster),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    #[test]
+    fn cluster_settings_are_checked_together() {
+        assert!(settings(&[]).expect("no cluster").cluster.is_none());
+        let secret = "sixteen bytes at least";
+        let cluster = settings(&[
+            "--cluster-addr",
+            "127.0.0.1:4369",
+            "--cluster-secret",
+            secret,
+        ])
+        .expect("a cluster")
+        .cluster
+        .expect("cluster settings");
+        assert_eq!(cluster.addr.port(), 4369);
+        assert!(
+            !format!("{cluster:?}").contains(secret),
+            "the secret is never printed"
+        );
+        assert!(refusal(&["--join", "127.0.0.1:1"]).contains("need --cluster-addr"));
+        assert!(refusal(&["--cluster-addr", "127.0.0.1:4369"]).contains("--cluster-secret"));
+        assert!(refusal(&[
+            "--cluster-addr",
+            "127.0.0.1:4369",
+            "--cluster-secret",
+            "short"
+        ])
+        .contains("at least 16 bytes"));
+        assert!(
+            refusal(&["--cluster-addr", "0.0.0.0:4369", "--cluster-secret", secret])
+                .contains("concrete")
+        );
+        assert!(refusal(&[
+            "--cluster-addr",
+            "127.0.0.1:4369",
+            "--cluster-secret",
+            secret,
+            "--node-id",
+            "0"
+        ])
+        .contains("reserved"));
+    }
+
+    #[test]
+    fn cluster_settings_come_from_the_config_file_too() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("settee.toml");
+        let text = "cluster_addr = \"127.0.0.1:4370\"\njoin = \"127.0.0.1:4369\"\n\
+                    cluster_secret = \"sixteen bytes at least\"\nnode_id = 7\n";
+        std::fs::write(&path, text).expect("write");
+        let path = path.to_str().expect("UTF-8 path");
+        let cluster = settings(&["--config", path])
+            .expect("settings")
+            .cluster
+            .expect("a cluster");
+        assert_eq!(cluster.addr.port(), 4370);
+        assert_eq!(cluster.join.as_deref(), Some("127.0.0.1:4369"));
+        assert_eq!(cluster.node_id, Some(7));
+        // A flag wins over the file.
+        let cluster = settings(&["--config", path, "--node-id", "9"])
+            .expect("settings")
+            .cluster
+            .expect("a cluster");
+        assert_eq!(cluster.node_id, Some(9));
     }
 
     #[test]

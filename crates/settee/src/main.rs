@@ -2,6 +2,7 @@
 //! `settee backup` / `settee restore` copy a node's data out and back.
 
 mod backup;
+mod cluster;
 mod config;
 mod fd_limit;
 mod node_config;
@@ -59,7 +60,10 @@ fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                // openraft logs every failed call to an unreachable peer, several lines per
+                // retry (5 a second); settee-cluster-net logs a peer going down and coming back
+                // once each instead. RUST_LOG=warn,openraft=warn brings openraft's lines back.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,openraft=off")),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -17,7 +17,7 @@ const DATA_DIR_MODE: u32 = 0o700;
 /// Only the node's owner may read a secret file.
 const SECRET_FILE_MODE: u32 = 0o600;
 /// Files that are not secret (the server uuid).
-const PUBLIC_FILE_MODE: u32 = 0o644;
+pub(crate) const PUBLIC_FILE_MODE: u32 = 0o644;
 /// The name of the admin a node makes up when none is configured.
 const GENERATED_ADMIN: &str = "admin";
 /// Random bytes of a generated admin password (printed as hex).
@@ -54,7 +54,7 @@ fn tighten(path: &Path, mode: u32) -> anyhow::Result<()> {
 
 /// Writes `bytes` to `path` whole, created with `mode`: a temporary file beside it, fsynced,
 /// renamed over it.
-fn write_whole(path: &Path, bytes: &[u8], mode: u32) -> anyhow::Result<()> {
+pub(crate) fn write_whole(path: &Path, bytes: &[u8], mode: u32) -> anyhow::Result<()> {
     let temporary = path.with_extension("tmp");
     let _ = fs::remove_file(&temporary);
     let mut file = OpenOptions::new()

@@ -62,7 +62,7 @@ fn prepare(args: ServeArgs) -> anyhow::Result<(Settings, u64)> {
     Ok((settings, open_files))
 }
 
-async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
+async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
     // First, so a bad certificate or key stops the node before it opens anything.
     let certificates = match &settings.tls {
         Some(tls) => Some(
@@ -72,6 +72,16 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
         None => None,
     };
     secrets::prepare_data_dir(&settings.data_dir)?;
+    let cluster_id = match &settings.cluster {
+        Some(cluster) => Some(crate::cluster::node_id(&settings.data_dir, cluster)?),
+        None => None,
+    };
+    if let (Some(cluster), Some(id)) = (&settings.cluster, cluster_id) {
+        // In a cluster, a node is named as `/_membership` names it, unless it was given a name.
+        if settings.node_name == settee_http::config::NODE_NAME_DEFAULT {
+            settings.node_name = crate::cluster::member_name(id, &cluster.addr.to_string());
+        }
+    }
     let mut admins: Vec<ServerAdmin> = settings
         .admins
         .iter()
@@ -206,6 +216,24 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
         )
         .context("starting the KV door's worker pool")?,
     );
+    let cluster = match (&settings.cluster, cluster_id) {
+        (Some(cluster), Some(id)) => {
+            let started = crate::cluster::start(
+                cluster,
+                id,
+                &engine,
+                local,
+                kv_state.config.kv_addr,
+                wait_for(shutdown_receiver.clone()),
+            )
+            .await?;
+            let _ = state
+                .cluster
+                .set(Arc::new(crate::cluster::View(started.node.clone())));
+            Some(started)
+        }
+        _ => None,
+    };
     println!(
         "settee {} listening on http://{local} (data in {})",
         env!("CARGO_PKG_VERSION"),
@@ -321,6 +349,9 @@ async fn run(settings: Settings, open_files: u64) -> anyhow::Result<()> {
     let _ = reloader.await;
     for tls_server in tls_servers {
         let _ = tls_server.await;
+    }
+    if let Some(cluster) = cluster {
+        cluster.stop().await;
     }
     Ok(())
 }

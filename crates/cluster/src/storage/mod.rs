@@ -10,4 +10,4 @@ mod state_machine;
 
 pub use backend::{Backend, MemoryBackend, StoreBackend, Write};
 pub use log_store::LogStore;
-pub use state_machine::{SnapshotBuilder, State, StateMachine};
+pub use state_machine::{stored_map, SnapshotBuilder, State, StateMachine};

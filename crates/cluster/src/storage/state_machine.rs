@@ -97,13 +97,23 @@ pub struct StateMachine {
     published: watch::Sender<Arc<ClusterMap>>,
 }
 
+/// The map as last applied and stored in `backend` (empty if none), read without starting Raft:
+/// what a node checks before it rejoins its peers.
+pub fn stored_map(backend: &dyn Backend) -> Result<ClusterMap, StorageError<NodeId>> {
+    Ok(stored_state(backend)?.map)
+}
+
+fn stored_state(backend: &dyn Backend) -> Result<State, StorageError<NodeId>> {
+    match backend.get(STATE_KEY).map_err(read_error)? {
+        Some(bytes) => State::decode(&bytes).map_err(read_error),
+        None => Ok(State::default()),
+    }
+}
+
 impl StateMachine {
     /// Opens the state machine stored in `backend` (empty if none).
     pub fn open(backend: Arc<dyn Backend>) -> Result<StateMachine, StorageError<NodeId>> {
-        let state = match backend.get(STATE_KEY).map_err(read_error)? {
-            Some(bytes) => State::decode(&bytes).map_err(read_error)?,
-            None => State::default(),
-        };
+        let state = stored_state(backend.as_ref())?;
         let (published, _) = watch::channel(Arc::new(state.map.clone()));
         Ok(StateMachine {
             backend,

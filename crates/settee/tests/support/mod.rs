@@ -29,6 +29,8 @@ pub struct Server {
     /// The management port (`/pools`, `/settee/timings`).
     pub mgmt_addr: String,
     pub data_dir: PathBuf,
+    /// What the server printed before it was ready (its addresses, a cluster's node line).
+    pub banner: Vec<String>,
 }
 
 impl Server {
@@ -78,12 +80,14 @@ impl Server {
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut addr = None;
         let mut mgmt_addr = String::new();
+        let mut banner = Vec::new();
         let kv_addr = loop {
             assert!(Instant::now() < deadline, "settee did not start");
             let line = lines
                 .next()
                 .expect("settee exited before listening")
                 .expect("line");
+            banner.push(line.clone());
             if let Some(rest) = line.split("listening on http://").nth(1) {
                 addr = Some(rest.split_whitespace().next().expect("address").to_string());
             }
@@ -103,6 +107,7 @@ impl Server {
             kv_addr,
             mgmt_addr,
             data_dir: data_dir.to_owned(),
+            banner,
         }
     }
 

@@ -1,0 +1,200 @@
+//! [`TcpTransport`]: settee-cluster's `Transport` over TCP. A request takes an idle connection
+//! to its peer or dials a new one (with the handshake), sends one frame, reads one reply, and
+//! puts the connection back for the next request; a connection that failed is dropped, and
+//! the next request dials again.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use settee_cluster::map::NodeId;
+use settee_cluster::network::{Request, Response, SendFuture, Transport, TransportError};
+use settee_cluster::wire;
+use tokio::net::TcpStream;
+
+use crate::handshake::{self, Secret};
+use crate::stream::FrameStream;
+use crate::{frame, NetError};
+
+pub const CONNECT_TIMEOUT_MS: u64 = 2_000;
+/// A request's whole exchange (dial, handshake, reply) for callers without a budget of their
+/// own; openraft drops its calls sooner, on its own RPC budget.
+pub const REQUEST_TIMEOUT_MS: u64 = 10_000;
+/// Idle connections kept per peer for reuse.
+pub const IDLE_CONNECTIONS_MAX: usize = 4;
+
+/// Cheap to clone: clones share the connection pool.
+#[derive(Clone)]
+pub struct TcpTransport {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// This node's id, sent in the handshake (0 before it has one).
+    id: NodeId,
+    secret: Secret,
+    // Locked only to take or return a connection, never across an await.
+    idle: Mutex<HashMap<String, Vec<FrameStream>>>,
+    next_request_id: AtomicU64,
+    // Peers whose last dial failed, so a peer going down and coming back is logged once each,
+    // not at every retry. Locked briefly after a dial, never across an await.
+    down: Mutex<HashSet<String>>,
+}
+
+impl TcpTransport {
+    pub fn new(id: NodeId, secret: Secret) -> TcpTransport {
+        TcpTransport {
+            shared: Arc::new(Shared {
+                id,
+                secret,
+                idle: Mutex::new(HashMap::new()),
+                next_request_id: AtomicU64::new(1),
+                down: Mutex::new(HashSet::new()),
+            }),
+        }
+    }
+}
+
+impl Transport for TcpTransport {
+    /// `target` 0 means "whoever answers at `addr`" (a join names an address, not a node).
+    fn send(&self, _from: NodeId, target: NodeId, addr: &str, request: Request) -> SendFuture {
+        let shared = self.shared.clone();
+        let addr = addr.to_owned();
+        Box::pin(async move {
+            let budget = Duration::from_millis(REQUEST_TIMEOUT_MS);
+            match tokio::time::timeout(budget, shared.exchange(target, &addr, &request)).await {
+                Ok(result) => result.map_err(|error| error.into_transport(target)),
+                Err(_) => Err(TransportError::Timeout(target)),
+            }
+        })
+    }
+}
+
+impl NetError {
+    fn into_transport(self, target: NodeId) -> TransportError {
+        // What the peer said (a wrong secret among others) or proved wrong about itself is a
+        // refusal with its reason; anything else is a peer that could not be reached.
+        match self {
+            NetError::Remote { message, .. } => TransportError::Refused {
+                node: target,
+                reason: message,
+            },
+            NetError::PeerUnproven | NetError::WrongPeer { .. } => TransportError::Refused {
+                node: target,
+                reason: self.to_string(),
+            },
+            _ => TransportError::Unreachable(target),
+        }
+    }
+}
+
+impl Shared {
+    async fn exchange(
+        &self,
+        target: NodeId,
+        addr: &str,
+        request: &Request,
+    ) -> Result<Response, NetError> {
+        let (kind, body) = wire::encode_request(request);
+        if !frame::fits(body.len()) {
+            return Err(NetError::Handshake(format!(
+                "a request of {} bytes does not fit in a frame",
+                body.len()
+            )));
+        }
+        // An idle connection may have been closed by the peer (a restart) since its last use:
+        // if it fails before any reply, the request goes once more on a new connection.
+        let idle = self.idle.lock().get_mut(addr).and_then(Vec::pop);
+        if let Some(mut connection) = idle {
+            match self.round_trip(&mut connection, kind, &body).await {
+                Ok(response) => {
+                    self.put_back(addr, connection);
+                    return Ok(response);
+                }
+                Err(NetError::Closed | NetError::Io(_)) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        let dialed = self.dial(target, addr).await;
+        self.note_reachability(target, addr, dialed.as_ref().err());
+        let mut connection = dialed?;
+        let response = self.round_trip(&mut connection, kind, &body).await?;
+        self.put_back(addr, connection);
+        Ok(response)
+    }
+
+    async fn dial(&self, target: NodeId, addr: &str) -> Result<FrameStream, NetError> {
+        let connect = TcpStream::connect(addr);
+        let stream = tokio::time::timeout(Duration::from_millis(CONNECT_TIMEOUT_MS), connect)
+            .await
+            .map_err(|_| NetError::Timeout)??;
+        let mut stream = FrameStream::new(stream);
+        let handshake_budget = Duration::from_millis(crate::HANDSHAKE_TIMEOUT_MS);
+        let peer = tokio::time::timeout(
+            handshake_budget,
+            handshake::client(&mut stream, &self.secret, self.id),
+        )
+        .await
+        .map_err(|_| NetError::Timeout)??;
+        if target != 0 && peer != target {
+            return Err(NetError::WrongPeer {
+                expected: target,
+                found: peer,
+            });
+        }
+        Ok(stream)
+    }
+
+    async fn round_trip(
+        &self,
+        connection: &mut FrameStream,
+        kind: u8,
+        body: &[u8],
+    ) -> Result<Response, NetError> {
+        let request_id = self.next_request_id.fetch_add(1, Ordering::Relaxed);
+        connection.write_frame(kind, request_id, body).await?;
+        let reply = connection.read_frame().await?;
+        if reply.request_id != request_id {
+            return Err(NetError::Handshake(format!(
+                "reply to request {} where {request_id} was asked",
+                reply.request_id
+            )));
+        }
+        if reply.kind != wire::KIND_ERROR && Some(reply.kind) != wire::reply_kind(kind) {
+            return Err(NetError::Handshake(format!(
+                "reply kind {:#04x} to a request of kind {kind:#04x}",
+                reply.kind
+            )));
+        }
+        match wire::decode_response(reply.kind, &reply.body) {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err((code, message))) => Err(NetError::Remote { code, message }),
+            Err(error) => Err(NetError::Handshake(error.to_string())),
+        }
+    }
+
+    fn note_reachability(&self, target: NodeId, addr: &str, error: Option<&NetError>) {
+        match error {
+            Some(error) => {
+                if self.down.lock().insert(addr.to_owned()) {
+                    tracing::warn!(node = target, addr, %error, "cluster peer unreachable");
+                }
+            }
+            None => {
+                if self.down.lock().remove(addr) {
+                    tracing::warn!(node = target, addr, "cluster peer reachable again");
+                }
+            }
+        }
+    }
+
+    fn put_back(&self, addr: &str, connection: FrameStream) {
+        let mut idle = self.idle.lock();
+        let connections = idle.entry(addr.to_owned()).or_default();
+        if connections.len() < IDLE_CONNECTIONS_MAX {
+            connections.push(connection);
+        }
+    }
+}

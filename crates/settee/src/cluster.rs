@@ -1,0 +1,260 @@
+//! `settee serve --cluster-addr`: the node takes part in a cluster. Its id is kept in the data
+//! directory; its Raft log, vote and map in the engine's store (`meta` under `cluster/`,
+//! docs/format/cluster-map.md); peers are reached over settee-cluster-net. The first start
+//! bootstraps a one-node cluster, or joins through `--join`; a later start carries on from the
+//! stored log. Doors do not route by the map yet (a later issue): today the cluster agrees on
+//! its members, and operators see it in `/_membership` and `/_node/_local/_cluster`.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde_json::{json, Value};
+use settee_cluster::map::{ClusterMap, Member, MemberState, NodeId, Role};
+use settee_cluster::network::{Request, Response, Transport, TransportError};
+use settee_cluster::node::{ClusterNode, NodeConfig};
+use settee_cluster::orchestrator::NoReplicas;
+use settee_cluster::storage::{stored_map, StoreBackend};
+use settee_cluster_net::{Secret, TcpTransport};
+use settee_engine::Engine;
+
+use crate::config::ClusterSettings;
+use crate::secrets;
+
+/// Generated ids stay below 2^53 so JSON readers that hold numbers as doubles see them whole.
+const GENERATED_ID_MAX: u64 = (1 << 53) - 1;
+
+/// This node's id: DATA_DIR/node_id if it exists, else `--node-id` or a random one, written
+/// there before anything else happens so a restart is the same node.
+pub fn node_id(data_dir: &Path, settings: &ClusterSettings) -> anyhow::Result<NodeId> {
+    let path = data_dir.join("node_id");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let stored: NodeId = text
+                .trim()
+                .parse()
+                .with_context(|| format!("{} does not hold a node id", path.display()))?;
+            if let Some(asked) = settings.node_id.filter(|asked| *asked != stored) {
+                anyhow::bail!(
+                    "--node-id {asked}: this data directory belongs to node {stored} ({})",
+                    path.display()
+                );
+            }
+            Ok(stored)
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            let id = settings
+                .node_id
+                .unwrap_or_else(|| rand::random_range(1..=GENERATED_ID_MAX));
+            secrets::write_whole(
+                &path,
+                format!("{id}\n").as_bytes(),
+                secrets::PUBLIC_FILE_MODE,
+            )?;
+            Ok(id)
+        }
+        Err(error) => Err(error).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// A member's name in `/_membership`, in CouchDB's `name@host` shape.
+pub fn member_name(id: NodeId, cluster_addr: &str) -> String {
+    let host = cluster_addr
+        .parse::<SocketAddr>()
+        .map(|addr| addr.ip().to_string())
+        .unwrap_or_else(|_| cluster_addr.to_owned());
+    format!("settee-{id}@{host}")
+}
+
+pub struct Cluster {
+    pub node: Arc<ClusterNode>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+/// Starts the node's Raft instance and its cluster port, then bootstraps, joins or carries on
+/// from the stored log. A refused join is an error naming the reason.
+pub async fn start(
+    settings: &ClusterSettings,
+    id: NodeId,
+    engine: &Engine,
+    http_addr: SocketAddr,
+    kv_addr: SocketAddr,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<Cluster> {
+    let listener = tokio::net::TcpListener::bind(settings.addr)
+        .await
+        .with_context(|| format!("binding the cluster port {}", settings.addr))?;
+    let cluster_addr = listener.local_addr()?.to_string();
+    let member = Member::joining(
+        id,
+        &cluster_addr,
+        http_addr.to_string(),
+        kv_addr.to_string(),
+    );
+    let backend = Arc::new(StoreBackend::new(engine.store().clone()));
+    // Checked before Raft starts, so a node at the wrong address never disturbs its peers.
+    let stored = stored_map(backend.as_ref())
+        .map_err(|error| anyhow::anyhow!("reading the stored cluster map: {error}"))?;
+    same_addresses(&stored, &member)?;
+    let secret = Secret::new(settings.secret.as_bytes());
+    let transport = TcpTransport::new(id, secret.clone());
+    let node = ClusterNode::start(
+        NodeConfig::new(member.clone()),
+        backend,
+        Arc::new(transport.clone()),
+        Arc::new(NoReplicas),
+    )
+    .await
+    .context("starting the cluster node")?;
+    let node = Arc::new(node);
+    let server = tokio::spawn(settee_cluster_net::serve(
+        listener,
+        node.clone(),
+        secret,
+        shutdown,
+    ));
+    let cluster = Cluster { node, server };
+    let begun = match (cluster.node.is_initialized().await?, &settings.join) {
+        (true, join) => {
+            if join.is_some() {
+                tracing::info!("the node has a stored Raft log: --join ignored");
+            }
+            println!("settee cluster node {id} on {cluster_addr}: carrying on from its stored log");
+            Ok(())
+        }
+        (false, None) => cluster
+            .node
+            .bootstrap()
+            .await
+            .map(|()| println!("settee cluster node {id} on {cluster_addr}: a new cluster"))
+            .context("bootstrapping a one-node cluster"),
+        (false, Some(via)) => join(&transport, member, via).await.map(|revision| {
+            println!(
+                "settee cluster node {id} on {cluster_addr}: joined through {via} (map revision {revision})"
+            )
+        }),
+    };
+    if let Err(error) = begun {
+        cluster.stop().await;
+        return Err(error);
+    }
+    Ok(cluster)
+}
+
+/// A restarted node must be where its peers look for it: the Raft group reaches it at the
+/// cluster address the map recorded, so another one is refused with the address to use.
+/// Other doors' addresses are only reported: updating a member's addresses is a later issue.
+fn same_addresses(map: &ClusterMap, now: &Member) -> anyhow::Result<()> {
+    let Some(recorded) = map.members.get(&now.id) else {
+        return Ok(());
+    };
+    if recorded.cluster_addr != now.cluster_addr {
+        anyhow::bail!(
+            "node {} is at {} in its cluster: start it with --cluster-addr {} (it listens on {})",
+            now.id,
+            recorded.cluster_addr,
+            recorded.cluster_addr,
+            now.cluster_addr
+        );
+    }
+    if (&recorded.http_addr, &recorded.kv_addr) != (&now.http_addr, &now.kv_addr) {
+        tracing::warn!(
+            recorded_http = %recorded.http_addr,
+            recorded_kv = %recorded.kv_addr,
+            http = %now.http_addr,
+            kv = %now.kv_addr,
+            "the cluster map still records this node's former HTTP and KV addresses"
+        );
+    }
+    Ok(())
+}
+
+async fn join(transport: &TcpTransport, member: Member, via: &str) -> anyhow::Result<u64> {
+    let id = member.id;
+    let request = Request::Join {
+        member,
+        forwarded: false,
+    };
+    match transport.send(id, 0, via, request).await {
+        Ok(Response::Joined { revision }) => Ok(revision),
+        Ok(Response::Refused(reason)) => {
+            anyhow::bail!("joining the cluster through {via} was refused: {reason}")
+        }
+        Ok(other) => anyhow::bail!("joining through {via}: unexpected answer {other:?}"),
+        Err(TransportError::Refused { reason, .. }) => {
+            anyhow::bail!("joining the cluster through {via} was refused: {reason}")
+        }
+        Err(error) => anyhow::bail!("joining the cluster through {via} failed: {error}"),
+    }
+}
+
+impl Cluster {
+    /// Stops serving peers and stops the Raft instance (the shutdown future given to `start`
+    /// must have resolved, or be about to, for the server to end).
+    pub async fn stop(self) {
+        self.server.abort();
+        let _ = self.server.await;
+        self.node.shutdown().await;
+    }
+}
+
+/// The HTTP door's window on the cluster.
+pub struct View(pub Arc<ClusterNode>);
+
+fn state_name(state: MemberState) -> &'static str {
+    match state {
+        MemberState::Active => "active",
+        MemberState::Failed => "failed",
+        MemberState::Ejected => "ejected",
+    }
+}
+
+fn members_json(map: &ClusterMap) -> Vec<Value> {
+    map.members
+        .values()
+        .map(|member| {
+            json!({
+                "id": member.id,
+                "name": member_name(member.id, &member.cluster_addr),
+                "cluster_addr": member.cluster_addr,
+                "http_addr": member.http_addr,
+                "kv_addr": member.kv_addr,
+                "state": state_name(member.state),
+                "role": match member.role { Role::Voter => "voter", Role::Learner => "learner" },
+            })
+        })
+        .collect()
+}
+
+impl settee_http::ClusterView for View {
+    fn membership(&self) -> (Vec<String>, Vec<String>) {
+        let map = self.0.map();
+        let names = |keep: fn(MemberState) -> bool| {
+            map.members
+                .values()
+                .filter(|member| keep(member.state))
+                .map(|member| member_name(member.id, &member.cluster_addr))
+                .collect()
+        };
+        (
+            names(|state| state == MemberState::Active),
+            names(|state| state != MemberState::Ejected),
+        )
+    }
+
+    fn status(&self) -> Value {
+        let status = self.0.status();
+        json!({
+            "node": status.id,
+            "state": status.state,
+            "leader": status.leader,
+            "term": status.term,
+            "applied_index": status.last_applied_index,
+            "revision": status.map.revision,
+            "voters": status.voters,
+            "learners": status.learners,
+            "members": members_json(&status.map),
+        })
+    }
+}
