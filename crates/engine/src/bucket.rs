@@ -225,6 +225,10 @@ pub struct Bucket {
     /// the store's epoch (reading it from disk again); read by every writer of a collection
     /// other than 0 under its vbucket locks, and by readers. Lock order: vbucket locks first.
     pub(crate) collections: RwLock<CollectionsState>,
+    /// Bit `i` set when collection `i` (below 64) is live in `collections`' manifest: the
+    /// liveness check of every KV request and read is one atomic load (`collections/mod.rs`).
+    /// Written right after every change of `collections`, under its write lock.
+    pub(crate) live_bits: std::sync::atomic::AtomicU64,
     /// Serialises writes of the bucket's configuration (`revs_limit`, `max_ttl`).
     config_lock: tokio::sync::Mutex<()>,
     /// Serialises manifest changes (held across their fsync wait).
@@ -352,6 +356,9 @@ impl Bucket {
             kv_lock_count: std::sync::atomic::AtomicUsize::new(0),
             limits,
             skips: Skips::new(skip_total),
+            live_bits: std::sync::atomic::AtomicU64::new(crate::collections::live_bits(
+                &collections.manifest,
+            )),
             collections: RwLock::new(collections),
             config_lock: tokio::sync::Mutex::new(()),
             manifest_lock: tokio::sync::Mutex::new(()),

@@ -55,7 +55,7 @@ impl Keyspace {
 
     /// Whether the collection is still in the bucket's live manifest.
     pub fn is_live(&self) -> bool {
-        self.collection == 0 || self.bucket.manifest().is_live(self.collection)
+        self.bucket.is_collection_live(self.collection)
     }
 
     pub fn key<'k>(&self, key: &'k [u8]) -> DocKey<'k> {

@@ -892,8 +892,8 @@ fn data_op(
         (0, frame.key)
     };
     if collection != 0 {
-        let manifest = bucket.manifest();
-        if !manifest.is_live(collection) {
+        if !bucket.is_collection_live(collection) {
+            let manifest = bucket.manifest();
             unknown_reply(
                 out,
                 &features,

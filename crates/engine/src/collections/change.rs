@@ -183,7 +183,7 @@ impl Bucket {
             // Enqueued under every vbucket lock (queue order is seqno order), and live before
             // they are released: a writer that takes one after this sees the new manifest.
             let pending = self.store.commit_in_epoch(batch, epoch);
-            *self.collections.write() = next.clone();
+            self.replace_collections(&mut self.collections.write(), next.clone());
             (pending, next, highs)
         };
         if let Err(error) = pending.await {
@@ -191,7 +191,7 @@ impl Bucket {
             // from now on.
             let mut fresh = CollectionsState::read(&self.store, self.id)?;
             fresh.epoch = self.store.epoch();
-            *self.collections.write() = fresh;
+            self.replace_collections(&mut self.collections.write(), fresh);
             return Err(error.into());
         }
         for (visible, high) in self.visible_high.iter().zip(highs) {

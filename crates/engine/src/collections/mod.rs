@@ -153,7 +153,7 @@ impl Bucket {
     /// [`EngineError::UnknownCollection`] unless collection `cid` is live. Collection 0
     /// always is (it cannot be dropped), without a look at the manifest.
     pub(crate) fn check_live(&self, cid: u32) -> Result<(), EngineError> {
-        if cid == 0 {
+        if self.is_collection_live(cid) {
             return Ok(());
         }
         let state = self.collections.read();
@@ -162,6 +162,27 @@ impl Bucket {
         } else {
             Err(state.manifest.unknown_collection().into())
         }
+    }
+
+    /// Whether collection `cid` is live now: one atomic load for ids below 64 (every request
+    /// of the KV door asks), the manifest otherwise.
+    pub fn is_collection_live(&self, cid: u32) -> bool {
+        match cid {
+            0 => true,
+            1..=63 => {
+                self.live_bits.load(std::sync::atomic::Ordering::Acquire) & (1u64 << cid) != 0
+            }
+            _ => self.collections.read().manifest.is_live(cid),
+        }
+    }
+
+    /// Replaces the collections state (its write lock held) and its `live_bits`.
+    pub(crate) fn replace_collections(&self, state: &mut CollectionsState, next: CollectionsState) {
+        self.live_bits.store(
+            live_bits(&next.manifest),
+            std::sync::atomic::Ordering::Release,
+        );
+        *state = next;
     }
 
     /// The collections state for a writer holding vbucket locks: read from disk again if a
@@ -180,7 +201,7 @@ impl Bucket {
         if state.epoch != epoch {
             let mut fresh = CollectionsState::read(&self.store, self.id)?;
             fresh.epoch = epoch;
-            *state = fresh;
+            self.replace_collections(&mut state, fresh);
         }
         Ok(state.clone())
     }
@@ -235,4 +256,13 @@ impl Bucket {
         self.collection_state(cid, vbucket)
             .map_or(0, |state| state.live + state.deleted)
     }
+}
+
+/// [`Bucket::live_bits`] of `manifest`: bit `i` for each live collection id `i` below 64.
+pub(crate) fn live_bits(manifest: &Manifest) -> u64 {
+    manifest
+        .collection_ids()
+        .into_iter()
+        .filter(|id| *id < 64)
+        .fold(0, |bits, id| bits | (1u64 << id))
 }
