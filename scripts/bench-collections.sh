@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Issue 19's benchmarks, on one settee node, in one run:
 #  1. KV GET and HTTP GET/PUT on a non-default collection against `_default._default`, in
-#     alternating rounds (KV: bucket `dflt`'s default collection, bucket `coll`'s collection
-#     s.c; HTTP: a new bucket `dflt_rN` and a new collection `coll$s$cN` each round N);
+#     alternating rounds (KV: bucket `coll`'s default collection and its collection s.c, the
+#     same keys loaded into both once before the rounds, so that no round measures the
+#     compaction of another's load; HTTP: a new bucket `dflt_rN` and a new collection
+#     `coll$s$cN` each round N);
 #     prints each side's median and collection/default.
 #  2. Dropping a collection of DROP_DOCS documents (default 1,000,000) while a KV GET load runs
 #     on `_default`: the DELETE's answer time, the time until the data directory is back to
@@ -34,11 +36,11 @@ curl -fsS -u admin:secret -X PUT "$http/coll\$s\$c" >/dev/null
 
 results=$tmp/results.tsv
 : >"$results"
-# kv_get LABEL BUCKET [COLLECTION]: one KV GET measurement.
+# kv_get LABEL BUCKET [COLLECTION]: one KV GET measurement of the keys loaded below.
 kv_get() {
     local label=$1 bucket=$2 collection=${3:-}
     local flags=(--addr "127.0.0.1:$kv_port" --user admin --password secret --bucket "$bucket"
-        --connections "$connections" --duration "$duration" --json)
+        --connections "$connections" --duration "$duration" --no-load --json)
     [[ -z $collection ]] || flags+=(--collection "$collection")
     "$SETTEE_BIN" bench kv "${flags[@]}" 2>/dev/null |
         python3 -c 'import json,sys
@@ -58,6 +60,15 @@ for line in sys.stdin:
     print("%s\thttp %s\t%.0f\t%d" % (sys.argv[1], phase["name"], phase["ops_per_sec"], phase["p99_us"]))' "$label" >>"$results"
 }
 
+# The KV keys, once per side, then a pause for the flushes and compactions they cause.
+for collection in "" s.c; do
+    load_flags=(--addr "127.0.0.1:$kv_port" --user admin --password secret --bucket coll
+        --duration 1 --warmup 0 --json)
+    [[ -z $collection ]] || load_flags+=(--collection "$collection")
+    "$SETTEE_BIN" bench kv "${load_flags[@]}" >/dev/null 2>&1
+done
+sleep 5
+
 for round in $(seq 1 "$rounds"); do
     echo "bench-collections: round $round" >&2
     if ((round % 2)); then order=(default collection); else order=(collection default); fi
@@ -66,7 +77,7 @@ for round in $(seq 1 "$rounds"); do
         # neither side measures the clean-up of the last round's (a bucket's DeleteRange, a
         # dropped collection's background purge).
         if [[ $side == default ]]; then
-            kv_get default dflt
+            kv_get default coll
             http_run default "dflt_r$round"
         else
             kv_get collection coll s.c

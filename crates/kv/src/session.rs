@@ -891,19 +891,16 @@ fn data_op(
     } else {
         (0, frame.key)
     };
-    if collection != 0 {
-        if !bucket.is_collection_live(collection) {
-            let manifest = bucket.manifest();
-            unknown_reply(
-                out,
-                &features,
-                frame.opcode,
-                frame.opaque,
-                status::UNKNOWN_COLLECTION,
-                manifest.uid(),
-            );
-            return Handled::Done;
-        }
+    if !bucket.is_collection_live(collection) {
+        unknown_reply(
+            out,
+            &features,
+            frame.opcode,
+            frame.opaque,
+            status::UNKNOWN_COLLECTION,
+            bucket.manifest().uid(),
+        );
+        return Handled::Done;
     }
     // Every data request asks the node's one authorisation decision (access.rs).
     let operation = crate::access::operation_of(base, key);
