@@ -298,19 +298,22 @@ async fn add_member(inner: &Inner, member: Member) -> Result<Applied, ClusterErr
     Ok(applied)
 }
 
+/// The Raft leader this node knows of, with its address in the membership.
+fn current_leader(inner: &Inner) -> Option<(NodeId, String)> {
+    let metrics = inner.raft.metrics();
+    let metrics = metrics.borrow();
+    metrics.current_leader.and_then(|leader| {
+        metrics
+            .membership_config
+            .membership()
+            .get_node(&leader)
+            .map(|node| (leader, node.addr.clone()))
+    })
+}
+
 /// A join request: the leader records the member; another node forwards it to the leader once.
 async fn join(inner: &Inner, member: Member, forwarded: bool) -> Response {
-    let leader = {
-        let metrics = inner.raft.metrics();
-        let metrics = metrics.borrow();
-        metrics.current_leader.and_then(|leader| {
-            metrics
-                .membership_config
-                .membership()
-                .get_node(&leader)
-                .map(|node| (leader, node.addr.clone()))
-        })
-    };
+    let leader = current_leader(inner);
     match leader {
         Some((leader, _)) if leader == inner.id => {}
         Some((leader, addr)) if !forwarded => {
@@ -396,17 +399,7 @@ async fn heartbeats(inner: Arc<Inner>) {
     let interval = Duration::from_millis(inner.config.liveness_interval_ms);
     loop {
         tokio::time::sleep(interval).await;
-        let target = {
-            let metrics = inner.raft.metrics();
-            let metrics = metrics.borrow();
-            metrics.current_leader.and_then(|leader| {
-                metrics
-                    .membership_config
-                    .membership()
-                    .get_node(&leader)
-                    .map(|node| (leader, node.addr.clone()))
-            })
-        };
+        let target = current_leader(&inner);
         let Some((leader, addr)) = target else {
             continue;
         };
