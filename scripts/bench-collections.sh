@@ -15,7 +15,7 @@
 #   ROUNDS=5 DURATION=10 DROP_DOCS=200000 scripts/bench-collections.sh
 #
 # Environment (all optional): SETTEE_BIN, ROUNDS (3), DURATION (8 s per measurement),
-# CONNECTIONS (16, KV), DROP_DOCS (1000000), SKIP_BUILD.
+# CONNECTIONS (16, KV), DROP_DOCS (1000000; 0 skips part 2), SKIP_BUILD.
 set -euo pipefail
 settee_bin_override=${SETTEE_BIN:-}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -97,7 +97,16 @@ for kind in kinds:
     p99 = {label: [float(r[3]) for r in rows if r[0] == label and r[1] == kind] for label in ("default", "collection")}
     d, c = statistics.median(side["default"]), statistics.median(side["collection"])
     print(f"{kind:<12} {d:>10.0f} {c:>11.0f} {c / d:>6.3f} {statistics.median(p99['default']):>10.0f}/{statistics.median(p99['collection']):.0f}")
+# Each round measures both sides back to back: the ratio within a round cancels the drift of
+# the machine between rounds, so its median is the steadier figure.
+print("paired (collection/default within each round): median, min, max")
+for kind in kinds:
+    ratios = [c / d for d, c in zip(
+        [float(r[2]) for r in rows if r[0] == "default" and r[1] == kind],
+        [float(r[2]) for r in rows if r[0] == "collection" and r[1] == kind])]
+    print(f"{kind:<12} {statistics.median(ratios):.3f} {min(ratios):.3f} {max(ratios):.3f}")
 EOF
+((drop_docs > 0)) || exit 0
 
 echo "== dropping a collection of $drop_docs documents under a KV GET load on _default"
 # A bucket of its own: its size (GET /dropb, sizes.file: SST and memtable bytes in its key
