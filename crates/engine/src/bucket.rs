@@ -28,7 +28,7 @@ use crate::limits::{DocLimits, LimitError};
 use crate::record::{DocRecord, Header};
 use crate::seqvec::SeqVector;
 use crate::skips::{SkipCounters, SkipStats, SkippedRecord, Skips};
-use crate::vb_state::{read_collection_states, read_vb_state, VbSlot, VbState};
+use crate::vb_state::{read_states, VbSlot, VbState};
 use crate::vbucket::vbucket_of;
 
 /// Longest document key, in bytes (Couchbase's limit; CouchDB ids are held to it too).
@@ -293,11 +293,11 @@ impl Bucket {
         let collections = CollectionsState::read(&store, id)?;
         let live = collections.manifest.collection_ids();
         for vbucket in 0..config.vbuckets {
-            let mut state = read_vb_state(&store, id, vbucket)?;
             let (lower, upper) = keys::vb_range(id, vbucket);
+            let mut last_seqno = 0;
             if let Some((key, value)) = store.last_in_range(Cf::Seq, &lower, &upper)? {
                 let seqno = keys::seqno_of_seq_key(&key).unwrap_or(0);
-                state.high_seqno = state.high_seqno.max(seqno);
+                last_seqno = seqno;
                 match crate::change_entry::StoredEntry::decode(vbucket, seqno, &value) {
                     Some(crate::change_entry::StoredEntry::Change(entry, _)) => {
                         hlc.observe(entry.cas)
@@ -306,7 +306,7 @@ impl Bucket {
                     None => {}
                 }
             }
-            let collection_states = read_collection_states(&store, id, vbucket, &state, &live)?;
+            let (state, collection_states) = read_states(&store, id, vbucket, &live, last_seqno)?;
             vb_states.push(Mutex::new(VbSlot {
                 state,
                 collections: collection_states,
@@ -864,12 +864,8 @@ impl Bucket {
         epoch: u64,
         live: &[u32],
     ) -> Result<(), EngineError> {
-        let on_disk = read_vb_state(&self.store, self.id, vbucket)?;
-        let state = VbState {
-            high_seqno: slot.state.high_seqno.max(on_disk.high_seqno),
-            ..on_disk
-        };
-        let mut collections = read_collection_states(&self.store, self.id, vbucket, &state, live)?;
+        let (state, mut collections) =
+            read_states(&self.store, self.id, vbucket, live, slot.state.high_seqno)?;
         for (cid, stats) in collections.iter_mut() {
             if let Some(in_memory) = slot.collection(*cid) {
                 stats.high_seqno = stats.high_seqno.max(in_memory.high_seqno);

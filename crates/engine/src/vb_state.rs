@@ -110,8 +110,10 @@ impl VbSlot {
         Some(self.collections.remove(at).1)
     }
 
-    /// Stages the vbucket's counters and, once the bucket has collections (`with_collections`:
-    /// its manifest changed at least once), those of `touched` collections.
+    /// Stages the vbucket's counters: before the bucket has collections (`with_collections`:
+    /// its manifest changed at least once), its `vbstats`; after, the 64-byte `cstats` of each
+    /// `touched` collection, which carries the vbucket's counters as well (collections.md:
+    /// one counter key per write, as without collections).
     pub(crate) fn persist(
         &self,
         batch: &mut Batch,
@@ -120,67 +122,82 @@ impl VbSlot {
         with_collections: bool,
         touched: impl Iterator<Item = u32>,
     ) {
-        batch.put(
-            Cf::Meta,
-            keys::meta::vb_stats(bucket_id, vbucket),
-            self.state.encode().to_vec(),
-        );
-        if !with_collections {
-            return;
-        }
-        for cid in touched {
-            if let Some(stats) = self.collection(cid) {
-                batch.put(
-                    Cf::Meta,
-                    keys::meta::collection_stats(bucket_id, cid, vbucket),
-                    stats.encode().to_vec(),
-                );
+        let mut carried = false;
+        if with_collections {
+            for cid in touched {
+                if let Some(stats) = self.collection(cid) {
+                    let mut value = Vec::with_capacity(64);
+                    value.extend_from_slice(&stats.encode());
+                    value.extend_from_slice(&self.state.encode());
+                    batch.put(
+                        Cf::Meta,
+                        keys::meta::collection_stats(bucket_id, cid, vbucket),
+                        value,
+                    );
+                    carried = true;
+                }
             }
         }
-    }
-}
-
-/// A vbucket's counters as stored (absent: all zero).
-pub(crate) fn read_vb_state(
-    store: &Store,
-    bucket_id: u32,
-    vbucket: u16,
-) -> Result<VbState, EngineError> {
-    match store.get(Cf::Meta, &keys::meta::vb_stats(bucket_id, vbucket))? {
-        Some(raw) => {
-            VbState::decode(&raw).ok_or_else(|| EngineError::Corrupt("vbucket stats".into()))
+        if !carried {
+            batch.put(
+                Cf::Meta,
+                keys::meta::vb_stats(bucket_id, vbucket),
+                self.state.encode().to_vec(),
+            );
         }
-        None => Ok(VbState::default()),
     }
 }
 
-/// The counts of the live collections `cids` in `vbucket` as stored, given the vbucket's own
-/// (`vb`). Collection 0 without a record is equal to the vbucket (true until the bucket's
-/// first manifest change, which writes its record); another without one is empty.
-pub(crate) fn read_collection_states(
+/// A vbucket's counters and those of its live collections `cids`, as stored: the vbucket's
+/// are its `vbstats` or the vbucket part of a 64-byte `cstats` record, whichever has the
+/// higher high seqno (collections.md); then their high seqno is raised to `seqno_floor` (the
+/// last change entry, or the seqno memory handed out). Collection 0 without a record is
+/// equal to the vbucket (true until the bucket's first manifest change, which writes its
+/// record); another without one is empty.
+pub(crate) fn read_states(
     store: &Store,
     bucket_id: u32,
     vbucket: u16,
-    vb: &VbState,
     cids: &[u32],
-) -> Result<Vec<(u32, VbState)>, EngineError> {
+    seqno_floor: u64,
+) -> Result<(VbState, Vec<(u32, VbState)>), EngineError> {
+    let corrupt = |what: &str| EngineError::Corrupt(what.into());
+    let mut vb = match store.get(Cf::Meta, &keys::meta::vb_stats(bucket_id, vbucket))? {
+        Some(raw) => VbState::decode(&raw).ok_or_else(|| corrupt("vbucket stats"))?,
+        None => VbState::default(),
+    };
     let stat_keys: Vec<Vec<u8>> = cids
         .iter()
         .map(|cid| keys::meta::collection_stats(bucket_id, *cid, vbucket))
         .collect();
     let stored = store.multi_get(Cf::Meta, &stat_keys)?;
-    cids.iter()
-        .zip(stored)
-        .map(|(cid, raw)| {
-            let state = match raw {
-                Some(raw) => VbState::decode(&raw)
-                    .ok_or_else(|| EngineError::Corrupt("collection stats".into()))?,
-                None if *cid == 0 => *vb,
-                None => VbState::default(),
-            };
-            Ok((*cid, state))
+    let mut states: Vec<(u32, Option<VbState>)> = Vec::with_capacity(cids.len());
+    for (cid, raw) in cids.iter().zip(stored) {
+        let Some(raw) = raw else {
+            states.push((*cid, None));
+            continue;
+        };
+        let (own, carried) = match raw.len() {
+            32 => (VbState::decode(&raw), None),
+            64 => (VbState::decode(&raw[..32]), VbState::decode(&raw[32..])),
+            _ => (None, None),
+        };
+        let own = own.ok_or_else(|| corrupt("collection stats"))?;
+        if let Some(carried) = carried.filter(|carried| carried.high_seqno > vb.high_seqno) {
+            vb = carried;
+        }
+        states.push((*cid, Some(own)));
+    }
+    vb.high_seqno = vb.high_seqno.max(seqno_floor);
+    let collections = states
+        .into_iter()
+        .map(|(cid, state)| match state {
+            Some(state) => (cid, state),
+            None if cid == 0 => (cid, vb),
+            None => (cid, VbState::default()),
         })
-        .collect()
+        .collect();
+    Ok((vb, collections))
 }
 
 #[cfg(test)]

@@ -239,13 +239,18 @@ async fn the_same_key_in_two_collections_is_two_documents() {
             .max();
         assert_eq!(Some(highs.get(vbucket)), highest, "vbucket {vbucket}");
     }
-    // Counters survive a restart (collection stats are persisted once collections exist).
+    // Counters survive a restart (collection stats are persisted once collections exist; the
+    // vbucket's own ride in the last-written collection record of each vbucket).
+    let vbucket_states: Vec<_> = (0..VBUCKETS).map(|vb| bucket.vb_state(vb)).collect();
     drop(bucket);
     drop(engine);
     let (engine, _) = setup(dir.path()).await;
     let bucket = engine.bucket("db").expect("bucket");
     assert_eq!(bucket.doc_counts_in(0).expect("counts"), (1, 0));
     assert_eq!(bucket.doc_counts_in(c1).expect("counts"), (3, 0));
+    assert_eq!(bucket.doc_counts(), (4, 0));
+    let reopened: Vec<_> = (0..VBUCKETS).map(|vb| bucket.vb_state(vb)).collect();
+    assert_eq!(reopened, vbucket_states);
     assert_eq!(
         body(&bucket, DocKey::new(c1, b"k")).as_deref(),
         Some("\"one\"")

@@ -187,7 +187,7 @@ async fn put(
         response.status(),
         StatusCode::CREATED | StatusCode::ACCEPTED
     ) {
-        let location = crate::location::absolute_uri(req, &[&keyspace.name(), id, name]);
+        let location = crate::location::absolute_uri(req, &[req.db_segment(), id, name]);
         let headers = response.headers_mut();
         headers.remove(hyper::header::ETAG);
         if let Ok(value) = HeaderValue::from_str(&location) {

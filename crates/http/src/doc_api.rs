@@ -352,7 +352,7 @@ pub async fn save(
     Ok(with_header(
         response,
         "location",
-        &crate::location::absolute_uri(req, &[&keyspace.name(), id]),
+        &crate::location::absolute_uri(req, &[req.db_segment(), id]),
     ))
 }
 

@@ -31,6 +31,12 @@ pub struct Req {
 }
 
 impl Req {
+    /// The database name as the client wrote it (decoded): what `Location` headers name, as
+    /// CouchDB's do, without asking the engine for a collection's door name.
+    pub fn db_segment(&self) -> &str {
+        self.path.first().map_or("", String::as_str)
+    }
+
     pub fn param(&self, name: &str) -> Option<&str> {
         self.query
             .iter()
