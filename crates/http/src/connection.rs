@@ -379,7 +379,7 @@ impl Refusals {
 
 /// The 503 a refused connection reads before it is closed.
 const REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
-Server: settee/0.1 (CouchDB 3.x compatible)\r\n\
+Server: CouchDB/3.5.0 (settee 0.1)\r\n\
 Content-Type: application/json\r\n\
 Cache-Control: must-revalidate\r\n\
 Connection: close\r\n\

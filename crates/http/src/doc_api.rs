@@ -290,9 +290,47 @@ pub async fn save(
     req: &Req,
     keyspace: &Keyspace,
     id: &str,
-    mut doc: ParsedDoc,
+    doc: ParsedDoc,
     rev: Option<RevId>,
 ) -> ApiResult<HttpResponse> {
+    let outcome = store(state, req, keyspace, id, doc, rev).await?;
+    let batched = req.param("batch") == Some("ok");
+    if batched && matches!(outcome, UpdateOutcome::Conflict) {
+        // CouchDB acknowledges a batched write before trying it, so a conflict is never
+        // reported to the writer: the write is lost, as it is there.
+        return Ok(json(StatusCode::ACCEPTED, &json!({"ok": true, "id": id})));
+    }
+    let rev = outcome_rev(outcome, id)?;
+    if batched {
+        // CouchDB acknowledges a batched write before it is written, so it has no revision
+        // to report; settee has written it already, and answers as CouchDB does.
+        return Ok(json(StatusCode::ACCEPTED, &json!({"ok": true, "id": id})));
+    }
+    let status = if req.write_quorum_unmet(None) {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::CREATED
+    };
+    let response = json(status, &json!({"ok": true, "id": id, "rev": rev}));
+    let response = with_header(response, "etag", &etag(&rev));
+    Ok(with_header(
+        response,
+        "location",
+        &crate::location::absolute_uri(req, &[req.db_segment(), id]),
+    ))
+}
+
+/// Writes one parsed document through every check of the document API (its id, system
+/// databases' rules, attachment names, design documents): what `save` and update functions
+/// write.
+pub async fn store(
+    state: &HttpState,
+    req: &Req,
+    keyspace: &Keyspace,
+    id: &str,
+    mut doc: ParsedDoc,
+    rev: Option<RevId>,
+) -> ApiResult<UpdateOutcome> {
     validate_doc_id(id, state.config.max_key_bytes)?;
     if keyspace.bucket().name() == USERS_DB {
         prepare_user_doc(state, &req.user, id, &mut doc)?;
@@ -327,33 +365,9 @@ pub async fn save(
         body: doc.body,
         attachments: doc.attachments.unwrap_or_default(),
     };
-    let outcome = keyspace
+    Ok(keyspace
         .update_doc(update, new_edits, &req.user.writer())
-        .await?;
-    let batched = req.param("batch") == Some("ok");
-    if batched && matches!(outcome, UpdateOutcome::Conflict) {
-        // CouchDB acknowledges a batched write before trying it, so a conflict is never
-        // reported to the writer: the write is lost, as it is there.
-        return Ok(json(StatusCode::ACCEPTED, &json!({"ok": true, "id": id})));
-    }
-    let rev = outcome_rev(outcome, id)?;
-    if batched {
-        // CouchDB acknowledges a batched write before it is written, so it has no revision
-        // to report; settee has written it already, and answers as CouchDB does.
-        return Ok(json(StatusCode::ACCEPTED, &json!({"ok": true, "id": id})));
-    }
-    let status = if req.write_quorum_unmet(None) {
-        StatusCode::ACCEPTED
-    } else {
-        StatusCode::CREATED
-    };
-    let response = json(status, &json!({"ok": true, "id": id, "rev": rev}));
-    let response = with_header(response, "etag", &etag(&rev));
-    Ok(with_header(
-        response,
-        "location",
-        &crate::location::absolute_uri(req, &[req.db_segment(), id]),
-    ))
+        .await?)
 }
 
 /// Refuses attachment names CouchDB refuses: one starting with `_`.

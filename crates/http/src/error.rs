@@ -73,6 +73,14 @@ pub enum ApiError {
     /// error's name (`TypeError`, `ReferenceError`, ...) as `error`.
     #[error("{reason}")]
     JsThrew { name: &'static str, reason: String },
+    /// What a show, list or update function threw (`render_error`, or the `error` of a thrown
+    /// `{error, reason}` object).
+    #[error("{reason}")]
+    Render { error: String, reason: String },
+    /// No `provides()` of a show or list function matches the request's `Accept` or
+    /// `format`.
+    #[error("{0}")]
+    NotAcceptable(String),
     #[error("{0}")]
     BuiltinReduce(String),
     #[error("{0}")]
@@ -101,6 +109,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict => StatusCode::CONFLICT,
             ApiError::FileExists
@@ -122,6 +131,7 @@ impl ApiError {
             | ApiError::CorruptDocument(_)
             | ApiError::OsProcess(_)
             | ApiError::JsThrew { .. }
+            | ApiError::Render { .. }
             | ApiError::BuiltinReduce(_)
             | ApiError::ReduceOverflow(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Mango(error) => {
@@ -131,7 +141,7 @@ impl ApiError {
     }
 
     /// The `error` member of the JSON body.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> &str {
         match self {
             ApiError::BadRequest(_) => "bad_request",
             ApiError::QueryParse(_) => "query_parse_error",
@@ -162,6 +172,8 @@ impl ApiError {
             ApiError::Compilation(_) => "compilation_error",
             ApiError::OsProcess(_) => "os_process_error",
             ApiError::JsThrew { name, .. } => name,
+            ApiError::Render { error, .. } => error,
+            ApiError::NotAcceptable(_) => "not_acceptable",
             ApiError::BuiltinReduce(_) => "builtin_reduce_error",
             ApiError::ReduceOverflow(_) => "reduce_overflow_error",
         }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use settee_engine::Keyspace;
 use settee_js::{JsPool, Program, ProgramSpec};
 
@@ -167,7 +167,16 @@ impl JsFilters {
             program,
             kind: Kind::Function {
                 name: name.to_string(),
-                req: request_object(keyspace, req, body).to_string(),
+                req: crate::design_fns::request_object(
+                    keyspace,
+                    req,
+                    crate::design_fns::RequestParts {
+                        id: None,
+                        uuid: None,
+                        body: (!body.is_null()).then(|| body.to_string()),
+                    },
+                )
+                .to_string(),
             },
             label: filter.to_string(),
         })
@@ -303,35 +312,4 @@ impl<T: Send> WaitOutsideRuntime<T> for settee_js::Pending<T> {
             Err(_) => self.wait(),
         }
     }
-}
-
-/// CouchDB's request object for filter functions (the parts a filter can use).
-fn request_object(keyspace: &Keyspace, req: &Req, body: &Value) -> Value {
-    let query: Map<String, Value> = req
-        .query
-        .iter()
-        .map(|(key, value)| (key.clone(), json!(value)))
-        .collect();
-    let headers: Map<String, Value> = req
-        .headers
-        .iter()
-        .filter(|(name, _)| *name != hyper::header::AUTHORIZATION && *name != hyper::header::COOKIE)
-        .filter_map(|(name, value)| Some((name.to_string(), json!(value.to_str().ok()?))))
-        .collect();
-    json!({
-        "info": crate::db_api::db_info(keyspace).unwrap_or_default(),
-        "id": null,
-        "method": req.method.as_str(),
-        "path": req.path,
-        "requested_path": req.path,
-        "raw_path": format!("/{}", req.path.join("/")),
-        "query": query,
-        "headers": headers,
-        "body": if body.is_null() { json!("undefined") } else { json!(body.to_string()) },
-        "peer": "127.0.0.1",
-        "form": {},
-        "cookie": {},
-        "userCtx": {"db": keyspace.name(), "name": req.user.name, "roles": req.user.roles},
-        "secObj": keyspace.bucket().security(),
-    })
 }

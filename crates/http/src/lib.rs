@@ -17,6 +17,7 @@ pub mod config;
 pub mod connection;
 pub mod couch_doc;
 pub mod db_api;
+pub mod design_fns;
 pub mod doc_api;
 pub mod error;
 pub mod form_upload;
@@ -114,6 +115,8 @@ pub struct HttpState {
     pub metrics: Arc<settee_metrics::NodeMetrics>,
     /// Set once at startup when the node runs in a cluster.
     pub cluster: std::sync::OnceLock<Arc<dyn ClusterView>>,
+    /// Design documents' show, list and update functions, compiled per revision.
+    pub render_programs: design_fns::RenderPrograms,
 }
 
 impl HttpState {
@@ -142,6 +145,7 @@ impl HttpState {
             node_config,
             metrics: Arc::default(),
             cluster: std::sync::OnceLock::new(),
+            render_programs: Default::default(),
         }
     }
 

@@ -19,6 +19,8 @@ pub struct Req {
     pub path: Vec<String>,
     pub query: Vec<(String, String)>,
     pub headers: HeaderMap,
+    /// The request target as the client sent it (CouchDB's `raw_path`).
+    pub uri: hyper::Uri,
     pub body: Option<Incoming>,
     pub user: UserCtx,
     /// The client's address (failed logins are counted by it).

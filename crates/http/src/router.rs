@@ -10,11 +10,13 @@ use crate::error::{ApiError, ApiResult};
 use crate::request::{parse_query, split_path, Req};
 use crate::response::{self, HttpResponse};
 use crate::{
-    attachments_api, backup_api, bulk_api, changes_api, db_api, doc_api, mango_api, node_api,
-    replicator_api, server_api, subdoc_api, view_api, HttpState,
+    attachments_api, backup_api, bulk_api, changes_api, db_api, design_fns, doc_api, mango_api,
+    node_api, replicator_api, server_api, subdoc_api, view_api, HttpState,
 };
 
-pub const SERVER_HEADER: &str = "settee/0.1 (CouchDB 3.x compatible)";
+/// CouchDB's form (`CouchDB/3.5.0 (Erlang OTP/25)`), which clients and CouchDB's own tests
+/// match with `^CouchDB`, naming settee in the comment part.
+pub const SERVER_HEADER: &str = "CouchDB/3.5.0 (settee 0.1)";
 
 /// Methods `X-HTTP-Method-Override` may name (CouchDB's list).
 const OVERRIDABLE_METHODS: &[&str] = &[
@@ -82,6 +84,7 @@ pub async fn handle(
                 path,
                 query: parse_query(parts.uri.query()),
                 headers: parts.headers,
+                uri: parts.uri,
                 body: body.take(),
                 user,
                 peer,
@@ -253,11 +256,18 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
         [db, "_design", name, "_info"] => {
             Box::pin(view_api::design_info(state, req, db, name)).await
         }
-        [_, "_design", _, "_view" | "_info" | "_show" | "_list" | "_update" | "_rewrite", ..] => {
-            Err(ApiError::NotImplemented(
-                "design document functions are not served yet".into(),
-            ))
+        [db, "_design", name, "_show", rest @ ..] => {
+            Box::pin(design_fns::show(state, req, db, name, rest)).await
         }
+        [db, "_design", name, "_update", rest @ ..] => {
+            Box::pin(design_fns::update(state, req, db, name, rest)).await
+        }
+        [db, "_design", name, "_list", rest @ ..] => {
+            Box::pin(design_fns::list(state, req, db, name, rest)).await
+        }
+        [_, "_design", _, "_view" | "_info" | "_rewrite", ..] => Err(ApiError::NotImplemented(
+            "design document functions are not served yet".into(),
+        )),
         [db, "_design", name, attachment @ ..] => {
             let id = format!("_design/{name}");
             Box::pin(attachments_api::attachment(

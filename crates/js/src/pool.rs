@@ -207,6 +207,33 @@ impl JsPool {
         })
     }
 
+    /// Runs the render function `name` of kind `kind` ("shows", "lists", "updates") of
+    /// `program` (built with the whole design document as `lib`): `first_json` is the
+    /// document (`null` for none) or, for a list, `{"head": .., "rows": [..]}`. Answers the
+    /// prelude's object: `{"ok": {code, headers, body | base64}}` (an update adds `"doc"`),
+    /// or `{"error": name, "reason": text}` for what the function threw.
+    pub fn render(
+        &self,
+        program: Arc<Program>,
+        kind: &'static str,
+        name: String,
+        first_json: String,
+        req_json: String,
+    ) -> Pending<Value> {
+        self.submit(move |worker| {
+            worker.run_program(&program, |sandbox| {
+                let text = sandbox.call(
+                    "render",
+                    (program.id as f64, kind, name, first_json, req_json),
+                )?;
+                let answer: Value = serde_json::from_str(&text)
+                    .map_err(|error| JsError::Internal(format!("render output: {error}")))?;
+                log_lines(&answer);
+                Ok(answer)
+            })
+        })
+    }
+
     /// Runs the filter function `name` over one document and a request object, stopped after
     /// `limit` if that comes before the pool's time limit. A filter that throws answers
     /// [`JsError::Script`] with the error's `name: message`.

@@ -354,3 +354,228 @@ fn validate_doc_update_answers_as_couchdb_reads_what_it_throws() {
         "{verdict:?}"
     );
 }
+
+fn design(ddoc: serde_json::Value) -> Arc<Program> {
+    Arc::new(Program::new(&ProgramSpec {
+        lib: ddoc,
+        ..ProgramSpec::default()
+    }))
+}
+
+fn render(
+    pool: &JsPool,
+    program: &Arc<Program>,
+    kind: &'static str,
+    name: &str,
+    first: serde_json::Value,
+    req: serde_json::Value,
+) -> serde_json::Value {
+    pool.render(
+        program.clone(),
+        kind,
+        name.to_string(),
+        first.to_string(),
+        req.to_string(),
+    )
+    .wait()
+    .expect("render")
+}
+
+#[test]
+fn shows_answer_strings_objects_and_the_provided_type() {
+    let pool = pool(2_000);
+    let program = design(json!({
+        "_id": "_design/t",
+        "shows": {
+            "hello": "function(doc, req) { return doc ? 'Hello ' + doc.name : 'Empty'; }",
+            "json": "function(doc, req) { return {json: {id: req.id}, code: 201}; }",
+            "mixed": "function(doc, req) { start({'X-A': 'a'}); send('1, '); provides('text', function() { send('3, '); return '4'; }); return '2, '; }",
+            "typed": "function(doc, req) { registerType('foo', 'application/foo', 'application/x-foo'); provides('html', function() { return 'html'; }); provides('foo', function() { return 'foo'; }); }",
+            "broken": "function(doc, req) { return noSuchVariable; }",
+            "lib": "function(doc, req) { return require('lib/greet').greet(doc.name); }",
+            "bad": "function(doc, req) { return ; ; }}"
+        },
+        "lib": {"greet": "exports.greet = function(name) { return 'hi ' + name; };"}
+    }));
+    let doc = json!({"_id": "d", "name": "Rusty"});
+    let req = |query: serde_json::Value, accept: &str| json!({"id": "d", "query": query, "headers": {"Accept": accept}});
+    let answer = render(
+        &pool,
+        &program,
+        "shows",
+        "hello",
+        doc.clone(),
+        req(json!({}), "*/*"),
+    );
+    assert_eq!(answer["ok"]["body"], "Hello Rusty");
+    assert_eq!(answer["ok"].get("code"), None);
+    assert_eq!(
+        answer["ok"]["headers"]["Content-Type"],
+        "text/html; charset=utf-8"
+    );
+    let answer = render(
+        &pool,
+        &program,
+        "shows",
+        "hello",
+        json!(null),
+        req(json!({}), ""),
+    );
+    assert_eq!(answer["ok"]["body"], "Empty");
+    let answer = render(
+        &pool,
+        &program,
+        "shows",
+        "json",
+        doc.clone(),
+        req(json!({}), ""),
+    );
+    assert_eq!(answer["ok"]["body"], "{\"id\":\"d\"}");
+    assert_eq!(answer["ok"]["code"], 201);
+    assert_eq!(answer["ok"]["headers"]["Content-Type"], "application/json");
+    // Chunks sent, then the return value, then the provider's chunks and return value.
+    let answer = render(
+        &pool,
+        &program,
+        "shows",
+        "mixed",
+        doc.clone(),
+        req(json!({"format": "text"}), ""),
+    );
+    assert_eq!(answer["ok"]["body"], "1, 2, 3, 4");
+    assert_eq!(answer["ok"]["headers"]["X-A"], "a");
+    assert_eq!(
+        answer["ok"]["headers"]["Content-Type"],
+        "text/plain; charset=utf-8"
+    );
+    // The Accept header picks the provider and the registered type that matched.
+    let typed = |accept: &str| {
+        render(
+            &pool,
+            &program,
+            "shows",
+            "typed",
+            doc.clone(),
+            req(json!({}), accept),
+        )
+    };
+    assert_eq!(
+        typed("text/html,application/atom+xml; q=0.9")["ok"]["body"],
+        "html"
+    );
+    let foo = typed("application/x-foo");
+    assert_eq!(foo["ok"]["body"], "foo");
+    assert_eq!(foo["ok"]["headers"]["Content-Type"], "application/x-foo");
+    assert_eq!(typed("text/monkeys")["error"], "not_acceptable");
+    assert_eq!(typed("*/*")["ok"]["body"], "html");
+    let broken = render(
+        &pool,
+        &program,
+        "shows",
+        "broken",
+        doc.clone(),
+        req(json!({}), ""),
+    );
+    assert_eq!(broken["error"], "render_error");
+    assert!(broken["reason"]
+        .as_str()
+        .is_some_and(|reason| reason.contains("noSuchVariable")));
+    let lib = render(
+        &pool,
+        &program,
+        "shows",
+        "lib",
+        doc.clone(),
+        req(json!({}), ""),
+    );
+    assert_eq!(lib["ok"]["body"], "hi Rusty");
+    // A show that does not compile fails alone; a missing one is not_found.
+    let bad = render(
+        &pool,
+        &program,
+        "shows",
+        "bad",
+        doc.clone(),
+        req(json!({}), ""),
+    );
+    assert_eq!(bad["error"], "compilation_error");
+    assert_eq!(
+        render(&pool, &program, "shows", "nope", doc, req(json!({}), ""))["error"],
+        "not_found"
+    );
+}
+
+#[test]
+fn updates_return_the_document_and_the_response() {
+    let pool = pool(2_000);
+    let program = design(json!({
+        "_id": "_design/u",
+        "updates": {
+            "bump": "function(doc, req) { doc.n = (doc.n || 0) + 1; return [doc, {code: 302, body: 'bumped'}]; }",
+            "none": "function(doc, req) { return [null, req.uuid]; }",
+            "binary": "function(doc, req) { return [doc, {base64: 'aGk=', headers: {'Content-Type': 'application/octet-stream'}}]; }",
+            "wrong": "function(doc, req) { return 'not a pair'; }"
+        },
+        "lists": {
+            "plain": "function(head, req) { return '{}'; }",
+            "rows": "function(head, req) { start({headers: {'Content-Type': 'text/plain'}}); var row; while ((row = getRow())) { send(row.key + ';'); } return 'total ' + head.total_rows; }"
+        }
+    }));
+    let bump = render(
+        &pool,
+        &program,
+        "updates",
+        "bump",
+        json!({"_id": "a", "n": 1}),
+        json!({}),
+    );
+    assert_eq!(bump["doc"], json!({"_id": "a", "n": 2}));
+    assert_eq!(bump["ok"]["code"], 302);
+    assert_eq!(bump["ok"]["body"], "bumped");
+    let none = render(
+        &pool,
+        &program,
+        "updates",
+        "none",
+        json!(null),
+        json!({"uuid": "u1"}),
+    );
+    assert_eq!(none["doc"], json!(null));
+    assert_eq!(none["ok"]["body"], "u1");
+    let binary = render(
+        &pool,
+        &program,
+        "updates",
+        "binary",
+        json!({"_id": "a"}),
+        json!({}),
+    );
+    assert_eq!(binary["ok"]["base64"], "aGk=");
+    assert_eq!(
+        binary["ok"]["headers"]["Content-Type"],
+        "application/octet-stream"
+    );
+    assert_eq!(
+        render(&pool, &program, "updates", "wrong", json!({}), json!({}))["error"],
+        "render_error"
+    );
+    let listed = render(
+        &pool,
+        &program,
+        "lists",
+        "rows",
+        json!({"head": {"total_rows": 2}, "rows": [{"key": "a"}, {"key": "b"}]}),
+        json!({}),
+    );
+    assert_eq!(listed["ok"]["body"], "a;b;total 2");
+    let plain = render(
+        &pool,
+        &program,
+        "lists",
+        "plain",
+        json!({"head": {}, "rows": []}),
+        json!({}),
+    );
+    assert_eq!(plain["ok"]["headers"]["Content-Type"], "application/json");
+    assert_eq!(listed["ok"]["headers"]["Content-Type"], "text/plain");
+}
