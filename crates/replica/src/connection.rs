@@ -207,7 +207,7 @@ impl Connection {
             .await?;
         u16::try_from(seqnos.len() / 10)
             .ok()
-            .filter(|count| *count > 0 && seqnos.len() % 10 == 0)
+            .filter(|count| *count > 0 && seqnos.len().is_multiple_of(10))
             .ok_or_else(|| ReplicaError::Protocol("bad GET_ALL_VB_SEQNOS reply".into()))
     }
 

@@ -38,7 +38,7 @@ pub(crate) struct Session<'a> {
 }
 
 fn decode_log(value: &[u8]) -> Option<Vec<FailoverEntry>> {
-    if value.is_empty() || value.len() % 16 != 0 {
+    if value.is_empty() || !value.len().is_multiple_of(16) {
         return None;
     }
     value
