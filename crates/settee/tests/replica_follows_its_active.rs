@@ -314,6 +314,20 @@ fn a_replica_follows_its_active_and_resumes_after_kill9() {
     assert_same_documents(&active, &replica);
     assert_same_kv(&active, &replica);
 
+    // The records stream is for nodes only: a database admin keeps the standard stream.
+    let mut admin = kv(&active);
+    admin.hello(&[feature::XERROR, feature::COLLECTIONS]);
+    let mut open_extras = vec![0u8; 8];
+    open_extras[4..].copy_from_slice(&1u32.to_be_bytes());
+    assert_eq!(
+        admin
+            .call(opcode::DCP_OPEN, b"outside", &open_extras, &[], 0)
+            .status,
+        0
+    );
+    let records = admin.call(opcode::DCP_CONTROL, b"settee_records", &[], b"true", 0);
+    assert_eq!(records.status, status::EACCESS);
+
     // A node with another secret cannot log in as a node, so it cannot stream.
     let mut intruder = Kv::connect(&active.kv_addr);
     intruder.hello(&[feature::XERROR]);
