@@ -9,6 +9,7 @@
 mod access;
 mod authorize;
 mod lockout;
+mod node;
 pub mod scram;
 mod users;
 
@@ -18,6 +19,7 @@ pub use authorize::{
     NOT_SERVER_ADMIN, REPLICATOR_DB,
 };
 pub use lockout::{LockoutConfig, LockoutMode, LOCKED_OUT};
+pub use node::{node_password, NODE_USER};
 pub use users::{
     now_secs, Account, LoginRefused, ServerAdmin, Users, PBKDF2_ITERATIONS_DEFAULT,
     SCRAM_ITERATIONS, USERS_DB, USER_PREFIX,

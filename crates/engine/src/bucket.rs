@@ -247,6 +247,8 @@ pub struct Bucket {
     pub(crate) failover_heads: Vec<std::sync::atomic::AtomicU64>,
     /// Serialises changes of failover logs (held across their fsync wait).
     pub(crate) failover_lock: tokio::sync::Mutex<()>,
+    /// Per vbucket, its `VbRole` on this node (`replica.rs`); written under the vbucket's lock.
+    pub(crate) roles: Vec<std::sync::atomic::AtomicU8>,
 }
 
 /// How a bucket takes part in the node's access epoch.
@@ -328,6 +330,7 @@ impl Bucket {
         };
         let collection_purge_seqs = read_collection_purge_seqs(&store, id)?;
         let failover_heads = crate::failover::load_heads(&store, id, config.vbuckets)?;
+        let roles = crate::replica::load_roles(&store, id, config.vbuckets)?;
         let (changed, _) = tokio::sync::watch::channel(0);
         Ok(Bucket {
             id,
@@ -369,6 +372,7 @@ impl Bucket {
             validator,
             failover_heads,
             failover_lock: tokio::sync::Mutex::new(()),
+            roles,
         })
     }
 
@@ -748,6 +752,11 @@ impl Bucket {
                 .iter()
                 .map(|vbucket| (*vbucket, self.vb_states[*vbucket as usize].lock()))
                 .collect();
+            // Only an active vbucket takes writes (replica.md); checked under its lock, which a
+            // role change takes.
+            for vbucket in &vbuckets {
+                self.check_active(*vbucket)?;
+            }
             let epoch = self.store.epoch();
             // Checked under the vbucket locks, which a manifest change takes all of: no write
             // to a collection is staged against a manifest that changed since the check, nor

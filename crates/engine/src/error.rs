@@ -21,6 +21,10 @@ pub enum EngineError {
     InvalidRecord(String),
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// A front-door write to a vbucket that is not active on this node (replica.md; KV
+    /// `NOT_MY_VBUCKET`, HTTP 503).
+    #[error("vbucket {vbucket} is not active on this node")]
+    NotMyVbucket { vbucket: u16 },
     /// A scope name or id the current manifest does not hold (Couchbase `UNKNOWN_SCOPE`; the
     /// door sends the manifest uid so the client refreshes its ids).
     #[error("unknown scope (manifest uid {manifest_uid:x})")]

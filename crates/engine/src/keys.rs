@@ -294,8 +294,15 @@ pub mod meta {
     pub fn failover_prefix(bucket_id: u32) -> Vec<u8> {
         with_id(b"bucket/failover/", bucket_id)
     }
+    /// A vbucket's role and replica snapshot (docs/format/replica.md; absent = active).
+    pub fn vb_role(bucket_id: u32, vbucket: u16) -> Vec<u8> {
+        [vb_role_prefix(bucket_id).as_slice(), &vbucket.to_be_bytes()].concat()
+    }
+    pub fn vb_role_prefix(bucket_id: u32) -> Vec<u8> {
+        with_id(b"bucket/vbrole/", bucket_id)
+    }
     /// Every meta key (or prefix) that belongs to a bucket id, for dropping it.
-    pub fn bucket_owned(bucket_id: u32) -> [Vec<u8>; 9] {
+    pub fn bucket_owned(bucket_id: u32) -> [Vec<u8>; 10] {
         [
             bucket_conf(bucket_id),
             bucket_security(bucket_id),
@@ -306,6 +313,7 @@ pub mod meta {
             dropped_prefix(bucket_id),
             collection_purge_seq_prefix(bucket_id),
             failover_prefix(bucket_id),
+            vb_role_prefix(bucket_id),
         ]
     }
 }

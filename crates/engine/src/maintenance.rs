@@ -391,7 +391,8 @@ impl Bucket {
         let now = self.now_secs();
         let mut due: Vec<(u32, Vec<u8>)> = Vec::new();
         let mut view = self.collections_view();
-        for vbucket in 0..self.vbuckets {
+        // A replica's expiry tombstones come from its active (replica.md).
+        for vbucket in (0..self.vbuckets).filter(|vb| self.check_active(*vb).is_ok()) {
             self.collect_expired(vbucket, 0, now, &mut due)?;
             // The long range, from collection to collection: a seek finds the next collection
             // with entries, its due entries are read, then the seek steps past it.

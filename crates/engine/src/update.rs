@@ -363,6 +363,9 @@ impl Bucket {
         writer: &Writer,
     ) -> Result<Vec<UpdateOutcome>, EngineError> {
         self.check_live(collection)?;
+        for update in &updates {
+            self.check_active(self.vbucket_of(&update.key))?;
+        }
         let validator = self.validator_for(collection);
         fn doc_key(collection: u32, update: &DocUpdate) -> DocKey<'_> {
             DocKey::new(collection, &update.key)

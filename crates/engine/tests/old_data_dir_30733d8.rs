@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use settee_engine::clock::ManualClock;
 use settee_engine::{
     Bucket, DocKey, Engine, EngineOptions, KvMutation, Manifest, ScanRange, SeqVector, StoreMode,
+    VbRole,
 };
 use settee_storage::{Cf, Store, StoreOptions};
 
@@ -270,6 +271,10 @@ async fn an_old_data_directory_reads_as_written_and_is_never_rewritten() {
         "opening rewrote something"
     );
     let bucket = engine.bucket("db").expect("bucket");
+    // Written before vbucket roles existed: every vbucket is active (replica.md).
+    for vbucket in 0..VBUCKETS {
+        assert_eq!(bucket.vbucket_role(vbucket), VbRole::Active);
+    }
     assert_eq!(*bucket.manifest(), Manifest::default());
     assert_eq!(
         bucket.manifest().to_kv_json(),

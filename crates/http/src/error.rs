@@ -236,6 +236,10 @@ impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> ApiError {
         match error {
             EngineError::Invalid(reason) => ApiError::BadRequest(reason),
+            // A replica vbucket (docs/format/replica.md) until requests are routed by the map.
+            error @ EngineError::NotMyVbucket { .. } => {
+                ApiError::ServiceUnavailable(error.to_string())
+            }
             error if error.is_insufficient_storage() => ApiError::insufficient_storage(),
             EngineError::CorruptDocument(reason) => ApiError::CorruptDocument(format!(
                 "the stored record of this document does not decode ({reason}); a database \

@@ -132,6 +132,8 @@ pub enum Control {
     V7StatusCodes(bool),
     /// Valid only if the connection was opened with INCLUDE_DELETED_USER_XATTRS.
     IncludeDeletedUserXattrs,
+    /// Node to node only: documents carry their stored record (replica.md).
+    SetteeRecords(bool),
     /// Accepted, changes nothing here.
     NoEffect,
 }
@@ -175,6 +177,7 @@ impl Control {
             }
             b"enable_expiry_opcode" => Control::ExpiryOpcode(boolean(value)?),
             b"v7_dcp_status_codes" => Control::V7StatusCodes(boolean(value)?),
+            b"settee_records" => Control::SetteeRecords(boolean(value)?),
             b"include_deleted_user_xattrs" => match value {
                 b"true" => Control::IncludeDeletedUserXattrs,
                 _ => return Err((EINVAL, "include_deleted_user_xattrs must be true")),

@@ -6,6 +6,7 @@
 //! knows frames only: no sockets, no documents, no authentication.
 
 pub mod dcp;
+pub mod dcp_records;
 mod frame;
 pub mod framing_extras;
 pub mod leb128;

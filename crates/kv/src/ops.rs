@@ -120,6 +120,11 @@ impl OpCtx {
                     manifest_uid,
                 );
             }
+            // Not active here (docs/format/replica.md); the cluster config in the body comes
+            // with routing by the map.
+            settee_engine::EngineError::NotMyVbucket { .. } => {
+                return self.error(out, status::NOT_MY_VBUCKET, "Not my vbucket");
+            }
             _ => {}
         }
         let code = if error.is_insufficient_storage() {

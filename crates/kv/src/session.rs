@@ -800,6 +800,13 @@ impl Session {
         self.account.is_some()
     }
 
+    /// Whether the connection logged in as another node of the cluster (replica.md).
+    pub fn is_node(&self) -> bool {
+        self.account
+            .as_ref()
+            .is_some_and(|account| account.name == settee_auth::NODE_USER)
+    }
+
     /// Whether `frame` may join a batch of data requests answered from a [`SharedView`]: a
     /// data request on an authenticated connection (before that, [`Session::handle`] refuses
     /// it).

@@ -191,6 +191,10 @@ pub struct ServeArgs {
     /// DATA_DIR/node_id [default: random].
     #[arg(long, env = "SETTEE_NODE_ID")]
     pub node_id: Option<u64>,
+    /// Interim hook until the cluster map assigns replicas (docs/format/replica.md): follow
+    /// KVADDR/BUCKET[/VBUCKETS] as a replica (VBUCKETS: `all` or a list such as `0-3,7`).
+    #[arg(long, env = "SETTEE_REPLICA_OF", hide = true)]
+    pub replica_of: Option<String>,
 }
 
 #[derive(serde::Deserialize, Default, Debug)]
@@ -285,6 +289,8 @@ pub struct ClusterSettings {
     pub join: Option<String>,
     pub secret: String,
     pub node_id: Option<u64>,
+    /// `--replica-of` (crates/settee/src/replica.rs).
+    pub replica_of: Option<String>,
 }
 
 impl std::fmt::Debug for ClusterSettings {
@@ -549,8 +555,11 @@ impl ServeArgs {
         let secret = self.cluster_secret.clone().or(file.cluster_secret.clone());
         let node_id = self.node_id.or(file.node_id);
         let Some(addr) = addr else {
-            if join.is_some() || secret.is_some() || node_id.is_some() {
-                anyhow::bail!("--join, --cluster-secret and --node-id need --cluster-addr");
+            if join.is_some() || secret.is_some() || node_id.is_some() || self.replica_of.is_some()
+            {
+                anyhow::bail!(
+                    "--join, --cluster-secret, --node-id and --replica-of need --cluster-addr"
+                );
             }
             return Ok(None);
         };
@@ -573,6 +582,7 @@ impl ServeArgs {
             join,
             secret,
             node_id,
+            replica_of: self.replica_of.clone(),
         }))
     }
 

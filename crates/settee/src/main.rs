@@ -6,6 +6,7 @@ mod cluster;
 mod config;
 mod fd_limit;
 mod node_config;
+mod replica;
 mod secrets;
 mod serve;
 mod tls;

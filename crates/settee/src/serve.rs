@@ -91,6 +91,14 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
         let hasher = settee_auth::Users::new(Vec::new(), settings.pbkdf2_iterations);
         admins.push(secrets::generated_admin(&settings.data_dir, &hasher)?);
     }
+    if let Some(cluster) = &settings.cluster {
+        // Other nodes log in to the KV port with the cluster secret (replica.md).
+        let password = settee_auth::node_password(&cluster.secret);
+        admins.insert(
+            0,
+            ServerAdmin::with_password(settee_auth::NODE_USER, &password),
+        );
+    }
     let config = http_config(&settings, &settings.data_dir)?;
     // Bound first, so `_config`'s `[chttpd] port` is the port the node listens on.
     let listener = tokio::net::TcpListener::bind(settings.http_addr)
@@ -216,6 +224,7 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
         )
         .context("starting the KV door's worker pool")?,
     );
+    let replica = crate::replica::start(&settings, &engine)?;
     let cluster = match (&settings.cluster, cluster_id) {
         (Some(cluster), Some(id)) => {
             let started = crate::cluster::start(
@@ -352,6 +361,9 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
     }
     if let Some(cluster) = cluster {
         cluster.stop().await;
+    }
+    if let Some(replica) = replica {
+        replica.stop().await;
     }
     Ok(())
 }

@@ -2,11 +2,13 @@
 //! DELETION, SYSTEM_EVENT): the document's winner with its Couchbase metadata, never its
 //! revision tree; xattrs in kv_engine's wire form when the connection asked for them.
 
-use settee_engine::{ChangeEntry, StreamItem, SystemEvent, SystemEventKind};
+use settee_engine::record::Header;
+use settee_engine::{ChangeEntry, ReplicaRecord, StreamItem, SystemEvent, SystemEventKind};
 use settee_kv_codec::datatype;
 use settee_kv_codec::dcp::{
     encode_deletion, encode_mutation, encode_system_event, open_flags, stream_key, ItemMeta, Route,
 };
+use settee_kv_codec::dcp_records::encode_record_value;
 
 /// What the connection's DCP_OPEN flags and HELLO features say about values and keys.
 #[derive(Clone, Copy, Debug)]
@@ -17,6 +19,8 @@ pub(crate) struct ValueOptions {
     pub delete_times: bool,
     /// Keys carry their collection id (HELLO Collections).
     pub collections: bool,
+    /// A `settee_records` connection: documents carry their stored record (replica.md).
+    pub records: bool,
 }
 
 impl ValueOptions {
@@ -29,6 +33,7 @@ impl ValueOptions {
             keep_datatype: open_flags & open_flags::NO_VALUE_WITH_UNDERLYING_DATATYPE != 0,
             delete_times: open_flags & open_flags::INCLUDE_DELETE_TIMES != 0,
             collections,
+            records: false,
         }
     }
 }
@@ -105,9 +110,42 @@ pub(crate) fn encode_item(
     encode_mutation(out, route, meta, kind, key_buf, &[&xattrs, body]);
 }
 
+/// Appends the MUTATION or DELETION of a `settee_records` stream (replica.md): the record as
+/// stored, its attachment bodies, the key collection-prefixed.
+pub(crate) fn encode_record(
+    out: &mut Vec<u8>,
+    route: Route,
+    change: &ChangeEntry,
+    (record, attachments): &ReplicaRecord,
+    key_buf: &mut Vec<u8>,
+) {
+    stream_key(Some(change.collection), &change.key, key_buf);
+    let mut value = Vec::with_capacity(record.len() + 6);
+    let bodies: Vec<([u8; 16], &[u8])> = attachments
+        .iter()
+        .map(|(md5, body)| (*md5, body.as_ref()))
+        .collect();
+    encode_record_value(&mut value, record, &bodies);
+    let header = Header::decode(record).ok();
+    let meta = ItemMeta {
+        seqno: change.seqno,
+        rev_seqno: change.rev.pos,
+        cas: header.as_ref().map_or(change.cas, |header| header.cas),
+        flags: header.as_ref().map_or(0, |header| header.item_flags),
+        expiry: header.as_ref().map_or(0, |header| header.expiry),
+    };
+    if header.is_some_and(|header| header.deleted) {
+        let delete_time = Some((meta.cas / 1_000_000_000) as u32);
+        encode_deletion(out, route, meta, delete_time, 0, key_buf, &[&value]);
+    } else {
+        encode_mutation(out, route, meta, 0, key_buf, &[&value]);
+    }
+}
+
 /// Appends the SYSTEM_EVENT of a manifest change (never "collection modified": kv_engine sends
-/// that one only in the FlatBuffers form settee does not offer).
-pub(crate) fn encode_event(out: &mut Vec<u8>, route: Route, event: &SystemEvent) {
+/// that one only in the FlatBuffers form settee does not offer). A `settee_records` stream
+/// (`with_cas`) carries the event's CAS in the header (replica.md).
+pub(crate) fn encode_event(out: &mut Vec<u8>, route: Route, event: &SystemEvent, with_cas: bool) {
     let mut value = event.manifest_uid.to_be_bytes().to_vec();
     value.extend_from_slice(&event.scope_id.to_be_bytes());
     let (key, version): (&[u8], u8) = match event.kind {
@@ -129,6 +167,7 @@ pub(crate) fn encode_event(out: &mut Vec<u8>, route: Route, event: &SystemEvent)
         SystemEventKind::ScopeDropped => (&[], 0),
         SystemEventKind::CollectionModified => return,
     };
+    let start = out.len();
     encode_system_event(
         out,
         route,
@@ -138,6 +177,10 @@ pub(crate) fn encode_event(out: &mut Vec<u8>, route: Route, event: &SystemEvent)
         key,
         &value,
     );
+    if with_cas {
+        // The CAS field of the 24-byte header (offset 16).
+        out[start + 16..start + 24].copy_from_slice(&event.cas.to_be_bytes());
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use settee_auth::Operation;
-use settee_engine::{encode_failover_log, Bucket, EngineError};
+use settee_engine::{encode_failover_log, Bucket, EngineError, VbRole};
 use settee_kv_codec::dcp::{
     check_bodiless, encode_stream_end, end_reason, open_flags, parse_all_vb_seqnos,
     parse_buffer_ack, stream_flags, Control, Filter, Refusal, Route, StreamRequest,
@@ -92,9 +92,9 @@ fn all_vb_seqnos(
         })?,
     };
     let mut value = Vec::new();
-    // Every vbucket of a one-node bucket is active: states replica, pending, dead list none.
-    if state <= 1 {
-        for vbucket in 0..bucket.vbuckets() {
+    // State 0 lists every vbucket; 1-4 those in that role (replica.md).
+    for vbucket in 0..bucket.vbuckets() {
+        if state == 0 || state == bucket.vbucket_role(vbucket) as u32 + 1 {
             value.extend_from_slice(&vbucket.to_be_bytes());
             value.extend_from_slice(&seqnos.get(vbucket).to_be_bytes());
         }
@@ -151,6 +151,18 @@ impl Producer {
             Control::NoopInterval(interval) => self.controls.noop_interval = interval,
             Control::StreamEndOnClientClose(on) => self.controls.stream_end_on_close = on,
             Control::V7StatusCodes(on) => self.controls.v7_status_codes = on,
+            Control::SetteeRecords(on) => {
+                if !self.session.is_node() {
+                    return Err((status::EACCESS, "settee_records is for cluster nodes"));
+                }
+                if !self.value_options.collections || !self.streams.is_empty() {
+                    return Err((
+                        status::EINVAL,
+                        "settee_records needs HELLO Collections, before any stream",
+                    ));
+                }
+                self.value_options.records = on;
+            }
             Control::IncludeDeletedUserXattrs => {
                 if self.open_flags & open_flags::INCLUDE_DELETED_USER_XATTRS == 0 {
                     return Err((
@@ -177,6 +189,13 @@ impl Producer {
         };
         if self.streams.contains_key(&vbucket) {
             return Err((status::KEY_EEXISTS, "Stream already exists"));
+        }
+        let active_only = request.flags & stream_flags::ACTIVE_VB_ONLY != 0;
+        if active_only && bucket.vbucket_role(vbucket) != VbRole::Active {
+            return Err((status::NOT_MY_VBUCKET, ""));
+        }
+        if self.value_options.records && request.filter != Filter::All {
+            return Err((status::EINVAL, "a replica stream takes every collection"));
         }
         let high = bucket.high_seqnos().get(vbucket);
         if request.flags & stream_flags::FROM_LATEST != 0 {

@@ -10,7 +10,7 @@ use settee_kv_codec::dcp::{
     Route,
 };
 
-use super::item::{encode_event, encode_item, ValueOptions};
+use super::item::{encode_event, encode_item, encode_record, ValueOptions};
 
 /// Entries read from the vbucket at a time.
 const CHUNK_ENTRIES: usize = 64;
@@ -203,6 +203,12 @@ impl Stream {
             return Ok(Step::Progress);
         }
         match &entry {
+            StreamEntry::Change(change) if options.records => {
+                let Some(record) = bucket.replica_record(change)? else {
+                    return Ok(Step::Progress);
+                };
+                encode_record(out, self.route, change, &record, &mut self.key_buf);
+            }
             StreamEntry::Change(change) => {
                 let Some(item) = bucket.stream_item(change)? else {
                     return Ok(Step::Progress);
@@ -213,7 +219,7 @@ impl Stream {
                 if event.kind == SystemEventKind::CollectionModified {
                     return Ok(Step::Progress);
                 }
-                encode_event(out, self.route, event);
+                encode_event(out, self.route, event, options.records);
             }
         }
         self.last_sent = entry.seqno();

@@ -1,0 +1,494 @@
+//! Replica vbuckets (docs/format/replica.md): each vbucket's role on this node, persisted in
+//! `meta` `bucket/vbrole/` (absent = active), and the write path of a replica, which stores
+//! the records its active streamed with the active's seqnos, CASes and bytes.
+//!
+//! Front-door writes to a vbucket that is not active are refused with
+//! [`EngineError::NotMyVbucket`] (`Bucket::commit_writes_with` checks it under the vbucket
+//! locks). [`Bucket::apply_replica`] is the only writer of a replica vbucket: one atomic,
+//! fsynced batch per call, idempotent for seqnos it already holds.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use bytes::Bytes;
+use settee_storage::{Batch, Cf, Store};
+
+use crate::bucket::{check_key_in, Bucket, Previous};
+use crate::change_entry::ChangeEntry;
+use crate::collections::SystemEvent;
+use crate::error::EngineError;
+use crate::failover::{encode_failover_log, FailoverEntry, FAILOVER_ENTRIES_MAX};
+use crate::keys;
+use crate::record::{DocRecord, Header};
+use crate::vb_state::{VbSlot, VbState};
+
+/// A vbucket's role on this node (Couchbase's vbucket states).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum VbRole {
+    Active = 0,
+    Replica = 1,
+    Pending = 2,
+    Dead = 3,
+}
+
+impl VbRole {
+    pub fn from_u8(raw: u8) -> Option<VbRole> {
+        [
+            VbRole::Active,
+            VbRole::Replica,
+            VbRole::Pending,
+            VbRole::Dead,
+        ]
+        .get(raw as usize)
+        .copied()
+    }
+}
+
+/// A document as its active stores it, received over a `settee_records` stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaDoc {
+    pub seqno: u64,
+    pub cas: u64,
+    pub collection: u32,
+    pub key: Vec<u8>,
+    pub deleted: bool,
+    /// The `doc` record's bytes (docs/format/document.md), stored unchanged.
+    pub record: Bytes,
+    /// Every attachment body the record references: (md5, body).
+    pub attachments: Vec<([u8; 16], Bytes)>,
+}
+
+/// One item of a replica vbucket's stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReplicaItem {
+    Doc(ReplicaDoc),
+    Event(SystemEvent),
+}
+
+impl ReplicaItem {
+    pub fn seqno(&self) -> u64 {
+        match self {
+            ReplicaItem::Doc(doc) => doc.seqno,
+            ReplicaItem::Event(event) => event.seqno,
+        }
+    }
+}
+
+/// What [`Bucket::apply_replica`] stores in one batch.
+#[derive(Clone, Debug, Default)]
+pub struct ReplicaBatch {
+    /// In seqno order.
+    pub items: Vec<ReplicaItem>,
+    /// The seqno the vbucket has reached once the batch is applied (at least the last item's;
+    /// more after SEQNO_ADVANCED).
+    pub high_seqno: u64,
+    /// The DCP snapshot being applied, persisted with the batch.
+    pub snapshot: (u64, u64),
+}
+
+/// A document record the active sends a replica: its stored bytes and attachment bodies.
+pub type ReplicaRecord = (Bytes, Vec<([u8; 16], Bytes)>);
+
+fn encode_role(role: VbRole, snapshot: (u64, u64)) -> Vec<u8> {
+    let mut out = Vec::with_capacity(17);
+    out.push(role as u8);
+    out.extend_from_slice(&snapshot.0.to_be_bytes());
+    out.extend_from_slice(&snapshot.1.to_be_bytes());
+    out
+}
+
+fn decode_role(raw: &[u8]) -> Option<(VbRole, (u64, u64))> {
+    let u64_at = |at: usize| Some(u64::from_be_bytes(raw.get(at..at + 8)?.try_into().ok()?));
+    if raw.len() != 17 {
+        return None;
+    }
+    Some((VbRole::from_u8(raw[0])?, (u64_at(1)?, u64_at(9)?)))
+}
+
+/// Every vbucket's role as stored (absent: active), read at open.
+pub(crate) fn load_roles(
+    store: &Store,
+    bucket_id: u32,
+    vbuckets: u16,
+) -> Result<Vec<AtomicU8>, EngineError> {
+    let roles: Vec<AtomicU8> = (0..vbuckets).map(|_| AtomicU8::new(0)).collect();
+    let prefix = keys::meta::vb_role_prefix(bucket_id);
+    for item in store.scan(Cf::Meta, &prefix, &keys::prefix_end(&prefix), false) {
+        let (key, value) = item?;
+        let vbucket = key
+            .get(prefix.len()..)
+            .and_then(|rest| rest.try_into().ok())
+            .map(u16::from_be_bytes);
+        match (
+            vbucket.and_then(|vb| roles.get(vb as usize)),
+            decode_role(&value),
+        ) {
+            (Some(slot), Some((role, _))) => slot.store(role as u8, Ordering::Relaxed),
+            _ => return Err(EngineError::Corrupt("vbucket role".into())),
+        }
+    }
+    Ok(roles)
+}
+
+fn invalid(reason: impl Into<String>) -> EngineError {
+    EngineError::Invalid(reason.into())
+}
+
+impl Bucket {
+    /// `vbucket`'s role on this node (out of range: dead).
+    pub fn vbucket_role(&self, vbucket: u16) -> VbRole {
+        self.roles
+            .get(vbucket as usize)
+            .and_then(|role| VbRole::from_u8(role.load(Ordering::Acquire)))
+            .unwrap_or(VbRole::Dead)
+    }
+
+    /// Front-door writes need an active vbucket.
+    pub(crate) fn check_active(&self, vbucket: u16) -> Result<(), EngineError> {
+        match self.vbucket_role(vbucket) {
+            VbRole::Active => Ok(()),
+            _ => Err(EngineError::NotMyVbucket { vbucket }),
+        }
+    }
+
+    /// The snapshot a replica vbucket was applying, as persisted ((0, 0): none).
+    pub fn replica_snapshot(&self, vbucket: u16) -> Result<(u64, u64), EngineError> {
+        let stored = self
+            .store
+            .get(Cf::Meta, &keys::meta::vb_role(self.id, vbucket))?;
+        match stored {
+            None => Ok((0, 0)),
+            Some(raw) => decode_role(&raw)
+                .map(|(_, snapshot)| snapshot)
+                .ok_or_else(|| EngineError::Corrupt("vbucket role".into())),
+        }
+    }
+
+    /// Sets `vbucket`'s role, durably, under its lock (no front-door write is staged across
+    /// the change). Active deletes the record, so a lone node's data directory keeps none.
+    pub async fn set_vbucket_role(&self, vbucket: u16, role: VbRole) -> Result<(), EngineError> {
+        let slot = self
+            .vb_states
+            .get(vbucket as usize)
+            .ok_or_else(|| invalid("vbucket out of range"))?;
+        let snapshot = self.replica_snapshot(vbucket)?;
+        let pending = {
+            let _slot = slot.lock();
+            let mut batch = Batch::new();
+            let key = keys::meta::vb_role(self.id, vbucket);
+            match role {
+                VbRole::Active => batch.delete(Cf::Meta, key),
+                _ => batch.put(Cf::Meta, key, encode_role(role, snapshot)),
+            }
+            self.roles[vbucket as usize].store(role as u8, Ordering::Release);
+            self.store.commit(batch)
+        };
+        Ok(pending.await?)
+    }
+
+    /// Replaces a replica vbucket's failover log with its active's (STREAM_REQ's answer).
+    pub async fn set_failover_log(
+        &self,
+        vbucket: u16,
+        log: &[FailoverEntry],
+    ) -> Result<(), EngineError> {
+        if vbucket >= self.vbuckets || log.is_empty() || log.len() > FAILOVER_ENTRIES_MAX {
+            return Err(invalid("a failover log of 1 to 25 entries for a vbucket"));
+        }
+        let _serial = self.failover_lock.lock().await;
+        let mut batch = Batch::new();
+        batch.put(
+            Cf::Meta,
+            keys::meta::failover_log(self.id, vbucket),
+            encode_failover_log(log),
+        );
+        self.store.commit(batch).await?;
+        self.failover_heads[vbucket as usize].store(log[0].uuid, Ordering::Release);
+        Ok(())
+    }
+
+    /// The stored record of the document `entry` names, with its attachment bodies, if the
+    /// record still holds `entry`'s seqno (what a `settee_records` stream sends).
+    pub fn replica_record(
+        &self,
+        entry: &ChangeEntry,
+    ) -> Result<Option<ReplicaRecord>, EngineError> {
+        let key = keys::doc_key(self.id, entry.vbucket, entry.collection, &entry.key);
+        let Some(raw) = self.store.get(Cf::Doc, &key)? else {
+            return Ok(None);
+        };
+        let record = match DocRecord::decode(&raw) {
+            Ok(record) if record.seqno == entry.seqno => record,
+            Ok(_) => return Ok(None),
+            Err(error) => {
+                self.skip_corrupt_document(&entry.key, &error);
+                return Ok(None);
+            }
+        };
+        let mut attachments: Vec<([u8; 16], Bytes)> = Vec::new();
+        for meta in record.leaves.iter().flat_map(|leaf| &leaf.attachments) {
+            if attachments.iter().any(|(md5, _)| *md5 == meta.md5) {
+                continue;
+            }
+            let att = keys::att_key(
+                self.id,
+                entry.vbucket,
+                entry.collection,
+                &entry.key,
+                &meta.md5,
+            );
+            if let Some(body) = self.store.get(Cf::Att, &att)? {
+                attachments.push((meta.md5, Bytes::from(body)));
+            }
+        }
+        Ok(Some((Bytes::from(raw), attachments)))
+    }
+
+    /// Stores what a replica vbucket received, as one durable batch: each document's record,
+    /// `seq` entry, expiry entry and attachment bodies, each event's entry, the counters, the
+    /// high seqno and the snapshot. Items at or below the vbucket's high seqno were applied
+    /// before and are skipped. Returns how many items were applied.
+    pub async fn apply_replica(
+        &self,
+        vbucket: u16,
+        replica: ReplicaBatch,
+    ) -> Result<usize, EngineError> {
+        if vbucket >= self.vbuckets {
+            return Err(invalid("vbucket out of range"));
+        }
+        if self.vbucket_role(vbucket) == VbRole::Active {
+            return Err(invalid("vbucket is active on this node"));
+        }
+        let mut last = 0;
+        let mut docs = Vec::new();
+        for item in &replica.items {
+            if item.seqno() <= last || item.seqno() > replica.high_seqno {
+                return Err(invalid("replica items out of seqno order"));
+            }
+            last = item.seqno();
+            if let ReplicaItem::Doc(doc) = item {
+                docs.push((doc, check_replica_doc(doc)?));
+            }
+        }
+        let _guards = self
+            .lock_keys(
+                docs.iter()
+                    .map(|(doc, _)| crate::DocKey::new(doc.collection, &doc.key)),
+            )
+            .await;
+        let mut previous = Vec::with_capacity(docs.len());
+        for (doc, _) in &docs {
+            let key = keys::doc_key(self.id, vbucket, doc.collection, &doc.key);
+            let old = self.store.get_with(Cf::Doc, &key, |raw| {
+                Header::decode(raw).ok().map(|header| Previous {
+                    seqno: header.seqno,
+                    expiry: header.expiry,
+                    deleted: header.deleted,
+                    record_bytes: raw.len() as u64,
+                })
+            })?;
+            previous.push(old.flatten());
+        }
+        let mut batch = Batch::new();
+        let mut applied = 0;
+        let (pending, high) = {
+            let mut slot = self.vb_states[vbucket as usize].lock();
+            let epoch = self.store.epoch();
+            let collections = self.collections_for_write(epoch)?;
+            let manifest = &collections.manifest;
+            if slot.epoch != epoch {
+                self.reload_vb_state(vbucket, &mut slot, epoch, &manifest.collection_ids())?;
+            }
+            let mut docs = docs.iter().zip(&previous);
+            let mut touched = Vec::new();
+            for item in &replica.items {
+                let held = slot.state.high_seqno;
+                let doc = match item {
+                    ReplicaItem::Doc(_) => docs.next(),
+                    ReplicaItem::Event(_) => None,
+                };
+                if item.seqno() <= held {
+                    continue;
+                }
+                applied += 1;
+                slot.state.high_seqno = item.seqno();
+                match (item, doc) {
+                    (ReplicaItem::Event(event), _) => {
+                        self.hlc.observe(event.cas);
+                        let key = keys::seq_key(self.id, vbucket, event.seqno);
+                        batch.put(Cf::Seq, key, event.encode());
+                    }
+                    (ReplicaItem::Doc(_), Some(((doc, record), old))) => {
+                        let live = manifest.is_live(doc.collection);
+                        self.stage_replica_doc(
+                            &mut batch, &mut slot, vbucket, doc, record, *old, live,
+                        );
+                        if live {
+                            touched.push(doc.collection);
+                        }
+                    }
+                    (ReplicaItem::Doc(_), None) => {}
+                }
+            }
+            slot.state.high_seqno = slot.state.high_seqno.max(replica.high_seqno);
+            touched.sort_unstable();
+            touched.dedup();
+            let with_collections = manifest.uid() > 0;
+            slot.persist(
+                &mut batch,
+                self.id,
+                vbucket,
+                with_collections,
+                touched.into_iter(),
+            );
+            batch.put(
+                Cf::Meta,
+                keys::meta::vb_role(self.id, vbucket),
+                encode_role(self.vbucket_role(vbucket), replica.snapshot),
+            );
+            (
+                self.store.commit_in_epoch(batch, epoch),
+                slot.state.high_seqno,
+            )
+        };
+        pending.await?;
+        self.visible_high[vbucket as usize].fetch_max(high, Ordering::AcqRel);
+        self.changed.send_modify(|version| *version += 1);
+        Ok(applied)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn stage_replica_doc(
+        &self,
+        batch: &mut Batch,
+        slot: &mut VbSlot,
+        vbucket: u16,
+        doc: &ReplicaDoc,
+        record: &DocRecord,
+        previous: Option<Previous>,
+        live: bool,
+    ) {
+        let (id, cid, key) = (self.id, doc.collection, doc.key.as_slice());
+        self.hlc.observe(doc.cas);
+        if let Some(old) = previous {
+            batch.delete(Cf::Seq, keys::seq_key(id, vbucket, old.seqno));
+            if old.expiry != 0 {
+                batch.delete(Cf::Exp, keys::exp_key(id, vbucket, cid, old.expiry, key));
+            }
+            slot.state.remove(old.deleted, old.record_bytes);
+            if live {
+                slot.collection_mut(cid)
+                    .remove(old.deleted, old.record_bytes);
+            }
+        }
+        for (md5, body) in &doc.attachments {
+            batch.put(
+                Cf::Att,
+                keys::att_key(id, vbucket, cid, key, md5),
+                body.to_vec(),
+            );
+        }
+        if record.expiry != 0 {
+            batch.put(
+                Cf::Exp,
+                keys::exp_key(id, vbucket, cid, record.expiry, key),
+                Vec::new(),
+            );
+        }
+        let entry = ChangeEntry::of_record(vbucket, cid, key, record);
+        batch.put(
+            Cf::Seq,
+            keys::seq_key(id, vbucket, doc.seqno),
+            entry.encode(),
+        );
+        batch.put(
+            Cf::Doc,
+            keys::doc_key(id, vbucket, cid, key),
+            doc.record.to_vec(),
+        );
+        let bytes = doc.record.len() as u64;
+        slot.state.add(doc.deleted, bytes);
+        if live {
+            let stats = slot.collection_mut(cid);
+            stats.add(doc.deleted, bytes);
+            stats.high_seqno = doc.seqno;
+        }
+    }
+
+    /// Empties a replica vbucket (a rollback, replica.md: settee cannot undo to an earlier
+    /// seqno, so a replica rolls back to 0 and streams again): its documents, change entries,
+    /// expiry entries and attachments in every collection, its counters, high seqno, failover
+    /// log and snapshot. `_local` documents stay (they are not replicated).
+    pub async fn reset_replica(&self, vbucket: u16) -> Result<(), EngineError> {
+        if vbucket >= self.vbuckets {
+            return Err(invalid("vbucket out of range"));
+        }
+        if self.vbucket_role(vbucket) == VbRole::Active {
+            return Err(invalid("vbucket is active on this node"));
+        }
+        let _serial = self.failover_lock.lock().await;
+        let pending = {
+            let mut slot = self.vb_states[vbucket as usize].lock();
+            let epoch = self.store.epoch();
+            let live = self.collections_for_write(epoch)?.manifest.collection_ids();
+            let mut batch = Batch::new();
+            for range in [
+                keys::vb_range(self.id, vbucket),
+                keys::long_range(self.id, vbucket),
+            ] {
+                for cf in [Cf::Doc, Cf::Exp, Cf::Att] {
+                    batch.delete_range(cf, range.0.clone(), range.1.clone());
+                }
+            }
+            let (lower, upper) = keys::vb_range(self.id, vbucket);
+            batch.delete_range(Cf::Seq, lower, upper);
+            batch.delete(Cf::Meta, keys::meta::failover_log(self.id, vbucket));
+            *slot = VbSlot {
+                state: VbState::default(),
+                collections: live.iter().map(|cid| (*cid, VbState::default())).collect(),
+                epoch,
+            };
+            slot.persist(&mut batch, self.id, vbucket, true, live.into_iter());
+            batch.put(
+                Cf::Meta,
+                keys::meta::vb_role(self.id, vbucket),
+                encode_role(self.vbucket_role(vbucket), (0, 0)),
+            );
+            self.visible_high[vbucket as usize].store(0, Ordering::Release);
+            self.store.commit_in_epoch(batch, epoch)
+        };
+        pending.await?;
+        self.failover_heads[vbucket as usize].store(0, Ordering::Release);
+        self.changed.send_modify(|version| *version += 1);
+        Ok(())
+    }
+}
+
+/// The checks of replica.md on a received document; its record decoded.
+fn check_replica_doc(doc: &ReplicaDoc) -> Result<DocRecord, EngineError> {
+    check_key_in(doc.collection, &doc.key)?;
+    let record = DocRecord::decode(&doc.record)
+        .map_err(|error| invalid(format!("replica record: {error}")))?;
+    record
+        .check_storable()
+        .map_err(EngineError::InvalidRecord)?;
+    if record.seqno != doc.seqno || record.cas != doc.cas || record.is_deleted() != doc.deleted {
+        return Err(invalid("replica record does not match its message"));
+    }
+    for (md5, body) in &doc.attachments {
+        if crate::update::md5_of(body) != *md5 {
+            return Err(invalid("replica attachment does not match its md5"));
+        }
+    }
+    let referenced = record.leaves.iter().flat_map(|leaf| &leaf.attachments);
+    if let Some(missing) = referenced
+        .map(|meta| meta.md5)
+        .find(|md5| !doc.attachments.iter().any(|(held, _)| held == md5))
+    {
+        return Err(invalid(format!(
+            "replica record references attachment {} it did not bring",
+            crate::update::hex(&missing)
+        )));
+    }
+    Ok(record)
+}
