@@ -62,11 +62,8 @@ pub(crate) fn check_key_in(cid: u32, key: &[u8]) -> Result<(), EngineError> {
 }
 
 /// A document record's decode error, as [`EngineError::CorruptDocument`].
-pub(crate) fn corrupt_document(error: EngineError) -> EngineError {
-    match error {
-        EngineError::Corrupt(reason) => EngineError::CorruptDocument(reason),
-        other => other,
-    }
+pub(crate) fn corrupt_document(error: settee_record::Corrupt) -> EngineError {
+    EngineError::CorruptDocument(error.0)
 }
 
 /// The purge sequences of collections other than 0, as stored.

@@ -364,7 +364,7 @@ pub(crate) fn scan_doc_seqnos(
         let id = keys::key_of_doc_key(key);
         match Header::decode(value) {
             Ok(header) => visit(id, header.seqno),
-            Err(error) => bad.push((id.to_vec(), error)),
+            Err(error) => bad.push((id.to_vec(), error.into())),
         }
         false
     })?;

@@ -71,3 +71,9 @@ impl From<settee_manifest::ManifestError> for EngineError {
         }
     }
 }
+
+impl From<settee_record::Corrupt> for EngineError {
+    fn from(error: settee_record::Corrupt) -> EngineError {
+        EngineError::Corrupt(error.0)
+    }
+}

@@ -38,8 +38,11 @@ use crate::HttpState;
 /// with the revision it was built from.
 #[derive(Default)]
 pub struct RenderPrograms {
-    cache: Mutex<HashMap<(u32, u32, String), (String, Arc<Program>)>>,
+    cache: Mutex<HashMap<DesignKey, (String, Arc<Program>)>>,
 }
+
+/// (bucket id, collection, design document id).
+type DesignKey = (u32, u32, String);
 
 /// The entries kept at most; past it the cache starts again (design documents are few).
 const PROGRAMS_MAX: usize = 1024;

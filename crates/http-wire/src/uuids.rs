@@ -7,7 +7,6 @@
 
 use parking_lot::Mutex;
 use rand::Rng;
-use settee_engine::hex;
 
 pub struct UuidGenerator {
     /// (prefix, counter); locked for a few instructions per id.
@@ -85,7 +84,7 @@ fn now_micros() -> u64 {
 fn random_hex(bytes: usize) -> String {
     let mut buffer = vec![0u8; bytes];
     rand::rng().fill(buffer.as_mut_slice());
-    hex(&buffer)
+    buffer.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 #[cfg(test)]

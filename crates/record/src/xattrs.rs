@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 /// The system attributes of `xattrs` (an encoded JSON object), re-encoded; empty when none.
 /// Unparseable input (never written by settee) yields none rather than an error.
-pub(crate) fn system_only(xattrs: &[u8]) -> Bytes {
+pub fn system_only(xattrs: &[u8]) -> Bytes {
     let Ok(serde_json::Value::Object(mut map)) = serde_json::from_slice(xattrs) else {
         return Bytes::new();
     };

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use settee_revtree::{RevId, RevTree};
 
-use crate::error::EngineError;
+use crate::Corrupt;
 
 /// Records without extended attributes or a structural index (most documents).
 const VERSION_PLAIN: u8 = 1;
@@ -211,7 +211,7 @@ impl DocRecord {
         out
     }
 
-    pub fn decode(raw: &[u8]) -> Result<DocRecord, EngineError> {
+    pub fn decode(raw: &[u8]) -> Result<DocRecord, Corrupt> {
         let header = Header::decode(raw)?;
         let body = Bytes::copy_from_slice(header.body(raw)?);
         let xattrs = Bytes::copy_from_slice(header.xattrs(raw)?);
@@ -222,10 +222,10 @@ impl DocRecord {
         };
         let attachments = reader.attachments(header.wide)?;
         let tree = RevTree::decode(reader.bytes32()?)
-            .map_err(|error| EngineError::Corrupt(format!("revision tree: {error}")))?;
+            .map_err(|error| Corrupt(format!("revision tree: {error}")))?;
         let winner_rev = tree
             .winner()
-            .ok_or_else(|| EngineError::Corrupt("document record with empty tree".into()))?
+            .ok_or_else(|| Corrupt("document record with empty tree".into()))?
             .rev;
         let mut leaves = vec![Leaf {
             rev: winner_rev,
@@ -242,9 +242,9 @@ impl DocRecord {
                 reader.u8()? as usize
             };
             let rev_text = std::str::from_utf8(reader.take(rev_len)?)
-                .map_err(|_| EngineError::Corrupt("revision id is not UTF-8".into()))?;
+                .map_err(|_| Corrupt("revision id is not UTF-8".into()))?;
             let rev = RevId::parse(rev_text)
-                .ok_or_else(|| EngineError::Corrupt(format!("bad revision id {rev_text}")))?;
+                .ok_or_else(|| Corrupt(format!("bad revision id {rev_text}")))?;
             let flags = reader.u8()?;
             let body = Bytes::copy_from_slice(reader.bytes32()?);
             let attachments = reader.attachments(header.wide)?;
@@ -257,9 +257,7 @@ impl DocRecord {
             });
         }
         if reader.at != raw.len() {
-            return Err(EngineError::Corrupt(
-                "trailing bytes in document record".into(),
-            ));
+            return Err(Corrupt("trailing bytes in document record".into()));
         }
         Ok(DocRecord {
             cas: header.cas,
@@ -295,25 +293,19 @@ pub struct Header {
 }
 
 impl Header {
-    pub fn decode(raw: &[u8]) -> Result<Header, EngineError> {
+    pub fn decode(raw: &[u8]) -> Result<Header, Corrupt> {
         let header_len = match raw.first() {
             Some(&VERSION_PLAIN) => HEADER_LEN_PLAIN,
             Some(&VERSION_EXTENDED) => HEADER_LEN_EXTENDED,
-            Some(version) => {
-                return Err(EngineError::Corrupt(format!(
-                    "document record version {version}"
-                )))
-            }
-            None => return Err(EngineError::Corrupt("empty document record".into())),
+            Some(version) => return Err(Corrupt(format!("document record version {version}"))),
+            None => return Err(Corrupt("empty document record".into())),
         };
         if raw.len() < header_len {
-            return Err(EngineError::Corrupt("document record too short".into()));
+            return Err(Corrupt("document record too short".into()));
         }
         let flags = raw[1];
         if flags & !FLAGS_KNOWN != 0 {
-            return Err(EngineError::Corrupt(format!(
-                "document record flags {flags:#04x}"
-            )));
+            return Err(Corrupt(format!("document record flags {flags:#04x}")));
         }
         let u64_at = |at: usize| u64::from_be_bytes(array(&raw[at..at + 8]));
         let u32_at = |at: usize| u32::from_be_bytes(array(&raw[at..at + 4]));
@@ -334,25 +326,25 @@ impl Header {
         })
     }
 
-    fn section<'a>(&self, raw: &'a [u8], at: usize, len: u32) -> Result<&'a [u8], EngineError> {
+    fn section<'a>(&self, raw: &'a [u8], at: usize, len: u32) -> Result<&'a [u8], Corrupt> {
         at.checked_add(len as usize)
             .and_then(|end| raw.get(at..end))
-            .ok_or_else(|| EngineError::Corrupt("document record truncated".into()))
+            .ok_or_else(|| Corrupt("document record truncated".into()))
     }
 
     /// The winner's body inside `raw`, without copying.
-    pub fn body<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8], EngineError> {
+    pub fn body<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8], Corrupt> {
         self.section(raw, self.body_at as usize, self.body_len)
     }
 
     /// The extended attributes (a JSON object, or empty) inside `raw`, without copying.
-    pub fn xattrs<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8], EngineError> {
+    pub fn xattrs<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8], Corrupt> {
         let at = self.body_at as usize + self.body_len as usize;
         self.section(raw, at, self.xattrs_len)
     }
 
     /// The structural index of the body (or empty) inside `raw`, without copying.
-    pub fn index<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8], EngineError> {
+    pub fn index<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8], Corrupt> {
         let at = self.body_at as usize + self.body_len as usize + self.xattrs_len as usize;
         self.section(raw, at, self.index_len)
     }
@@ -406,38 +398,38 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, len: usize) -> Result<&'a [u8], EngineError> {
+    fn take(&mut self, len: usize) -> Result<&'a [u8], Corrupt> {
         let end = self
             .at
             .checked_add(len)
             .filter(|end| *end <= self.raw.len())
-            .ok_or_else(|| EngineError::Corrupt("document record truncated".into()))?;
+            .ok_or_else(|| Corrupt("document record truncated".into()))?;
         let slice = &self.raw[self.at..end];
         self.at = end;
         Ok(slice)
     }
-    fn u8(&mut self) -> Result<u8, EngineError> {
+    fn u8(&mut self) -> Result<u8, Corrupt> {
         Ok(self.take(1)?[0])
     }
-    fn u16(&mut self) -> Result<u16, EngineError> {
+    fn u16(&mut self) -> Result<u16, Corrupt> {
         Ok(u16::from_be_bytes(array(self.take(2)?)))
     }
-    fn u32(&mut self) -> Result<u32, EngineError> {
+    fn u32(&mut self) -> Result<u32, Corrupt> {
         Ok(u32::from_be_bytes(array(self.take(4)?)))
     }
-    fn u64(&mut self) -> Result<u64, EngineError> {
+    fn u64(&mut self) -> Result<u64, Corrupt> {
         Ok(u64::from_be_bytes(array(self.take(8)?)))
     }
-    fn bytes32(&mut self) -> Result<&'a [u8], EngineError> {
+    fn bytes32(&mut self) -> Result<&'a [u8], Corrupt> {
         let len = self.u32()? as usize;
         self.take(len)
     }
-    fn string16(&mut self) -> Result<String, EngineError> {
+    fn string16(&mut self) -> Result<String, Corrupt> {
         let len = self.u16()? as usize;
         String::from_utf8(self.take(len)?.to_vec())
-            .map_err(|_| EngineError::Corrupt("attachment text is not UTF-8".into()))
+            .map_err(|_| Corrupt("attachment text is not UTF-8".into()))
     }
-    fn attachments(&mut self, wide: bool) -> Result<Vec<AttachmentMeta>, EngineError> {
+    fn attachments(&mut self, wide: bool) -> Result<Vec<AttachmentMeta>, Corrupt> {
         let encoded = self.bytes32()?;
         let mut inner = Reader {
             raw: encoded,
@@ -459,7 +451,7 @@ impl<'a> Reader<'a> {
             });
         }
         if inner.at != encoded.len() {
-            return Err(EngineError::Corrupt("trailing bytes in attachments".into()));
+            return Err(Corrupt("trailing bytes in attachments".into()));
         }
         Ok(out)
     }

@@ -17,7 +17,7 @@ impl<'a> DocKey<'a> {
 
     /// The name the bucket's per-document locks use: collection and key, so the same key in
     /// two collections is two documents.
-    pub(crate) fn lock_name(&self) -> Vec<u8> {
+    pub fn lock_name(&self) -> Vec<u8> {
         let mut name = Vec::with_capacity(4 + self.key.len());
         name.extend_from_slice(&self.collection.to_be_bytes());
         name.extend_from_slice(self.key);
