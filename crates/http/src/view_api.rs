@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 use settee_engine::{Keyspace, ScanRange};
-use settee_views::{Design, DesignViews, ViewError};
+use settee_views::{Design, DesignViews};
 
 use crate::auth::Operation;
 use crate::db_api::open;
@@ -24,26 +24,6 @@ use crate::HttpState;
 
 /// Most queries one `/queries` request may carry.
 pub const QUERIES_PER_REQUEST_MAX: usize = 1000;
-
-impl From<ViewError> for ApiError {
-    fn from(error: ViewError) -> ApiError {
-        match error {
-            ViewError::InvalidDesign(reason) => ApiError::InvalidDesignDoc(reason),
-            ViewError::Compilation(reason) => ApiError::Compilation(reason),
-            ViewError::Build(reason) => ApiError::OsProcess(reason),
-            ViewError::Reduce(reason) => ApiError::OsProcess(reason),
-            ViewError::BuiltinReduce(reason, _) => ApiError::BuiltinReduce(reason),
-            ViewError::ReduceOverflow(reason) => ApiError::ReduceOverflow(reason),
-            ViewError::InsufficientStorage => {
-                ApiError::InsufficientStorage("not enough room to update index".into())
-            }
-            other => {
-                tracing::error!(error = %other, "view error");
-                ApiError::Internal(other.to_string())
-            }
-        }
-    }
-}
 
 /// Rejects a design document whose views CouchDB would reject (before it is stored).
 pub async fn check_design(state: &HttpState, id: &str, body: &[u8]) -> ApiResult<()> {

@@ -3,6 +3,7 @@
 use hyper::StatusCode;
 use settee_engine::{EngineError, LimitError};
 use settee_mango::MangoError;
+use settee_views::ViewError;
 
 /// Every way a request can fail, each with exactly one status and `{"error", "reason"}` body,
 /// as Apache CouchDB 3.x answers.
@@ -255,3 +256,23 @@ impl From<EngineError> for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+impl From<ViewError> for ApiError {
+    fn from(error: ViewError) -> ApiError {
+        match error {
+            ViewError::InvalidDesign(reason) => ApiError::InvalidDesignDoc(reason),
+            ViewError::Compilation(reason) => ApiError::Compilation(reason),
+            ViewError::Build(reason) => ApiError::OsProcess(reason),
+            ViewError::Reduce(reason) => ApiError::OsProcess(reason),
+            ViewError::BuiltinReduce(reason, _) => ApiError::BuiltinReduce(reason),
+            ViewError::ReduceOverflow(reason) => ApiError::ReduceOverflow(reason),
+            ViewError::InsufficientStorage => {
+                ApiError::InsufficientStorage("not enough room to update index".into())
+            }
+            other => {
+                tracing::error!(error = %other, "view error");
+                ApiError::Internal(other.to_string())
+            }
+        }
+    }
+}

@@ -306,7 +306,7 @@ impl NonUtf8Segment {
         let segment = |index: usize| self.segments.get(index).map(String::as_str);
         let reserved = matches!(segment(1), Some("_design" | "_local"));
         match self.index {
-            0 => crate::db_api::validate_db_name(&self.segments[0])
+            0 => crate::names::validate_db_name(&self.segments[0])
                 .err()
                 .unwrap_or_else(|| ApiError::BadRequest("Invalid database name".into())),
             1 => ApiError::IllegalDocId("Document id must be valid UTF-8".into()),

@@ -1,0 +1,24 @@
+//! The plumbing of settee's CouchDB door that every handler shares, split out of `settee-http`
+//! when it reached 10k lines: one request ([`request::Req`]: decoded path, query, headers,
+//! body within limits, the authenticated user), one error table ([`error::ApiError`]: status
+//! and CouchDB error body), responses and streamed bodies ([`response`], [`streamed`]), JSONP
+//! ([`jsonp`]), `Location` headers ([`location`]), authentication (Basic, cookie sessions:
+//! [`auth`]), connection timeouts and refusals ([`connection`]), the TLS hook
+//! ([`handshake`]), the door's settings ([`config`]) and database names ([`names`]).
+//! `settee-http` re-exports each module under its old path; the handlers and the router stay
+//! there.
+#![deny(clippy::unwrap_used)]
+
+pub mod auth;
+pub mod config;
+pub mod connection;
+pub mod error;
+pub mod handshake;
+pub mod jsonp;
+pub mod location;
+pub mod names;
+pub mod request;
+pub mod response;
+pub mod streamed;
+
+pub use config::HttpConfig;
