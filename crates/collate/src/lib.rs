@@ -10,6 +10,11 @@
 //! keys without a custom comparator; the layout is specified in `docs/format/views.md`.
 #![deny(clippy::unwrap_used)]
 
+/// The version of these collation rules, as `_info` reports it (`collator_versions`, where
+/// CouchDB names its ICU collator's): it moves when the order of any two values changes, which
+/// invalidates indexes built with the old order.
+pub const COLLATION_VERSION: &str = "settee-collate/1";
+
 mod encode;
 mod strings;
 

@@ -62,6 +62,11 @@ impl Keyspace {
         DocKey::new(self.collection, key)
     }
 
+    /// The collection's `_local` documents, sorted: `(key, generation)`.
+    pub fn local_docs(&self) -> Result<Vec<(Vec<u8>, u64)>, EngineError> {
+        self.bucket.local_docs_in(self.collection)
+    }
+
     pub fn read_record(&self, key: &[u8]) -> Result<Option<DocRecord>, EngineError> {
         self.bucket.read_record(self.key(key))
     }

@@ -23,6 +23,25 @@ impl Bucket {
         keys::local_key(self.id, self.vbucket_of(key.key), key.collection, key.key)
     }
 
+    /// Every `_local` document of `collection`, sorted by key: `(key, generation)` (what
+    /// `_local_docs` lists; bodies are not read).
+    pub fn local_docs_in(&self, collection: u32) -> Result<Vec<(Vec<u8>, u64)>, EngineError> {
+        self.check_live(collection)?;
+        let ranges: Vec<(Vec<u8>, Vec<u8>)> = (0..self.vbuckets())
+            .map(|vbucket| keys::coll_range(self.id, vbucket, collection))
+            .collect();
+        let mut found = Vec::new();
+        self.store.seek_each(Cf::Local, &ranges, |_, key, value| {
+            if value.len() >= 9 && value[0] == VERSION {
+                let generation = u64::from_be_bytes(value[1..9].try_into().unwrap_or([0; 8]));
+                found.push((keys::key_of_doc_key(key).to_vec(), generation));
+            }
+            false
+        })?;
+        found.sort_unstable();
+        Ok(found)
+    }
+
     /// `(generation, body)` of a `_local` document (of a collection: each has its own).
     pub fn get_local<'k>(
         &self,

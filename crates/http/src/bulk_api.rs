@@ -298,6 +298,163 @@ fn bulk_get_one(
 pub enum DocSet {
     All,
     Design,
+    /// `_local_docs`: the `_local` documents, which `_all_docs` never lists.
+    Local,
+}
+
+/// Parameters whose values are JSON (a string one is quoted when it comes from a POST body).
+const JSON_PARAMS: [&str; 7] = [
+    "key",
+    "startkey",
+    "start_key",
+    "endkey",
+    "end_key",
+    "startkey_docid",
+    "endkey_docid",
+];
+
+/// The `keys` of a listing (query string for GET, body for POST); a POST body's other members
+/// become parameters too, the query string's taking precedence (CouchDB's rule).
+async fn listing_keys(state: &HttpState, req: &mut Req) -> ApiResult<Option<Value>> {
+    match req.method {
+        Method::GET | Method::HEAD => req.json_param("keys"),
+        Method::POST => {
+            let body = req.json_body_within(&state.config).await?;
+            let Value::Object(members) = body else {
+                return Err(ApiError::BadRequest(
+                    "Request body must be a JSON object".into(),
+                ));
+            };
+            for (name, value) in &members {
+                if name == "keys" || req.has_param(name) {
+                    continue;
+                }
+                let text = match value {
+                    Value::String(text) if !JSON_PARAMS.contains(&name.as_str()) => text.clone(),
+                    other => other.to_string(),
+                };
+                req.query.push((name.clone(), text));
+            }
+            Ok(members.get("keys").cloned())
+        }
+        _ => Err(not_allowed("GET,HEAD,POST")),
+    }
+}
+
+/// `_design_docs`' `total_rows`: the live design documents (few: counted by a scan).
+fn design_doc_count(keyspace: &Keyspace) -> u64 {
+    let range = ScanRange {
+        collection: keyspace.collection(),
+        start: Some(b"_design/".to_vec()),
+        end: Some(b"_design0".to_vec()),
+        inclusive_end: false,
+        descending: false,
+    };
+    keyspace
+        .bucket()
+        .scan_docs(range)
+        .filter_map(Result::ok)
+        .filter(|(_, record)| record.winner().is_some_and(|leaf| !leaf.deleted))
+        .count() as u64
+}
+
+/// `/{db}/_local_docs`: `_local` documents as `_all_docs` rows (`value.rev` is `0-N`), with
+/// `keys`, `startkey`/`endkey`, `descending`, `skip`, `limit` and `include_docs`; CouchDB
+/// counts neither `total_rows` nor `offset` for them.
+fn local_docs(req: &Req, keyspace: &Keyspace, keys: Option<Value>) -> ApiResult<HttpResponse> {
+    let descending = req.bool_param("descending", false)?;
+    let skip = req.u64_param("skip")?.unwrap_or(0) as usize;
+    let limit = req
+        .u64_param("limit")?
+        .map_or(usize::MAX, |limit| limit as usize);
+    let include_docs = req.bool_param("include_docs", false)?;
+    let stored = keyspace.local_docs()?;
+    let row = |key: &[u8], generation: u64| -> ApiResult<Value> {
+        let id = format!("_local/{}", String::from_utf8_lossy(key));
+        let rev = format!("0-{generation}");
+        let mut row = json!({"id": id, "key": id, "value": {"rev": rev}});
+        if include_docs {
+            let doc = match keyspace.get_local(key)? {
+                Some((_, body)) => {
+                    let mut doc: serde_json::Map<String, Value> =
+                        serde_json::from_slice(&body).unwrap_or_default();
+                    doc.insert("_id".into(), json!(id));
+                    doc.insert("_rev".into(), json!(rev));
+                    Value::Object(doc)
+                }
+                None => Value::Null,
+            };
+            row["doc"] = doc;
+        }
+        Ok(row)
+    };
+    let mut rows = Vec::new();
+    match keys {
+        Some(Value::Array(keys)) => {
+            let ordered: Vec<&Value> = if descending {
+                keys.iter().rev().collect()
+            } else {
+                keys.iter().collect()
+            };
+            for key in ordered.into_iter().skip(skip).take(limit) {
+                let name = key.as_str().and_then(|id| id.strip_prefix("_local/"));
+                let found = name.and_then(|name| {
+                    stored
+                        .iter()
+                        .find(|(stored, _)| stored.as_slice() == name.as_bytes())
+                });
+                rows.push(match found {
+                    Some((stored, generation)) => row(stored, *generation)?,
+                    None => json!({"key": key, "error": "not_found"}),
+                });
+            }
+        }
+        Some(_) => {
+            return Err(ApiError::BadRequest(
+                "`keys` member must be an array.".into(),
+            ))
+        }
+        None => {
+            let as_id =
+                |value: Option<Value>| value.and_then(|value| value.as_str().map(str::to_string));
+            let start = as_id(key_param(req, &["startkey", "start_key"])?);
+            let end = as_id(key_param(req, &["endkey", "end_key"])?);
+            let inclusive_end = req.bool_param("inclusive_end", true)?;
+            let in_range = |id: &str| {
+                let (low, high) = if descending {
+                    (&end, &start)
+                } else {
+                    (&start, &end)
+                };
+                low.as_deref().is_none_or(|low| id >= low)
+                    && high.as_deref().is_none_or(|high| {
+                        let inclusive = if descending { true } else { inclusive_end };
+                        if inclusive {
+                            id <= high
+                        } else {
+                            id < high
+                        }
+                    })
+            };
+            let listed: Vec<&(Vec<u8>, u64)> = if descending {
+                stored.iter().rev().collect()
+            } else {
+                stored.iter().collect()
+            };
+            for (key, generation) in listed
+                .into_iter()
+                .filter(|(key, _)| in_range(&format!("_local/{}", String::from_utf8_lossy(key))))
+                .skip(skip)
+                .take(limit)
+            {
+                rows.push(row(key, *generation)?);
+            }
+        }
+    }
+    Ok(json(
+        StatusCode::OK,
+        &json!({"total_rows": null, "offset": null, "rows": rows}),
+    ))
 }
 
 fn key_param(req: &Req, names: &[&str]) -> ApiResult<Option<Value>> {
@@ -316,14 +473,10 @@ pub async fn all_docs(
     set: DocSet,
 ) -> ApiResult<HttpResponse> {
     let keyspace = open(state, req, db, Operation::ReadDb)?;
-    let keys = match req.method {
-        Method::GET | Method::HEAD => req.json_param("keys")?,
-        Method::POST => {
-            let body = req.json_body_within(&state.config).await?;
-            body.get("keys").cloned()
-        }
-        _ => return Err(not_allowed("GET,HEAD,POST")),
-    };
+    let keys = listing_keys(state, req).await?;
+    if set == DocSet::Local {
+        return local_docs(req, &keyspace, keys);
+    }
     let include_docs = req.bool_param("include_docs", false)?;
     let mut options = render_options(req, &keyspace)?;
     options.revs = false;
@@ -331,7 +484,10 @@ pub async fn all_docs(
     let skip = req.u64_param("skip")?.unwrap_or(0) as usize;
     let limit = req.u64_param("limit")?.map(|limit| limit as usize);
     let update_seq = req.bool_param("update_seq", false)?;
-    let (live, _) = keyspace.doc_counts()?;
+    let live = match set {
+        DocSet::Design => design_doc_count(&keyspace),
+        _ => keyspace.doc_counts()?.0,
+    };
     let mut head = format!("{{\"total_rows\":{live},\"offset\":{skip}");
     if update_seq {
         head.push_str(&format!(

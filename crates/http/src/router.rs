@@ -214,6 +214,7 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
         )),
         [db, "_all_docs"] => bulk_api::all_docs(state, req, db, bulk_api::DocSet::All).await,
         [db, "_design_docs"] => bulk_api::all_docs(state, req, db, bulk_api::DocSet::Design).await,
+        [db, "_local_docs"] => bulk_api::all_docs(state, req, db, bulk_api::DocSet::Local).await,
         [db, "_bulk_docs"] => {
             state.metrics.http.bulk_requests.inc();
             bulk_api::bulk_docs(state, req, db).await

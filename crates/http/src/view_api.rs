@@ -215,6 +215,9 @@ pub async fn design_info(
                 "compact_running": false,
                 "waiting_clients": 0,
                 "waiting_commit": false,
+                // CouchDB names the ICU collator versions its index was built with; settee's
+                // collation is its own implementation of those rules (settee-collate).
+                "collator_versions": [settee_collate::COLLATION_VERSION],
             }
         }),
     ))
