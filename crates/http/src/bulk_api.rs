@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use settee_engine::{DocUpdate, Keyspace, RevId, ScanRange, UpdateOutcome};
 
 use crate::auth::{require, Operation, REPLICATOR_DB, USERS_DB};
-use crate::couch_doc::{parse_doc, parse_rev, render_doc, RenderOptions};
+use crate::couch_doc::{parse_doc, parse_rev, render_doc, ParsedDoc, RenderOptions};
 use crate::db_api::open;
 use crate::doc_api::{
     attachment_fetcher, prepare_user_doc, read_doc, render_options, validate_doc_id, within_limits,
@@ -25,16 +25,21 @@ use crate::HttpState;
 #[derive(serde::Deserialize)]
 struct BulkDocsBody<'a> {
     #[serde(borrow)]
-    docs: Vec<&'a RawValue>,
-    #[serde(default = "default_true")]
-    new_edits: bool,
+    docs: Option<&'a RawValue>,
+    new_edits: Option<Value>,
     /// The write quorum asked for in the body (CouchDB reads it there too).
     #[serde(default)]
     w: Option<Value>,
+    all_or_nothing: Option<Value>,
 }
 
-fn default_true() -> bool {
-    true
+/// What becomes of one document of a `_bulk_docs` request.
+enum Slot {
+    /// Written with the others: its index in the engine's batch.
+    Update(usize),
+    /// A `_local` document, written on its own: its row.
+    Done(Value),
+    Failed(ApiError),
 }
 
 fn error_row(id: &str, error: &ApiError) -> Value {
@@ -57,23 +62,64 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
     settee_engine::limits::check_json_numbers(&bytes)
         .map_err(|error| ApiError::over_limit(&error, ""))?;
     let body: BulkDocsBody = serde_json::from_slice(&bytes)
-        .map_err(|_| ApiError::BadRequest("POST body must include `docs` parameter.".into()))?;
-    if body.docs.len() > state.config.max_docs_per_bulk {
+        .map_err(|_| ApiError::BadRequest("Request body must be a JSON object".into()))?;
+    let docs: Vec<&RawValue> = match body.docs {
+        None => {
+            return Err(ApiError::BadRequest(
+                "POST body must include `docs` parameter.".into(),
+            ))
+        }
+        Some(docs) => serde_json::from_str(docs.get())
+            .map_err(|_| ApiError::BadRequest("`docs` parameter must be an array.".into()))?,
+    };
+    let body_new_edits = match body.new_edits {
+        None => true,
+        Some(Value::Bool(flag)) => flag,
+        Some(_) => {
+            return Err(ApiError::BadRequest(
+                "`new_edits` parameter must be a boolean.".into(),
+            ))
+        }
+    };
+    if body.all_or_nothing == Some(Value::Bool(true)) {
+        // CouchDB 3 dropped all-or-nothing writes and answers every document so.
+        let rows: Vec<Value> = docs
+            .iter()
+            .map(|raw| {
+                let id = serde_json::from_str::<Value>(raw.get())
+                    .ok()
+                    .and_then(|doc| doc.get("_id").cloned())
+                    .unwrap_or(Value::Null);
+                json!({"id": id, "error": "not_implemented",
+                    "reason": "all_or_nothing is not supported"})
+            })
+            .collect();
+        return Ok(json(StatusCode::EXPECTATION_FAILED, &Value::Array(rows)));
+    }
+    if docs.len() > state.config.max_docs_per_bulk {
         return Err(ApiError::RequestTooLarge);
     }
-    let new_edits = body.new_edits && req.flag("new_edits", true);
+    let new_edits = body_new_edits && req.flag("new_edits", true);
     let short_of_copies = req.write_quorum_unmet(body.w.as_ref());
-    let mut updates = Vec::with_capacity(body.docs.len());
-    // Per input doc: Ok(index into updates) or the error row.
-    let mut slots: Vec<(String, Result<usize, ApiError>)> = Vec::with_capacity(body.docs.len());
-    for raw in body.docs {
+    let mut updates = Vec::with_capacity(docs.len());
+    let mut slots: Vec<(String, Slot)> = Vec::with_capacity(docs.len());
+    for raw in docs {
         let prepared = prepare_bulk_doc(state, req, &keyspace, raw.get().as_bytes(), new_edits);
         match prepared {
-            Ok((id, update)) => {
-                slots.push((id, Ok(updates.len())));
+            Ok(Prepared::Doc(id, update)) => {
+                slots.push((id, Slot::Update(updates.len())));
                 updates.push(update);
             }
-            Err((id, error)) => slots.push((id, Err(error))),
+            Ok(Prepared::Local(id, doc)) => {
+                let slot = match write_local(&keyspace, &id, doc).await {
+                    Ok(rev) => Slot::Done(json!({"ok": true, "id": id, "rev": rev})),
+                    Err(error) => Slot::Failed(error),
+                };
+                slots.push((id, slot));
+            }
+            // An id CouchDB refuses fails the whole request there.
+            Err((_, error @ ApiError::IllegalDocId(_))) => return Err(error),
+            Err((id, error)) => slots.push((id, Slot::Failed(error))),
         }
     }
     let outcomes = keyspace
@@ -87,8 +133,9 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
     let mut rows = Vec::with_capacity(slots.len());
     for (id, slot) in slots {
         match slot {
-            Err(error) => rows.push(error_row(&id, &error)),
-            Ok(index) => match &outcomes[index] {
+            Slot::Failed(error) => rows.push(error_row(&id, &error)),
+            Slot::Done(row) => rows.push(row),
+            Slot::Update(index) => match &outcomes[index] {
                 UpdateOutcome::Saved { rev, .. } => {
                     if new_edits && short_of_copies {
                         rows.push(json!({"ok": true, "id": id, "rev": rev.to_string(),
@@ -113,13 +160,42 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
     Ok(json(status, &Value::Array(rows)))
 }
 
+/// A `_bulk_docs` document ready to write.
+enum Prepared {
+    Doc(String, DocUpdate),
+    Local(String, ParsedDoc),
+}
+
+/// Writes one `_local` document of a `_bulk_docs` request (CouchDB accepts them there):
+/// its new `0-N` revision.
+async fn write_local(keyspace: &Keyspace, id: &str, doc: ParsedDoc) -> ApiResult<String> {
+    let name = id.strip_prefix("_local/").unwrap_or(id);
+    let generation = match doc.rev_text.as_deref() {
+        None => None,
+        Some(text) => Some(
+            text.strip_prefix("0-")
+                .and_then(|number| number.parse::<u64>().ok())
+                .ok_or_else(|| ApiError::BadRequest("Invalid rev format".into()))?,
+        ),
+    };
+    let body = (!doc.deleted).then_some(doc.body);
+    match keyspace
+        .put_local(name.as_bytes(), generation, body)
+        .await?
+    {
+        settee_engine::LocalOutcome::Saved { generation } => Ok(format!("0-{generation}")),
+        settee_engine::LocalOutcome::Conflict => Err(ApiError::Conflict),
+        settee_engine::LocalOutcome::NotFound => Err(ApiError::missing()),
+    }
+}
+
 fn prepare_bulk_doc(
     state: &HttpState,
     req: &Req,
     keyspace: &Keyspace,
     raw: &[u8],
     new_edits: bool,
-) -> Result<(String, DocUpdate), (String, ApiError)> {
+) -> Result<Prepared, (String, ApiError)> {
     let mut doc = check_json_limits(raw, state.config.max_json_depth)
         .and_then(|()| parse_doc(raw))
         .map_err(|error| (String::new(), error))?;
@@ -138,9 +214,13 @@ fn prepare_bulk_doc(
         }
     }
     if id.starts_with("_local/") {
-        return Err(fail(ApiError::BadRequest(
-            "_local documents cannot be written through _bulk_docs here".into(),
-        )));
+        require(
+            keyspace.bucket(),
+            &req.user,
+            Operation::WriteDoc(id.as_bytes()),
+        )
+        .map_err(fail)?;
+        return Ok(Prepared::Local(id, doc));
     }
     require(
         keyspace.bucket(),
@@ -175,7 +255,7 @@ fn prepare_bulk_doc(
         body: doc.body,
         attachments: doc.attachments.unwrap_or_default(),
     };
-    Ok((id, update))
+    Ok(Prepared::Doc(id, update))
 }
 
 pub async fn bulk_get(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
@@ -335,7 +415,12 @@ async fn listing_keys(state: &HttpState, req: &mut Req) -> ApiResult<Option<Valu
                 };
                 req.query.push((name.clone(), text));
             }
-            Ok(members.get("keys").cloned())
+            match members.get("keys") {
+                Some(keys) if !keys.is_array() => Err(ApiError::BadRequest(
+                    "`keys` body member must be an array.".into(),
+                )),
+                keys => Ok(keys.cloned()),
+            }
         }
         _ => Err(not_allowed("GET,HEAD,POST")),
     }

@@ -98,7 +98,7 @@ pub fn parse_doc(bytes: &[u8]) -> ApiResult<ParsedDoc> {
         match key.as_str() {
             "_id" => {
                 let id: String = serde_json::from_str(value.get())
-                    .map_err(|_| ApiError::BadRequest("Document id must be a string".into()))?;
+                    .map_err(|_| ApiError::IllegalDocId("Document id must be a string".into()))?;
                 doc.id = Some(id);
             }
             "_rev" => {

@@ -24,7 +24,9 @@ pub fn is_reserved_id(id: &str) -> bool {
 
 pub fn validate_doc_id(id: &str, max_bytes: usize) -> ApiResult<()> {
     if id.is_empty() {
-        return Err(ApiError::BadRequest("Document id must not be empty".into()));
+        return Err(ApiError::IllegalDocId(
+            "Document id must not be empty".into(),
+        ));
     }
     if id.len() > max_bytes {
         // CouchDB's answer when its `max_document_id_length` is set; its default is no limit,
@@ -32,7 +34,7 @@ pub fn validate_doc_id(id: &str, max_bytes: usize) -> ApiResult<()> {
         return Err(ApiError::IllegalDocId("Document id is too long".into()));
     }
     if id.starts_with('_') && !is_reserved_id(id) {
-        return Err(ApiError::BadRequest(
+        return Err(ApiError::IllegalDocId(
             "Only reserved document ids may start with underscore.".into(),
         ));
     }

@@ -241,6 +241,15 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
         [db, "_view_cleanup"] => db_api::view_cleanup(state, req, db).await,
         [db, "_purge"] => Box::pin(db_api::purge(state, req, db)).await,
         [db, "_ensure_full_commit"] => db_api::ensure_full_commit(state, req, db).await,
+        [_, "_local"] | [_, "_local", ""] => {
+            Err(ApiError::BadRequest("Invalid _local document id.".into()))
+        }
+        [_, id] if *id == "_local/" => {
+            Err(ApiError::BadRequest("Invalid _local document id.".into()))
+        }
+        [_, "_local", _, _, ..] => Err(ApiError::BadRequest(
+            "_local documents do not accept attachments.".into(),
+        )),
         [db, "_local", id] => Box::pin(doc_api::local(state, req, db, id)).await,
         [db, "_design", name] => {
             let id = format!("_design/{name}");
@@ -281,7 +290,7 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
             .await
         }
         [_, id, ..] if id.starts_with('_') && !doc_api::is_reserved_id(id) => Err(
-            ApiError::BadRequest("Only reserved document ids may start with underscore.".into()),
+            ApiError::IllegalDocId("Only reserved document ids may start with underscore.".into()),
         ),
         [db, id] => {
             let answer = doc_api::document(state, req, db, id).await;

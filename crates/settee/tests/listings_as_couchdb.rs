@@ -82,3 +82,82 @@ fn local_design_and_all_docs_listings() {
     );
     server.stop();
 }
+
+#[test]
+fn bulk_docs_and_document_ids_as_couchdb() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let mut http = Client::connect(&server.addr).unwrap();
+    assert_eq!(http.call("PUT", "/b", None).0, 201);
+    // `_local` documents are written through `_bulk_docs` too; an illegal id fails it whole.
+    let docs =
+        json!({"docs": [{"_id": "_design/d"}, {"_id": "_local/l", "v": 1}, {"_id": "plain"}]});
+    let (status, rows) = http.call("POST", "/b/_bulk_docs", Some(docs));
+    assert_eq!(status, 201);
+    assert_eq!(rows[1], json!({"ok": true, "id": "_local/l", "rev": "0-1"}));
+    assert_eq!(http.call("GET", "/b/_local/l", None).1["v"], 1);
+    let (status, refused) = http.call(
+        "POST",
+        "/b/_bulk_docs",
+        Some(json!({"docs": [{"_id": "ok"}, {"_id": "_bad"}]})),
+    );
+    assert_eq!(
+        (status, refused["error"].clone()),
+        (400, json!("illegal_docid"))
+    );
+    assert_eq!(http.call("GET", "/b/ok", None).0, 404);
+    // The body's shape, as CouchDB words it.
+    let reason = |http: &mut Client, body: Value| {
+        http.call("POST", "/b/_bulk_docs", Some(body)).1["reason"].clone()
+    };
+    assert_eq!(
+        reason(&mut http, json!({"doc": []})),
+        "POST body must include `docs` parameter."
+    );
+    assert_eq!(
+        reason(&mut http, json!({"docs": "x"})),
+        "`docs` parameter must be an array."
+    );
+    assert_eq!(
+        reason(&mut http, json!({"docs": [], "new_edits": 0})),
+        "`new_edits` parameter must be a boolean."
+    );
+    let (status, all) = http.call(
+        "POST",
+        "/b/_bulk_docs",
+        Some(json!({"docs": [{"_id": "n"}], "all_or_nothing": true})),
+    );
+    assert_eq!(
+        (status, all[0]["error"].clone()),
+        (417, json!("not_implemented"))
+    );
+    // Document ids.
+    let (status, answer) = http.call("POST", "/b", Some(json!({"_id": 1})));
+    assert_eq!(
+        (status, answer["error"].clone()),
+        (400, json!("illegal_docid"))
+    );
+    assert_eq!(
+        http.call("PUT", "/b/_other", Some(json!({}))).1["error"],
+        "illegal_docid"
+    );
+    for path in [
+        "/b/_local",
+        "/b/_local/",
+        "/b/_local%2F",
+        "/b/_local/foo/bar",
+    ] {
+        let (status, answer) = http.call("PUT", path, Some(json!({})));
+        assert_eq!(
+            (status, answer["error"].clone()),
+            (400, json!("bad_request")),
+            "{path}"
+        );
+    }
+    let (status, answer) = http.call("POST", "/b/_all_docs", Some(json!({"keys": 1})));
+    assert_eq!(
+        (status, answer["reason"].clone()),
+        (400, json!("`keys` body member must be an array."))
+    );
+    server.stop();
+}
