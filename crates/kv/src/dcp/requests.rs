@@ -58,7 +58,7 @@ pub(crate) fn info_request(view: DataView<'_>, frame: &Frame<'_>, out: &mut Vec<
                 None => Err((status::NOT_MY_VBUCKET, "")),
             }
         } else {
-            all_vb_seqnos(&bucket, view.features.collections, frame)
+            all_vb_seqnos(&view, &bucket, frame)
         }
     });
     match answered {
@@ -79,11 +79,11 @@ pub(crate) fn info_request(view: DataView<'_>, frame: &Frame<'_>, out: &mut Vec<
 }
 
 fn all_vb_seqnos(
+    view: &DataView<'_>,
     bucket: &Bucket,
-    collections: bool,
     frame: &Frame<'_>,
 ) -> Result<Vec<u8>, Refusal> {
-    let (state, collection) = parse_all_vb_seqnos(frame, collections)?;
+    let (state, collection) = parse_all_vb_seqnos(frame, view.features.collections)?;
     let seqnos = match collection {
         None => bucket.high_seqnos(),
         Some(cid) => bucket.high_seqnos_in(cid).map_err(|error| match error {
@@ -92,12 +92,25 @@ fn all_vb_seqnos(
         })?,
     };
     let mut value = Vec::new();
-    // Every vbucket of a one-node bucket is active: states replica, pending, dead list none.
-    if state <= 1 {
-        for vbucket in 0..bucket.vbuckets() {
-            value.extend_from_slice(&vbucket.to_be_bytes());
-            value.extend_from_slice(&seqnos.get(vbucket).to_be_bytes());
+    // Without a cluster every vbucket is active here: states replica, pending, dead list none.
+    // On a cluster node the map says which are active here and which are replicas (state 0
+    // lists both); no vbucket is pending or dead.
+    let topology = view.route.and(view.state.routing.topology());
+    let listed = |vbucket: u16| {
+        let active = view.route.is_none_or(|route| route.is_active(vbucket));
+        let replica = topology
+            .as_ref()
+            .is_some_and(|topology| topology.is_replica_here(bucket.name(), vbucket));
+        match state {
+            0 => active || replica,
+            1 => active,
+            2 => replica,
+            _ => false,
         }
+    };
+    for vbucket in (0..bucket.vbuckets()).filter(|vbucket| listed(*vbucket)) {
+        value.extend_from_slice(&vbucket.to_be_bytes());
+        value.extend_from_slice(&seqnos.get(vbucket).to_be_bytes());
     }
     Ok(value)
 }
@@ -172,6 +185,10 @@ impl Producer {
         let bucket = authorised(&view, Operation::AdminDb)?;
         let mut request = StreamRequest::parse(frame, self.value_options.collections)?;
         let vbucket = frame.vbucket();
+        if view.route.is_some_and(|route| !route.is_active(vbucket)) {
+            // Another node is this vbucket's active in the cluster map.
+            return Err((status::NOT_MY_VBUCKET, ""));
+        }
         let Some(log) = bucket.failover_log(vbucket).map_err(internal)? else {
             return Err((status::NOT_MY_VBUCKET, ""));
         };
