@@ -14,8 +14,11 @@ use crate::map::{
 };
 use crate::types::TypeConfig;
 
-/// The version byte every encoded value starts with.
+/// The version byte of votes, entries, snapshots and the state machine's wrapper.
 pub const VERSION: u8 = 1;
+/// The version byte maps and commands are written with: 2 added a member's `mgmt_addr`.
+/// Version 1 maps and commands are still read (docs/format/cluster-map.md, "Versions").
+pub const MAP_VERSION: u8 = 2;
 /// Encodes "no node" where a node id is optional.
 const NO_NODE: u64 = u64::MAX;
 /// Elements a decoded list may announce at most, so a corrupt length cannot allocate wildly.
@@ -127,6 +130,17 @@ impl<'a> Reader<'a> {
             other => Err(DecodeError(format!("unknown version {other}"))),
         }
     }
+    /// The version byte of a map or a command: 1 or 2.
+    pub fn map_version(&mut self) -> Result<u8, DecodeError> {
+        match self.u8()? {
+            version @ (1 | MAP_VERSION) => Ok(version),
+            other => Err(DecodeError(format!("unknown version {other}"))),
+        }
+    }
+    /// Whether every byte was read.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
     /// Succeeds only if every byte was read.
     pub fn end(&self) -> Result<(), DecodeError> {
         if self.0.is_empty() {
@@ -137,6 +151,7 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// A member in the version 2 layout (its `mgmt_addr` last).
 pub fn write_member(w: &mut Writer, member: &Member) {
     w.u64(member.id);
     w.str(&member.cluster_addr);
@@ -144,14 +159,25 @@ pub fn write_member(w: &mut Writer, member: &Member) {
     w.str(&member.kv_addr);
     w.u8(member.state as u8);
     w.u8(member.role as u8);
+    w.str(&member.mgmt_addr);
 }
 
-pub fn read_member(r: &mut Reader) -> Result<Member, DecodeError> {
+/// A member as `version` wrote it: version 1 has no `mgmt_addr` (it reads as "").
+pub fn read_member(r: &mut Reader, version: u8) -> Result<Member, DecodeError> {
+    let mut member = read_member_v1(r)?;
+    if version >= 2 {
+        member.mgmt_addr = r.str()?;
+    }
+    Ok(member)
+}
+
+fn read_member_v1(r: &mut Reader) -> Result<Member, DecodeError> {
     Ok(Member {
         id: r.u64()?,
         cluster_addr: r.str()?,
         http_addr: r.str()?,
         kv_addr: r.str()?,
+        mgmt_addr: String::new(),
         state: match r.u8()? {
             0 => MemberState::Active,
             1 => MemberState::Failed,
@@ -231,7 +257,7 @@ fn read_bucket(r: &mut Reader) -> Result<Bucket, DecodeError> {
 }
 
 pub fn write_map(w: &mut Writer, map: &ClusterMap) {
-    w.u8(VERSION);
+    w.u8(MAP_VERSION);
     w.u64(map.revision);
     w.u8(u8::from(map.auto_failover.enabled));
     w.u32(map.auto_failover.timeout_ms);
@@ -246,7 +272,7 @@ pub fn write_map(w: &mut Writer, map: &ClusterMap) {
 }
 
 pub fn read_map(r: &mut Reader) -> Result<ClusterMap, DecodeError> {
-    r.version()?;
+    let version = r.map_version()?;
     let revision = r.u64()?;
     let auto_failover = AutoFailover {
         enabled: r.bool()?,
@@ -254,7 +280,7 @@ pub fn read_map(r: &mut Reader) -> Result<ClusterMap, DecodeError> {
     };
     let mut members = BTreeMap::new();
     for _ in 0..r.count()? {
-        let member = read_member(r)?;
+        let member = read_member(r, version)?;
         members.insert(member.id, member);
     }
     let mut buckets = BTreeMap::new();
@@ -272,7 +298,7 @@ pub fn read_map(r: &mut Reader) -> Result<ClusterMap, DecodeError> {
 
 pub fn encode_command(command: &Command) -> Vec<u8> {
     let mut w = Writer::default();
-    w.u8(VERSION);
+    w.u8(MAP_VERSION);
     match command {
         Command::AddMember(member) => {
             w.u8(1);
@@ -329,9 +355,9 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, DecodeError> {
 }
 
 fn read_command(r: &mut Reader) -> Result<Command, DecodeError> {
-    r.version()?;
+    let version = r.map_version()?;
     Ok(match r.u8()? {
-        1 => Command::AddMember(read_member(r)?),
+        1 => Command::AddMember(read_member(r, version)?),
         2 => {
             let node = r.u64()?;
             let state = match r.u8()? {

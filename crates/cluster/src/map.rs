@@ -39,6 +39,9 @@ pub struct Member {
     pub cluster_addr: String,
     pub http_addr: String,
     pub kv_addr: String,
+    /// "host:port" of the management REST port (the KV SDKs bootstrap over it); "" for a member
+    /// recorded by a version 1 map or command, which had no such field.
+    pub mgmt_addr: String,
     pub state: MemberState,
     pub role: Role,
 }
@@ -56,9 +59,16 @@ impl Member {
             cluster_addr: cluster_addr.into(),
             http_addr: http_addr.into(),
             kv_addr: kv_addr.into(),
+            mgmt_addr: String::new(),
             state: MemberState::Active,
             role: Role::Learner,
         }
+    }
+
+    /// The same member with its management address.
+    pub fn with_mgmt_addr(mut self, mgmt_addr: impl Into<String>) -> Member {
+        self.mgmt_addr = mgmt_addr.into();
+        self
     }
 }
 

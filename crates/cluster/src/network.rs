@@ -18,6 +18,7 @@ use openraft::raft::{
 };
 use openraft::{BasicNode, OptionalSend, Snapshot, SnapshotMeta, Vote};
 
+use crate::command::{Applied, Command};
 use crate::map::{Member, NodeId};
 use crate::types::TypeConfig;
 
@@ -42,6 +43,12 @@ pub enum Request {
         member: Member,
         forwarded: bool,
     },
+    /// "Commit this map change": sent by a node that does not lead to the Raft leader it knows,
+    /// which forwards it once more at most (`forwarded` set) if it no longer leads.
+    Propose {
+        command: Command,
+        forwarded: bool,
+    },
 }
 
 #[derive(Debug)]
@@ -54,6 +61,8 @@ pub enum Response {
     Joined {
         revision: u64,
     },
+    /// What applying a proposed command did (a rejection is committed too, and changed nothing).
+    Proposed(Applied),
     /// The receiver could not handle the request (shutting down, not initialised, ...).
     Refused(String),
 }

@@ -80,6 +80,9 @@ pub struct Status {
     pub map: Arc<ClusterMap>,
 }
 
+/// How long `submit` waits for this node to apply what the leader committed.
+pub const APPLY_WAIT_MS: u64 = 10_000;
+
 /// The failure detector of the current leadership term, if this node leads.
 type DetectorSlot = Mutex<Option<(u64, Detector)>>;
 
@@ -240,12 +243,38 @@ impl ClusterNode {
         }
     }
 
-    /// Leader only: places a new bucket on the active members and commits it.
+    /// Places a new bucket on the active members of the map this node has and commits it,
+    /// through the leader if this node does not lead (`submit`). A map that moved meanwhile
+    /// (a member failed) rejects the placement, as every command made on an older map.
     pub async fn create_bucket(&self, settings: &BucketSettings) -> Result<Applied, ClusterError> {
         let map = self.map();
         let nodes: Vec<NodeId> = map.active_members().map(|member| member.id).collect();
         let bucket = placement::place(settings, &nodes);
-        self.propose(Command::CreateBucket(bucket)).await
+        self.submit(Command::CreateBucket(bucket)).await
+    }
+
+    /// Commits `command` from any node: proposed here when this node leads, else sent to the
+    /// leader it knows (`Request::Propose`, docs/format/cluster-transport.md). Returns once
+    /// this node has applied the command's entry, so what follows here sees its effect.
+    pub async fn submit(&self, command: Command) -> Result<Applied, ClusterError> {
+        let applied = submit(&self.inner, command, false).await?;
+        if let Applied::Revision(revision) = applied {
+            self.wait_for_revision(revision).await?;
+        }
+        Ok(applied)
+    }
+
+    /// Waits (at most `APPLY_WAIT_MS`) until this node has applied the map at `revision`.
+    pub async fn wait_for_revision(&self, revision: u64) -> Result<(), ClusterError> {
+        let mut map = self.subscribe();
+        let reached = async { map.wait_for(|map| map.revision >= revision).await.is_ok() };
+        match tokio::time::timeout(Duration::from_millis(APPLY_WAIT_MS), reached).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(ClusterError::Raft("the node is shutting down".into())),
+            Err(_) => Err(ClusterError::Raft(format!(
+                "revision {revision} was committed but not applied here within {APPLY_WAIT_MS} ms"
+            ))),
+        }
     }
 
     /// Leader only: fails `node` over now, as the auto-failover would (the manual failover of
@@ -363,6 +392,33 @@ async fn propose(inner: &Inner, command: Command) -> Result<Applied, ClusterErro
     }
 }
 
+/// Proposes `command` here if this node leads, else sends it to the leader it knows (once:
+/// a forwarded proposal that finds no leader here is refused).
+async fn submit(inner: &Inner, command: Command, forwarded: bool) -> Result<Applied, ClusterError> {
+    let leader = match propose(inner, command.clone()).await {
+        Err(ClusterError::NotLeader(leader)) => leader,
+        other => return other,
+    };
+    let target = leader.and_then(|leader| {
+        current_leader(inner).filter(|(known, _)| *known == leader && leader != inner.id)
+    });
+    let (Some((leader, addr)), false) = (target, forwarded) else {
+        return Err(ClusterError::NotLeader(leader));
+    };
+    let request = Request::Propose {
+        command,
+        forwarded: true,
+    };
+    match inner.transport.send(inner.id, leader, &addr, request).await {
+        Ok(Response::Proposed(applied)) => Ok(applied),
+        Ok(Response::Refused(reason)) => Err(ClusterError::Raft(reason)),
+        Ok(other) => Err(ClusterError::Raft(format!("the leader answered {other:?}"))),
+        Err(error) => Err(ClusterError::Raft(format!(
+            "the Raft leader did not answer: {error}"
+        ))),
+    }
+}
+
 async fn handle(inner: &Inner, request: Request) -> Response {
     match request {
         Request::AppendEntries(rpc) => match inner.raft.append_entries(rpc).await {
@@ -391,6 +447,11 @@ async fn handle(inner: &Inner, request: Request) -> Response {
             Response::Heartbeat
         }
         Request::Join { member, forwarded } => join(inner, member, forwarded).await,
+        Request::Propose { command, forwarded } => match submit(inner, command, forwarded).await {
+            Ok(applied) => Response::Proposed(applied),
+            Err(ClusterError::NotLeader(_)) => Response::Refused("no leader yet; try again".into()),
+            Err(error) => Response::Refused(error.to_string()),
+        },
     }
 }
 

@@ -9,10 +9,11 @@ use openraft::raft::{
 use openraft::SnapshotMeta;
 
 use crate::codec::{
-    decode_entry, encode_entry, read_member, read_optional_log_id, read_stored_membership,
-    read_vote, write_member, write_optional_log_id, write_stored_membership, write_vote,
-    DecodeError, Reader, Writer,
+    decode_command, decode_entry, encode_command, encode_entry, read_member, read_optional_log_id,
+    read_stored_membership, read_vote, write_member, write_optional_log_id,
+    write_stored_membership, write_vote, DecodeError, Reader, Writer,
 };
+use crate::command::Applied;
 use crate::network::{Request, Response};
 
 pub const KIND_APPEND_ENTRIES: u8 = 0x10;
@@ -25,6 +26,8 @@ pub const KIND_HEARTBEAT: u8 = 0x16;
 pub const KIND_HEARTBEAT_REPLY: u8 = 0x17;
 pub const KIND_JOIN: u8 = 0x18;
 pub const KIND_JOIN_REPLY: u8 = 0x19;
+pub const KIND_PROPOSE: u8 = 0x1a;
+pub const KIND_PROPOSE_REPLY: u8 = 0x1b;
 /// A reply in place of the expected one: `code u16 | message str`.
 pub const KIND_ERROR: u8 = 0x7f;
 
@@ -67,9 +70,12 @@ pub enum WireError {
 /// The kind a reply to a request of `kind` has (an Error frame may come instead).
 pub fn reply_kind(kind: u8) -> Option<u8> {
     match kind {
-        KIND_APPEND_ENTRIES | KIND_VOTE | KIND_INSTALL_SNAPSHOT | KIND_HEARTBEAT | KIND_JOIN => {
-            Some(kind + 1)
-        }
+        KIND_APPEND_ENTRIES
+        | KIND_VOTE
+        | KIND_INSTALL_SNAPSHOT
+        | KIND_HEARTBEAT
+        | KIND_JOIN
+        | KIND_PROPOSE => Some(kind + 1),
         _ => None,
     }
 }
@@ -108,6 +114,11 @@ pub fn encode_request(request: &Request) -> (u8, Vec<u8>) {
             w.u8(u8::from(*forwarded));
             write_member(&mut w, member);
             KIND_JOIN
+        }
+        Request::Propose { command, forwarded } => {
+            w.u8(u8::from(*forwarded));
+            w.0.extend_from_slice(&encode_command(command));
+            KIND_PROPOSE
         }
     };
     (kind, w.0)
@@ -156,8 +167,18 @@ pub fn decode_request(kind: u8, body: &[u8]) -> Result<Request, WireError> {
         KIND_HEARTBEAT => Request::Heartbeat { from: r.u64()? },
         KIND_JOIN => {
             let forwarded = r.bool()?;
-            let member = read_member(&mut r)?;
+            // A version 1 sender's member ends before its management address.
+            let mut member = read_member(&mut r, 1)?;
+            if !r.is_empty() {
+                member.mgmt_addr = r.str()?;
+            }
             Request::Join { member, forwarded }
+        }
+        KIND_PROPOSE => {
+            let forwarded = r.bool()?;
+            let command = decode_command(r.0)?;
+            r.0 = &[];
+            Request::Propose { command, forwarded }
         }
         other => return Err(WireError::UnknownKind(other)),
     };
@@ -198,6 +219,19 @@ pub fn encode_response(response: &Response) -> (u8, Vec<u8>) {
             w.u64(*revision);
             KIND_JOIN_REPLY
         }
+        Response::Proposed(applied) => {
+            match applied {
+                Applied::Revision(revision) => {
+                    w.u8(0);
+                    w.u64(*revision);
+                }
+                Applied::Rejected(reason) => {
+                    w.u8(1);
+                    w.str(reason);
+                }
+            }
+            KIND_PROPOSE_REPLY
+        }
         Response::Refused(reason) => return (KIND_ERROR, encode_error(ErrorCode::Refused, reason)),
     };
     (kind, w.0)
@@ -231,6 +265,11 @@ pub fn decode_response(
         }
         KIND_HEARTBEAT_REPLY => Response::Heartbeat,
         KIND_JOIN_REPLY => Response::Joined { revision: r.u64()? },
+        KIND_PROPOSE_REPLY => Response::Proposed(match r.u8()? {
+            0 => Applied::Revision(r.u64()?),
+            1 => Applied::Rejected(r.str()?),
+            other => return Err(DecodeError(format!("unknown propose reply {other}")).into()),
+        }),
         KIND_ERROR => {
             let (code, message) = decode_error(body)?;
             return Ok(if code == ErrorCode::Refused as u16 {

@@ -389,11 +389,11 @@ mod tests {
     fn non_utf8_segments_are_refused_as_what_they_name() {
         let refusal = |path: &str| {
             let error = split_path(path, false).expect_err(path).error();
-            (error.status().as_u16(), error.code(), error.to_string())
+            (error.status().as_u16(), error.code().to_string(), error.to_string())
         };
         let bad_id = (
             400,
-            "illegal_docid",
+            "illegal_docid".to_string(),
             "Document id must be valid UTF-8".to_string(),
         );
         assert_eq!(refusal("/db/%FF%FE"), bad_id);
@@ -401,7 +401,7 @@ mod tests {
         assert_eq!(refusal("/db/_local/a%C3"), bad_id);
         let bad_attachment = (
             400,
-            "bad_request",
+            "bad_request".to_string(),
             "Attachment name is not UTF-8 encoded".to_string(),
         );
         assert_eq!(refusal("/db/doc/%FF"), bad_attachment);

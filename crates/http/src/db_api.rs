@@ -113,6 +113,11 @@ pub async fn database(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<H
                     "You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?".into(),
                 ));
             }
+            if let Some(cluster) = state.cluster.get().filter(|_| !db.starts_with('_')) {
+                if cluster.delete_db(db).await? {
+                    return Ok(ok_true(StatusCode::OK));
+                }
+            }
             if state.engine.delete_bucket(db).await? {
                 return Ok(ok_true(StatusCode::OK));
             }
@@ -139,7 +144,21 @@ async fn create(state: &HttpState, req: &Req, db: &str) -> ApiResult<HttpRespons
             )))
         }
     };
-    create_db(state, db, vbuckets).await?;
+    match state.cluster.get().filter(|_| !is_system_db(db)) {
+        Some(cluster) => {
+            if state.engine.bucket(db).is_some() {
+                // A database this node had before it joined the cluster.
+                return Err(ApiError::FileExists);
+            }
+            let replicas = match req.u64_param("n")? {
+                None => None,
+                Some(n @ 1..=4) => Some(n as u8 - 1),
+                Some(_) => return Err(ApiError::BadRequest("n must be between 1 and 4".into())),
+            };
+            cluster.create_db(db, vbuckets, replicas).await?;
+        }
+        None => create_db(state, db, vbuckets).await?,
+    }
     Ok(created(req, db))
 }
 

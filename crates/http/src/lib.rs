@@ -80,13 +80,43 @@ pub fn start_replicator(
     replicator
 }
 
-/// What a clustered node shows operators (`/_membership`, `/_node/{node}/_cluster`), set once
-/// by the binary when it runs in a cluster: the HTTP door knows nothing else of the cluster.
+/// What a clustered node shows operators (`/_membership`, `/_node/{node}/_cluster`) and how
+/// it creates and deletes databases (through the cluster map), set once by the binary when it
+/// runs in a cluster: the HTTP door knows nothing else of the cluster.
 pub trait ClusterView: Send + Sync {
     /// `(all_nodes, cluster_nodes)` as CouchDB's `/_membership` names them.
     fn membership(&self) -> (Vec<String>, Vec<String>);
     /// Members, their states, the Raft leader and the map revision, as this node knows them.
     fn status(&self) -> serde_json::Value;
+    /// `PUT /db` of a new database: `replicas` from CouchDB's `n` (n - 1), `None` for the
+    /// cluster's default. Answers once the database is committed and open on this node.
+    fn create_db(&self, db: &str, vbuckets: u16, replicas: Option<u8>) -> ClusterChange<'_>;
+    /// `DELETE /db`: `Ok(false)` when the cluster map does not hold `db` (a database this node
+    /// had before it joined, deleted locally as before).
+    fn delete_db(&self, db: &str) -> ClusterDelete<'_>;
+}
+
+/// Why the cluster did not make a database change.
+#[derive(Debug)]
+pub enum ClusterRefusal {
+    /// The name is taken (CouchDB's 412 `file_exists`).
+    Exists,
+    /// Nothing committed it in time: no leader, shutting down (503).
+    Unavailable(String),
+}
+
+pub type ClusterChange<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ClusterRefusal>> + Send + 'a>>;
+pub type ClusterDelete<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool, ClusterRefusal>> + Send + 'a>>;
+
+impl From<ClusterRefusal> for error::ApiError {
+    fn from(refusal: ClusterRefusal) -> error::ApiError {
+        match refusal {
+            ClusterRefusal::Exists => error::ApiError::FileExists,
+            ClusterRefusal::Unavailable(reason) => error::ApiError::ServiceUnavailable(reason),
+        }
+    }
 }
 
 /// Everything a handler can reach.

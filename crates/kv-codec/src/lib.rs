@@ -43,6 +43,9 @@ pub mod feature {
     pub const PRESERVE_TTL: u16 = 0x14;
     pub const VATTR: u16 = 0x15;
     pub const SUBDOC_CREATE_AS_DELETED: u16 = 0x17;
+    /// Pushes carry only the map's epoch and revision (kv_engine `feature.h`); a client that
+    /// asks for both forms gets this one.
+    pub const CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF: u16 = 0x1f;
 }
 
 /// Datatype bits (header byte 5).

@@ -1,21 +1,185 @@
 //! The documents that describe the cluster to a client: the terse bucket config (vbucket map),
-//! the node-level config, the error map and the collections manifest. One node today, so
-//! every vbucket is active here and there are no replicas.
+//! the node-level config, the error map and the collections manifest. On a cluster node, a
+//! bucket of the cluster map gets the cluster's config (every serving node, the real vbucket
+//! map, `rev` = the map's revision: [`clustered_bucket_config`]); anything else, and every
+//! bucket of a node without cluster flags, gets one node's config: every vbucket active here,
+//! no replicas.
 
+use serde_json::{json, Value};
 use settee_engine::Bucket;
 use settee_kv_codec::status;
 
-use crate::KvConfig;
+use crate::routing::{BucketMap, Topology, REV_EPOCH};
+use crate::{KvConfig, KvState};
 
-/// Cluster map revision. Constant until the cluster map (openraft) can change it.
+/// The config revision of a single node, whose map never changes.
 const CONFIG_REV: u64 = 1;
 
-fn nodes_ext(config: &KvConfig) -> serde_json::Value {
-    let mut services =
-        serde_json::json!({"kv": config.kv_addr.port(), "mgmt": config.mgmt_addr.port()});
-    if let Some(capi) = config.capi_addr {
-        services["capi"] = capi.port().into();
+/// What Couchbase 7.6 lists for a couchbase bucket that settee can honour.
+const BUCKET_CAPABILITIES: [&str; 10] = [
+    "collections",
+    "durableWrite",
+    "xattr",
+    "cccp",
+    "nodesExt",
+    "couchapi",
+    "dcp",
+    "cbhello",
+    "touch",
+    "cas",
+];
+
+/// The bucket config a client of this node gets for `bucket`.
+pub fn bucket_config(state: &KvState, bucket: &Bucket) -> Value {
+    let topology = state.routing.topology();
+    let clustered = topology.as_ref().and_then(|topology| {
+        let map = topology
+            .buckets
+            .get(bucket.name())
+            .filter(|map| map.vbucket_count == bucket.vbuckets())?;
+        Some((topology, map))
+    });
+    match clustered {
+        Some((topology, map)) => clustered_bucket_config(
+            topology,
+            map,
+            &BucketIdentity {
+                name: bucket.name(),
+                uuid: &format!("{:016x}", bucket.vbucket_uuid(u16::MAX)),
+                manifest_uid: bucket.manifest().uid(),
+            },
+            &state.config,
+        ),
+        None => single_bucket_config(bucket, &state.config),
     }
+}
+
+/// GET_CLUSTER_CONFIG before a bucket is selected.
+pub fn node_config(state: &KvState) -> Value {
+    match state.routing.topology() {
+        Some(topology) => json!({
+            "rev": topology.rev,
+            "revEpoch": REV_EPOCH,
+            "nodesExt": clustered_nodes_ext(&topology, &state.config),
+            "clusterCapabilitiesVer": [1, 0],
+            "clusterCapabilities": {},
+        }),
+        None => single_node_config(&state.config),
+    }
+}
+
+/// A config's `rev` and `revEpoch` for `bucket` (None: no bucket), as pushed to clients.
+pub fn config_version(state: &KvState, bucket: Option<&Bucket>) -> (u64, u64) {
+    match state.routing.topology() {
+        Some(topology)
+            if bucket.is_none_or(|bucket| topology.buckets.contains_key(bucket.name())) =>
+        {
+            (REV_EPOCH, topology.rev)
+        }
+        _ => (1, CONFIG_REV),
+    }
+}
+
+/// What a bucket config says of the bucket beside its map.
+pub struct BucketIdentity<'a> {
+    pub name: &'a str,
+    pub uuid: &'a str,
+    pub manifest_uid: u64,
+}
+
+/// Every serving node's services: the ports of its addresses; the TLS ports only for this
+/// node, the one whose settings are known here (members do not record theirs yet).
+fn clustered_nodes_ext(topology: &Topology, config: &KvConfig) -> Value {
+    let nodes: Vec<Value> = topology
+        .nodes
+        .iter()
+        .map(|node| {
+            let mut services = json!({"kv": node.kv_port});
+            if let Some(mgmt) = node.mgmt_port {
+                services["mgmt"] = mgmt.into();
+            }
+            if let Some(capi) = node.capi_port {
+                services["capi"] = capi.into();
+            }
+            if node.this_node {
+                add_tls_services(&mut services, config);
+            }
+            let mut entry = json!({
+                "services": services,
+                "hostname": node.host.clone().unwrap_or_else(|| "$HOST".into()),
+            });
+            if node.this_node {
+                entry["thisNode"] = true.into();
+            }
+            entry
+        })
+        .collect();
+    nodes.into()
+}
+
+/// The terse config of a bucket in the cluster map: `serverList` and `nodesExt` list the
+/// serving nodes in member order, `vBucketMap` rows are `[active, replica...]` indexes into
+/// `serverList` (-1: none), `rev` is the map's revision.
+pub fn clustered_bucket_config(
+    topology: &Topology,
+    map: &BucketMap,
+    bucket: &BucketIdentity<'_>,
+    config: &KvConfig,
+) -> Value {
+    let width = 1 + usize::from(map.replicas);
+    let rows: Vec<Vec<i32>> = map
+        .rows
+        .iter()
+        .map(|row| {
+            (0..width)
+                .map(|k| row.get(k).copied().unwrap_or(-1))
+                .collect()
+        })
+        .collect();
+    let server_list: Vec<String> = topology
+        .nodes
+        .iter()
+        .map(|node| format!("{}:{}", node.host_or_placeholder(), node.kv_port))
+        .collect();
+    let nodes: Vec<Value> = topology
+        .nodes
+        .iter()
+        .map(|node| {
+            let host = node.host_or_placeholder();
+            let mgmt = node.mgmt_port.unwrap_or(node.kv_port);
+            let mut entry = json!({
+                "hostname": format!("{host}:{mgmt}"),
+                "ports": {"direct": node.kv_port},
+            });
+            if let Some(capi) = node.capi_port {
+                entry["couchApiBase"] = format!("http://{host}:{capi}/{}", bucket.name).into();
+            }
+            entry
+        })
+        .collect();
+    json!({
+        "rev": topology.rev,
+        "revEpoch": REV_EPOCH,
+        "name": bucket.name,
+        "uuid": bucket.uuid,
+        "nodeLocator": "vbucket",
+        "collectionsManifestUid": format!("{:x}", bucket.manifest_uid),
+        "bucketCapabilitiesVer": "",
+        "bucketCapabilities": BUCKET_CAPABILITIES,
+        "vBucketServerMap": {
+            "hashAlgorithm": "CRC",
+            "numReplicas": map.replicas,
+            "serverList": server_list,
+            "vBucketMap": rows,
+        },
+        "nodes": nodes,
+        "nodesExt": clustered_nodes_ext(topology, config),
+        "clusterCapabilitiesVer": [1, 0],
+        "clusterCapabilities": {},
+    })
+}
+
+fn add_tls_services(services: &mut Value, config: &KvConfig) {
     if let Some(kv_tls) = config.kv_tls_addr {
         services["kvSSL"] = kv_tls.port().into();
     }
@@ -25,6 +189,15 @@ fn nodes_ext(config: &KvConfig) -> serde_json::Value {
     if let Some(mgmt_tls) = config.mgmt_tls_addr {
         services["mgmtSSL"] = mgmt_tls.port().into();
     }
+}
+
+fn nodes_ext(config: &KvConfig) -> serde_json::Value {
+    let mut services =
+        serde_json::json!({"kv": config.kv_addr.port(), "mgmt": config.mgmt_addr.port()});
+    if let Some(capi) = config.capi_addr {
+        services["capi"] = capi.port().into();
+    }
+    add_tls_services(&mut services, config);
     serde_json::json!([{
         "services": services,
         "thisNode": true,
@@ -32,9 +205,9 @@ fn nodes_ext(config: &KvConfig) -> serde_json::Value {
     }])
 }
 
-/// The terse bucket config of GET_CLUSTER_CONFIG and NOT_MY_VBUCKET replies; `$HOST` is
+/// One node's terse bucket config (GET_CLUSTER_CONFIG and NOT_MY_VBUCKET replies); `$HOST` is
 /// replaced by each client with the address it connected to.
-pub fn bucket_config(bucket: &Bucket, config: &KvConfig) -> serde_json::Value {
+fn single_bucket_config(bucket: &Bucket, config: &KvConfig) -> serde_json::Value {
     let kv = config.kv_addr.port();
     let map: Vec<[u8; 1]> = (0..bucket.vbuckets()).map(|_| [0]).collect();
     serde_json::json!({
@@ -45,7 +218,7 @@ pub fn bucket_config(bucket: &Bucket, config: &KvConfig) -> serde_json::Value {
         "nodeLocator": "vbucket",
         "collectionsManifestUid": format!("{:x}", bucket.manifest().uid()),
         "bucketCapabilitiesVer": "",
-        "bucketCapabilities": ["collections", "durableWrite", "xattr", "cccp", "nodesExt", "couchapi", "dcp", "cbhello", "touch", "cas"],
+        "bucketCapabilities": BUCKET_CAPABILITIES,
         "vBucketServerMap": {
             "hashAlgorithm": "CRC",
             "numReplicas": 0,
@@ -67,8 +240,8 @@ pub fn bucket_config(bucket: &Bucket, config: &KvConfig) -> serde_json::Value {
     })
 }
 
-/// GET_CLUSTER_CONFIG before a bucket is selected.
-pub fn node_config(config: &KvConfig) -> serde_json::Value {
+/// One node's GET_CLUSTER_CONFIG before a bucket is selected.
+fn single_node_config(config: &KvConfig) -> serde_json::Value {
     serde_json::json!({
         "rev": CONFIG_REV,
         "revEpoch": 1,

@@ -159,6 +159,8 @@ async fn run_on_lane(
     let mut eof = false;
     // Set by a DCP_OPEN that succeeded: nothing more is read here.
     let mut dcp: Option<crate::dcp::Opened> = None;
+    // Every cluster map the node applies, for a client that asked for pushes in HELLO.
+    let mut map_changes = state.routing.subscribe();
     loop {
         let working_since = Instant::now();
         let mut requests_read = 0usize;
@@ -428,6 +430,11 @@ async fn run_on_lane(
             },
             Some(reply) = queue.next(&mut timings), if queue.len() > 0 => {
                 out.extend_from_slice(&reply)
+            }
+            Ok(()) = map_changes.changed(),
+                if session.features.map_push != crate::map_push::MapPush::None =>
+            {
+                crate::map_push::push(&mut session, &mut out);
             }
             () = &mut check, if check_every.is_some() => {
                 let now = Instant::now();

@@ -10,22 +10,28 @@
 //! cannot hold the threads that answer other connections.
 //! `dcp/` is the DCP producer a connection becomes after DCP_OPEN (docs/format/dcp.md).
 //! `mgmt.rs` serves the `/pools` endpoints on the management port.
+//! `routing.rs` holds the cluster as the door follows it: on a cluster node, a data request on
+//! a vbucket whose active is another node is answered NOT_MY_VBUCKET with the cluster's config
+//! (`cluster.rs`), and connections that asked in HELLO are pushed every new map.
 //!
-//! Must not know: HTTP API shapes of CouchDB, RocksDB, storage keys.
+//! Must not know: HTTP API shapes of CouchDB, RocksDB, storage keys, the cluster map's types
+//! or Raft (the binary hands it a `routing::Topology`).
 
 mod access;
 mod batch;
 mod budget;
-mod cluster;
+pub mod cluster;
 mod connection;
 mod dcp;
 mod deadlines;
 mod heavy;
 mod lanes;
 pub mod limits;
+mod map_push;
 pub mod mgmt;
 mod ops;
 mod queue;
+pub mod routing;
 mod session;
 mod subdoc;
 mod timings;
@@ -39,6 +45,7 @@ use tokio::net::TcpListener;
 
 pub use lanes::BulkLaneConfig;
 pub use limits::KvLimits;
+pub use mgmt::buckets::{BucketAdmin, BucketRefusal, NewBucket};
 
 /// Couchbase's default item size limit.
 pub const MAX_VALUE_BYTES_DEFAULT: usize = 20 * 1024 * 1024;
@@ -89,6 +96,12 @@ pub struct KvState {
     /// The process's and the storage engine's figures, shown by `GET /metrics` beside the
     /// door's own (`mgmt/metrics.rs`).
     metrics: Arc<settee_metrics::NodeMetrics>,
+    /// The cluster as this node follows it (`routing.rs`); empty on a node without cluster
+    /// flags, which then routes nothing and shows one node's configs.
+    pub routing: routing::Routing,
+    /// Creates buckets for `POST /pools/default/buckets`: set by a cluster node (through the
+    /// cluster map); unset, the endpoint is not offered, as before.
+    pub bucket_admin: std::sync::OnceLock<Arc<dyn BucketAdmin>>,
 }
 
 impl KvState {
@@ -106,6 +119,8 @@ impl KvState {
             slots: settee_door::Slots::new("kv", config.limits.max_connections),
             dcp_names: dcp::ProducerNames::default(),
             metrics,
+            routing: routing::Routing::default(),
+            bucket_admin: std::sync::OnceLock::new(),
             engine,
             users,
             config,

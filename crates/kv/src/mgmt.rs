@@ -1,7 +1,8 @@
 //! The management port's `/pools` endpoints: read-only ones, which go-couchbase-based tools and
 //! gocbcorex read to find the buckets and their vbucket maps, and the scopes and collections
 //! REST API of Couchbase 7 (`/pools/default/buckets/B/scopes`), which every SDK's collection
-//! manager uses.
+//! manager uses. On a cluster node the configs are the cluster's (`cluster.rs`), and buckets
+//! are created and their configs streamed as `buckets.rs` says.
 
 use std::convert::Infallible;
 use std::net::IpAddr;
@@ -10,6 +11,7 @@ use std::sync::Arc;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
+use http_body_util::BodyExt;
 use http_body_util::Full;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -21,6 +23,7 @@ use tokio::net::TcpListener;
 
 use crate::{cluster, KvState};
 
+pub mod buckets;
 mod collections;
 mod metrics;
 
@@ -68,7 +71,7 @@ pub async fn serve_with<H, F, S>(
             };
             let service = service_fn(move |request| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(handle(&state, request, peer.ip()).await) }
+                async move { Ok::<_, Infallible>(route(&state, request, peer.ip()).await) }
             });
             let _ = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -124,7 +127,7 @@ fn with_host(value: serde_json::Value, host: &str) -> serde_json::Value {
 }
 
 fn bucket_info(state: &KvState, bucket: &Bucket, host: &str) -> serde_json::Value {
-    let mut info = cluster::bucket_config(bucket, &state.config);
+    let mut info = cluster::bucket_config(state, bucket);
     info["uri"] = format!("/pools/default/buckets/{}", bucket.name()).into();
     info["streamingUri"] = format!("/pools/default/bucketsStreaming/{}", bucket.name()).into();
     info["bucketType"] = "membase".into();
@@ -135,6 +138,32 @@ fn bucket_info(state: &KvState, bucket: &Bucket, host: &str) -> serde_json::Valu
 }
 
 fn node_list(state: &KvState) -> serde_json::Value {
+    if let Some(topology) = state.routing.topology() {
+        let nodes: Vec<serde_json::Value> = topology
+            .nodes
+            .iter()
+            .map(|node| {
+                let host = node.host_or_placeholder();
+                let mgmt = node.mgmt_port.unwrap_or(node.kv_port);
+                let mut entry = serde_json::json!({
+                    "hostname": format!("{host}:{mgmt}"),
+                    "ports": {"direct": node.kv_port},
+                    "services": if node.capi_port.is_some() { serde_json::json!(["kv", "capi"]) } else { serde_json::json!(["kv"]) },
+                    "status": "healthy",
+                    "clusterMembership": "active",
+                    "version": concat!("7.6.0-settee-", env!("CARGO_PKG_VERSION")),
+                });
+                if let Some(capi) = node.capi_port {
+                    entry["couchApiBase"] = format!("http://{host}:{capi}/").into();
+                }
+                if node.this_node {
+                    entry["thisNode"] = true.into();
+                }
+                entry
+            })
+            .collect();
+        return nodes.into();
+    }
     serde_json::json!([{
         "hostname": format!("$HOST:{}", state.config.mgmt_addr.port()),
         "ports": {"direct": state.config.kv_addr.port()},
@@ -164,25 +193,72 @@ fn stats_report(state: &KvState) -> serde_json::Value {
     report
 }
 
+fn unauthorized() -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(StatusCode::UNAUTHORIZED)
+        .header(
+            "WWW-Authenticate",
+            "Basic realm=\"Couchbase Server Admin / REST\"",
+        )
+        .body(Full::new(Bytes::new()))
+        .unwrap_or_default()
+}
+
+/// The one streamed endpoint (`bucketsStreaming`), else [`handle`]'s whole answers.
+async fn route(
+    state: &Arc<KvState>,
+    request: Request<hyper::body::Incoming>,
+    peer: IpAddr,
+) -> Response<buckets::Body> {
+    let path = request.uri().path().trim_end_matches('/');
+    let streamed = match path.strip_prefix("/pools/default/bucketsStreaming/") {
+        Some(name) if request.method() == hyper::Method::GET && !name.contains('/') => {
+            Some(name.to_string())
+        }
+        _ => None,
+    };
+    let Some(name) = streamed else {
+        return handle(state, request, peer).await.map(BodyExt::boxed);
+    };
+    let Some(user) = user_of(state, &request, peer) else {
+        return unauthorized().map(BodyExt::boxed);
+    };
+    let visible = move |state: &KvState| {
+        state
+            .engine
+            .bucket(&name)
+            .filter(|bucket| !name.starts_with('_') && crate::access::may_use(&user, bucket))
+    };
+    if visible(state).is_none() {
+        return json(
+            StatusCode::NOT_FOUND,
+            serde_json::json!({"error": "Requested resource not found."}),
+        )
+        .map(BodyExt::boxed);
+    }
+    let host = host_of(&request);
+    buckets::streaming(state.clone(), move |state| {
+        visible(state).map(|bucket| bucket_info(state, &bucket, &host))
+    })
+}
+
 async fn handle(
     state: &KvState,
     request: Request<hyper::body::Incoming>,
     peer: IpAddr,
 ) -> Response<Full<Bytes>> {
     let Some(user) = user_of(state, &request, peer) else {
-        return Response::builder()
-            .status(StatusCode::UNAUTHORIZED)
-            .header(
-                "WWW-Authenticate",
-                "Basic realm=\"Couchbase Server Admin / REST\"",
-            )
-            .body(Full::new(Bytes::new()))
-            .unwrap_or_default();
+        return unauthorized();
     };
     let path = request.uri().path().trim_end_matches('/').to_string();
     let segments: Vec<&str> = path.split('/').collect();
     if let ["", "pools", "default", "buckets", bucket, "scopes", rest @ ..] = segments.as_slice() {
         return collections::handle(state, &user, request, bucket, rest).await;
+    }
+    if request.method() == hyper::Method::POST
+        && segments.as_slice() == ["", "pools", "default", "buckets"]
+    {
+        return buckets::create(state, &user, request).await;
     }
     if request.method() != hyper::Method::GET {
         return json(
@@ -237,6 +313,10 @@ async fn handle(
                 }),
                 &host,
             ),
+        ),
+        ["", "pools", "default", "nodeServices"] => json(
+            StatusCode::OK,
+            with_host(cluster::node_config(state), &host),
         ),
         ["", "pools", "default", "buckets"] => {
             let buckets: Vec<serde_json::Value> = state

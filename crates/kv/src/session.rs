@@ -14,6 +14,7 @@ use settee_kv_codec::{encode_response, feature, opcode, status, Frame, FramingEx
 
 use crate::access::BucketGrant;
 use crate::ops::{self, OpCtx};
+use crate::routing::ActiveBits;
 use crate::{cluster, KvState};
 
 /// HELLO features this connection negotiated.
@@ -29,6 +30,10 @@ pub(crate) struct Features {
     pub xattr: bool,
     /// AltRequestSupport: requests may use magic 0x08 and carry framing extras.
     pub alt_requests: bool,
+    /// Duplex: the server may send requests (magic 0x82) on this connection.
+    pub duplex: bool,
+    /// Which cluster map pushes the client asked for (cluster nodes only, with Duplex).
+    pub map_push: crate::map_push::MapPush,
 }
 
 /// What the connection loop does with a request.
@@ -62,6 +67,11 @@ pub(crate) struct Session {
     bucket: Option<Arc<Bucket>>,
     /// What the user may do on `bucket`; set and cleared with it.
     grant: Option<Arc<BucketGrant>>,
+    /// On a cluster node, which of `bucket`'s vbuckets are active here; set and cleared with
+    /// it. `None` on a node without cluster flags: every vbucket is.
+    route: Option<Arc<ActiveBits>>,
+    /// The config revision last pushed to (or fetched by) the client, so a push is sent once.
+    pub pushed_rev: u64,
     /// Admission to the heavy-request pool (one permit in order, more with
     /// UnorderedExecution); replaced when HELLO changes the mode.
     heavy_permits: Arc<tokio::sync::Semaphore>,
@@ -73,6 +83,7 @@ pub(crate) struct DataView<'a> {
     pub state: &'a Arc<KvState>,
     pub bucket: Option<&'a Arc<Bucket>>,
     pub grant: Option<&'a Arc<BucketGrant>>,
+    pub route: Option<&'a Arc<ActiveBits>>,
     pub features: Features,
     pub heavy_permits: &'a Arc<tokio::sync::Semaphore>,
 }
@@ -85,6 +96,7 @@ pub(crate) struct SharedView {
     state: Arc<KvState>,
     bucket: Option<Arc<Bucket>>,
     grant: Option<Arc<BucketGrant>>,
+    route: Option<Arc<ActiveBits>>,
     features: Features,
     heavy_permits: Arc<tokio::sync::Semaphore>,
 }
@@ -99,6 +111,7 @@ impl SharedView {
             state: &self.state,
             bucket: self.bucket.as_ref(),
             grant: self.grant.as_ref(),
+            route: self.route.as_ref(),
             features: self.features,
             heavy_permits: &self.heavy_permits,
         }
@@ -307,6 +320,8 @@ impl Session {
             scram: None,
             bucket: None,
             grant: None,
+            route: None,
+            pushed_rev: 0,
         }
     }
 
@@ -389,9 +404,11 @@ impl Session {
             opcode::SELECT_BUCKET => self.select_bucket(frame, out),
             opcode::GET_CLUSTER_CONFIG => {
                 let config = match &self.bucket {
-                    Some(bucket) => cluster::bucket_config(bucket, &self.state.config),
-                    None => cluster::node_config(&self.state.config),
+                    Some(bucket) => cluster::bucket_config(&self.state, bucket),
+                    None => cluster::node_config(&self.state),
                 };
+                let (_, rev) = cluster::config_version(&self.state, self.bucket.as_deref());
+                self.pushed_rev = self.pushed_rev.max(rev);
                 let config = match &self.local_host {
                     Some(host) => config.to_string().replace("$HOST", host),
                     None => config.to_string(),
@@ -486,12 +503,21 @@ impl Session {
                     features.snappy = true;
                     true
                 }
+                // Offered on cluster nodes only: a single node's map never changes.
+                feature::DUPLEX
+                | feature::CLUSTERMAP_CHANGE_NOTIFICATION
+                | feature::CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF
+                    if self.state.routing.is_clustered() =>
+                {
+                    true
+                }
                 _ => false,
             };
             if take && !accepted.contains(&code) {
                 accepted.push(code);
             }
         }
+        crate::map_push::negotiate(&mut accepted, &mut features);
         let accepted: Vec<u8> = accepted
             .iter()
             .flat_map(|code| code.to_be_bytes())
@@ -690,6 +716,7 @@ impl Session {
         // A new identity starts without a bucket, as on Couchbase Server.
         self.bucket = None;
         self.grant = None;
+        self.route = None;
     }
 
     fn select_bucket(&mut self, frame: &Frame<'_>, out: &mut Vec<u8>) {
@@ -703,8 +730,10 @@ impl Session {
             });
         match allowed {
             Some(grant) => {
+                self.route = self.state.routing.bits_for(grant.bucket().name());
                 self.bucket = Some(grant.bucket().clone());
                 self.grant = Some(Arc::new(grant));
+                self.pushed_rev = 0;
                 reply(out, frame.opcode, frame.opaque, 0, 0, 0, &[], &[], &[]);
             }
             None => {
@@ -790,9 +819,23 @@ impl Session {
             state: &self.state,
             bucket: self.bucket.as_ref(),
             grant: self.grant.as_ref(),
+            route: self.route.as_ref(),
             features: self.features,
             heavy_permits: &self.heavy_permits,
         }
+    }
+
+    pub fn state(&self) -> &Arc<KvState> {
+        &self.state
+    }
+
+    pub fn bucket(&self) -> Option<&Arc<Bucket>> {
+        self.bucket.as_ref()
+    }
+
+    /// The host the client reached this node at (`$HOST` in configs), if known.
+    pub fn local_host(&self) -> Option<&str> {
+        self.local_host.as_deref()
     }
 
     /// Whether SASL succeeded on this connection.
@@ -820,6 +863,7 @@ impl Session {
             state: self.state.clone(),
             bucket: self.bucket.clone(),
             grant: self.grant.clone(),
+            route: self.route.clone(),
             features: self.features,
             heavy_permits: self.heavy_permits.clone(),
         }
@@ -865,19 +909,12 @@ fn data_op(
         );
         return Handled::Done;
     };
-    if frame.vbucket() >= bucket.vbuckets() && base != opcode::STAT {
-        let config = cluster::bucket_config(&bucket, &view.state.config).to_string();
-        reply(
-            out,
-            frame.opcode,
-            frame.opaque,
-            status::NOT_MY_VBUCKET,
-            0,
-            0,
-            &[],
-            &[],
-            config.as_bytes(),
-        );
+    // On a cluster node, a vbucket whose active is another node (one atomic load).
+    let vbucket = frame.vbucket();
+    if (vbucket >= bucket.vbuckets() || view.route.is_some_and(|route| !route.is_active(vbucket)))
+        && base != opcode::STAT
+    {
+        crate::map_push::not_my_vbucket(view.state, &bucket, frame.opcode, frame.opaque, out);
         return Handled::Done;
     }
     let (collection, key) = if features.collections && !ops::is_keyless(base) {

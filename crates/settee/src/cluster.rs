@@ -2,8 +2,10 @@
 //! directory; its Raft log, vote and map in the engine's store (`meta` under `cluster/`,
 //! docs/format/cluster-map.md); peers are reached over settee-cluster-net. The first start
 //! bootstraps a one-node cluster, or joins through `--join`; a later start carries on from the
-//! stored log. Doors do not route by the map yet (a later issue): today the cluster agrees on
-//! its members, and operators see it in `/_membership` and `/_node/_local/_cluster`.
+//! stored log. Buckets live in the map (`cluster_buckets.rs`) and the KV door routes by it
+//! (`cluster_topology.rs`); operators see the members in `/_membership` and
+//! `/_node/_local/_cluster`. The HTTP door does not forward requests yet (a later issue): a
+//! document request reaching a node that is not the key's active is served from its local copy.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -80,6 +82,7 @@ pub async fn start(
     engine: &Engine,
     http_addr: SocketAddr,
     kv_addr: SocketAddr,
+    mgmt_addr: SocketAddr,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<Cluster> {
     let listener = tokio::net::TcpListener::bind(settings.addr)
@@ -91,7 +94,8 @@ pub async fn start(
         &cluster_addr,
         http_addr.to_string(),
         kv_addr.to_string(),
-    );
+    )
+    .with_mgmt_addr(mgmt_addr.to_string());
     let backend = Arc::new(StoreBackend::new(engine.store().clone()));
     // Checked before Raft starts, so a node at the wrong address never disturbs its peers.
     let stored = stored_map(backend.as_ref())
@@ -158,13 +162,23 @@ fn same_addresses(map: &ClusterMap, now: &Member) -> anyhow::Result<()> {
             now.cluster_addr
         );
     }
-    if (&recorded.http_addr, &recorded.kv_addr) != (&now.http_addr, &now.kv_addr) {
+    let addrs = |member: &Member| {
+        (
+            member.http_addr.clone(),
+            member.kv_addr.clone(),
+            member.mgmt_addr.clone(),
+        )
+    };
+    if addrs(recorded) != addrs(now) {
         tracing::warn!(
             recorded_http = %recorded.http_addr,
             recorded_kv = %recorded.kv_addr,
+            recorded_mgmt = %recorded.mgmt_addr,
             http = %now.http_addr,
             kv = %now.kv_addr,
-            "the cluster map still records this node's former HTTP and KV addresses"
+            mgmt = %now.mgmt_addr,
+            "the cluster map still records this node's former HTTP, KV or management \
+             addresses: clients are sent to those"
         );
     }
     Ok(())
@@ -200,7 +214,10 @@ impl Cluster {
 }
 
 /// The HTTP door's window on the cluster.
-pub struct View(pub Arc<ClusterNode>);
+pub struct View {
+    pub node: Arc<ClusterNode>,
+    pub buckets: crate::cluster_buckets::HttpBuckets,
+}
 
 fn state_name(state: MemberState) -> &'static str {
     match state {
@@ -220,6 +237,7 @@ fn members_json(map: &ClusterMap) -> Vec<Value> {
                 "cluster_addr": member.cluster_addr,
                 "http_addr": member.http_addr,
                 "kv_addr": member.kv_addr,
+                "mgmt_addr": member.mgmt_addr,
                 "state": state_name(member.state),
                 "role": match member.role { Role::Voter => "voter", Role::Learner => "learner" },
             })
@@ -227,9 +245,30 @@ fn members_json(map: &ClusterMap) -> Vec<Value> {
         .collect()
 }
 
+/// Each bucket of the map: its settings and how many actives each node holds.
+fn buckets_json(map: &ClusterMap) -> Value {
+    map.buckets
+        .values()
+        .map(|bucket| {
+            let mut actives = std::collections::BTreeMap::<String, usize>::new();
+            for entry in &bucket.vbuckets {
+                if let Some(node) = entry.active {
+                    *actives.entry(node.to_string()).or_default() += 1;
+                }
+            }
+            json!({
+                "name": bucket.name,
+                "vbuckets": bucket.vbucket_count,
+                "replicas": bucket.replicas,
+                "actives": actives,
+            })
+        })
+        .collect()
+}
+
 impl settee_http::ClusterView for View {
     fn membership(&self) -> (Vec<String>, Vec<String>) {
-        let map = self.0.map();
+        let map = self.node.map();
         let names = |keep: fn(MemberState) -> bool| {
             map.members
                 .values()
@@ -243,8 +282,21 @@ impl settee_http::ClusterView for View {
         )
     }
 
+    fn create_db(
+        &self,
+        db: &str,
+        vbuckets: u16,
+        replicas: Option<u8>,
+    ) -> settee_http::ClusterChange<'_> {
+        self.buckets.create_db(db, vbuckets, replicas)
+    }
+
+    fn delete_db(&self, db: &str) -> settee_http::ClusterDelete<'_> {
+        self.buckets.delete_db(db)
+    }
+
     fn status(&self) -> Value {
-        let status = self.0.status();
+        let status = self.node.status();
         json!({
             "node": status.id,
             "state": status.state,
@@ -255,6 +307,7 @@ impl settee_http::ClusterView for View {
             "voters": status.voters,
             "learners": status.learners,
             "members": members_json(&status.map),
+            "buckets": buckets_json(&status.map),
         })
     }
 }

@@ -3,6 +3,8 @@
 
 mod backup;
 mod cluster;
+mod cluster_buckets;
+mod cluster_topology;
 mod config;
 mod fd_limit;
 mod node_config;

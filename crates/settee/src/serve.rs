@@ -233,13 +233,26 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
                 &engine,
                 local,
                 kv_state.config.kv_addr,
+                kv_state.config.mgmt_addr,
                 wait_for(shutdown_receiver.clone()),
             )
             .await?;
-            let _ = state
-                .cluster
-                .set(Arc::new(crate::cluster::View(started.node.clone())));
-            Some(started)
+            // Buckets of the map opened and the KV door routed before the doors serve.
+            let (buckets, follower) = crate::cluster_buckets::ClusterBuckets::start(
+                started.node.clone(),
+                &state,
+                &kv_state,
+                wait_for(shutdown_receiver.clone()),
+            )
+            .await;
+            let _ = state.cluster.set(Arc::new(crate::cluster::View {
+                node: started.node.clone(),
+                buckets: crate::cluster_buckets::HttpBuckets(buckets.clone()),
+            }));
+            let _ = kv_state
+                .bucket_admin
+                .set(Arc::new(crate::cluster_buckets::KvBuckets(buckets)));
+            Some((started, follower))
         }
         _ => None,
     };
@@ -359,7 +372,8 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
     for tls_server in tls_servers {
         let _ = tls_server.await;
     }
-    if let Some(cluster) = cluster {
+    if let Some((cluster, follower)) = cluster {
+        let _ = follower.await;
         cluster.stop().await;
     }
     if let Some(replica) = replica {

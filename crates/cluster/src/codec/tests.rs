@@ -9,6 +9,7 @@ fn member() -> impl Strategy<Value = Member> {
             cluster_addr: format!("{addr}:4000"),
             http_addr: format!("{addr}:5984"),
             kv_addr: format!("{addr}:11210"),
+            mgmt_addr: format!("{addr}:8091"),
             state: [
                 MemberState::Active,
                 MemberState::Failed,
@@ -97,7 +98,7 @@ proptest! {
     #[test]
     fn commands_round_trip(command in command()) {
         let bytes = encode_command(&command);
-        prop_assert_eq!(bytes[0], VERSION);
+        prop_assert_eq!(bytes[0], MAP_VERSION);
         prop_assert_eq!(decode_command(&bytes), Ok(command));
     }
 
@@ -160,15 +161,58 @@ fn votes_round_trip_and_unknown_versions_are_refused() {
         assert_eq!(decode_vote(&encode_vote(&vote)), Ok(vote));
     }
     let mut bytes = encode_command(&Command::DropBucket { name: "b".into() });
-    bytes[0] = 2;
+    bytes[0] = 3;
     assert_eq!(
         decode_command(&bytes),
-        Err(DecodeError("unknown version 2".into()))
+        Err(DecodeError("unknown version 3".into()))
     );
-    bytes[0] = VERSION;
+    bytes[0] = MAP_VERSION;
     bytes.push(0);
     assert_eq!(
         decode_command(&bytes),
         Err(DecodeError("trailing bytes".into()))
     );
+}
+
+/// A member as version 1 wrote it: no management address.
+fn member_v1(w: &mut Writer, id: u64) {
+    w.u64(id);
+    w.str("10.0.0.1:4000");
+    w.str("10.0.0.1:5984");
+    w.str("10.0.0.1:11210");
+    w.u8(0);
+    w.u8(1);
+}
+
+#[test]
+fn version_1_maps_and_commands_still_decode() {
+    let mut w = Writer::default();
+    w.u8(1);
+    w.u8(1);
+    member_v1(&mut w, 7);
+    match decode_command(&w.0) {
+        Ok(Command::AddMember(member)) => {
+            assert_eq!((member.id, member.mgmt_addr.as_str()), (7, ""));
+            assert_eq!(member.kv_addr, "10.0.0.1:11210");
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut w = Writer::default();
+    w.u8(1);
+    w.u64(5);
+    w.u8(1);
+    w.u32(5_000);
+    w.count(2);
+    member_v1(&mut w, 1);
+    member_v1(&mut w, 2);
+    w.count(0);
+    let mut r = Reader(&w.0);
+    let map = read_map(&mut r).expect("a version 1 map");
+    assert_eq!(r.end(), Ok(()));
+    assert_eq!(map.revision, 5);
+    assert_eq!(map.members.len(), 2);
+    assert!(map
+        .members
+        .values()
+        .all(|member| member.mgmt_addr.is_empty()));
 }

@@ -58,7 +58,7 @@ pub(crate) fn info_request(view: DataView<'_>, frame: &Frame<'_>, out: &mut Vec<
                 None => Err((status::NOT_MY_VBUCKET, "")),
             }
         } else {
-            all_vb_seqnos(&bucket, view.features.collections, frame)
+            all_vb_seqnos(&view, &bucket, frame)
         }
     });
     match answered {
@@ -79,11 +79,11 @@ pub(crate) fn info_request(view: DataView<'_>, frame: &Frame<'_>, out: &mut Vec<
 }
 
 fn all_vb_seqnos(
+    view: &DataView<'_>,
     bucket: &Bucket,
-    collections: bool,
     frame: &Frame<'_>,
 ) -> Result<Vec<u8>, Refusal> {
-    let (state, collection) = parse_all_vb_seqnos(frame, collections)?;
+    let (state, collection) = parse_all_vb_seqnos(frame, view.features.collections)?;
     let seqnos = match collection {
         None => bucket.high_seqnos(),
         Some(cid) => bucket.high_seqnos_in(cid).map_err(|error| match error {
@@ -92,12 +92,28 @@ fn all_vb_seqnos(
         })?,
     };
     let mut value = Vec::new();
-    // State 0 lists every vbucket; 1-4 those in that role (replica.md).
-    for vbucket in 0..bucket.vbuckets() {
-        if state == 0 || state == bucket.vbucket_role(vbucket) as u32 + 1 {
-            value.extend_from_slice(&vbucket.to_be_bytes());
-            value.extend_from_slice(&seqnos.get(vbucket).to_be_bytes());
+    // On a cluster node the map says which vbuckets are active here and which are replicas
+    // (state 0 lists both; none is pending or dead); otherwise the engine's roles do
+    // (replica.md): state 0 lists every vbucket, 1-4 those in that role.
+    let topology = view.route.and(view.state.routing.topology());
+    let listed = |vbucket: u16| match view.route {
+        Some(route) => {
+            let active = route.is_active(vbucket);
+            let replica = topology
+                .as_ref()
+                .is_some_and(|topology| topology.is_replica_here(bucket.name(), vbucket));
+            match state {
+                0 => active || replica,
+                1 => active,
+                2 => replica,
+                _ => false,
+            }
         }
+        None => state == 0 || state == bucket.vbucket_role(vbucket) as u32 + 1,
+    };
+    for vbucket in (0..bucket.vbuckets()).filter(|vbucket| listed(*vbucket)) {
+        value.extend_from_slice(&vbucket.to_be_bytes());
+        value.extend_from_slice(&seqnos.get(vbucket).to_be_bytes());
     }
     Ok(value)
 }
@@ -184,6 +200,10 @@ impl Producer {
         let bucket = authorised(&view, Operation::AdminDb)?;
         let mut request = StreamRequest::parse(frame, self.value_options.collections)?;
         let vbucket = frame.vbucket();
+        if view.route.is_some_and(|route| !route.is_active(vbucket)) {
+            // Another node is this vbucket's active in the cluster map.
+            return Err((status::NOT_MY_VBUCKET, ""));
+        }
         let Some(log) = bucket.failover_log(vbucket).map_err(internal)? else {
             return Err((status::NOT_MY_VBUCKET, ""));
         };

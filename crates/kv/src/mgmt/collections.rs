@@ -22,7 +22,7 @@ use crate::KvState;
 /// Largest form body a change may send.
 const FORM_BYTES_MAX: usize = 64 * 1024;
 
-fn errors(status: StatusCode, field: &str, message: &str) -> Response<Full<Bytes>> {
+pub(crate) fn errors(status: StatusCode, field: &str, message: &str) -> Response<Full<Bytes>> {
     json(status, serde_json::json!({"errors": {field: message}}))
 }
 
@@ -145,7 +145,7 @@ fn changed(
 }
 
 /// The form fields of a change's body.
-async fn form(
+pub(crate) async fn form(
     request: Request<hyper::body::Incoming>,
 ) -> Result<Vec<(String, String)>, Response<Full<Bytes>>> {
     let body = Limited::new(request.into_body(), FORM_BYTES_MAX)
@@ -162,7 +162,7 @@ async fn form(
     Ok(form_urlencoded::parse(&body).into_owned().collect())
 }
 
-fn field<'f>(fields: &'f [(String, String)], name: &str) -> Option<&'f str> {
+pub(crate) fn field<'f>(fields: &'f [(String, String)], name: &str) -> Option<&'f str> {
     fields
         .iter()
         .find(|(key, _)| key == name)

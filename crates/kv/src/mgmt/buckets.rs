@@ -1,0 +1,221 @@
+//! Buckets over the management REST API of a cluster node, as ns_server answers it:
+//!
+//! - `POST /pools/default/buckets` (form `name`, `replicaNumber` 0-3, `bucketType`
+//!   couchbase/membase, `numVBuckets`; `ramQuota` and the rest are accepted and ignored):
+//!   202 once the bucket is in the committed cluster map and open on this node; 400
+//!   `{"errors":{"name":"Bucket with given name already exists"}}` and the like, whose texts
+//!   the SDKs' bucket managers match. Server admins only. Offered when the binary set a
+//!   [`BucketAdmin`] (a cluster node); elsewhere the method is refused as before.
+//! - `GET /pools/default/bucketsStreaming/B`: the bucket's config, then the new one after every
+//!   cluster map change, each followed by four newlines (the stream older clients follow).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::Frame;
+use hyper::{Request, Response, StatusCode};
+use settee_auth::UserCtx;
+
+use super::collections::{errors, field, form};
+use super::json;
+use crate::KvState;
+
+/// A bucket as `POST /pools/default/buckets` asks for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewBucket {
+    pub name: String,
+    /// `replicaNumber`; `None`: the cluster's default.
+    pub replicas: Option<u8>,
+    /// `numVBuckets`; `None`: the node's default.
+    pub vbuckets: Option<u16>,
+}
+
+/// Why a bucket was not created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BucketRefusal {
+    Exists,
+    /// A field that is not acceptable: (field, message).
+    Invalid(&'static str, String),
+    /// The cluster could not commit it now (no leader, shutting down).
+    Unavailable(String),
+}
+
+pub type CreateFuture<'a> = Pin<Box<dyn Future<Output = Result<(), BucketRefusal>> + Send + 'a>>;
+
+/// Creates buckets for the management door (the binary's cluster glue implements it).
+pub trait BucketAdmin: Send + Sync {
+    fn create_bucket(&self, bucket: NewBucket) -> CreateFuture<'_>;
+}
+
+/// Replicas Couchbase allows at most.
+const REPLICAS_MAX: u8 = 3;
+
+/// `POST /pools/default/buckets`.
+pub(crate) async fn create(
+    state: &KvState,
+    user: &UserCtx,
+    request: Request<hyper::body::Incoming>,
+) -> Response<Full<Bytes>> {
+    let fields = match form(request).await {
+        Ok(fields) => fields,
+        Err(response) => return response,
+    };
+    let Some(admin) = state.bucket_admin.get() else {
+        return json(
+            StatusCode::METHOD_NOT_ALLOWED,
+            serde_json::json!({"error": "method not allowed"}),
+        );
+    };
+    if !user.is_admin() {
+        return json(
+            StatusCode::FORBIDDEN,
+            serde_json::json!({
+                "message": "Forbidden. User needs the following permissions",
+                "permissions": ["cluster.buckets!create"],
+            }),
+        );
+    }
+    let bucket = match parse(&fields) {
+        Ok(bucket) => bucket,
+        Err((field, message)) => return errors(StatusCode::BAD_REQUEST, field, &message),
+    };
+    match admin.create_bucket(bucket).await {
+        Ok(()) => Response::builder()
+            .status(StatusCode::ACCEPTED)
+            .body(Full::new(Bytes::new()))
+            .unwrap_or_default(),
+        Err(BucketRefusal::Exists) => errors(
+            StatusCode::BAD_REQUEST,
+            "name",
+            "Bucket with given name already exists",
+        ),
+        Err(BucketRefusal::Invalid(field, message)) => {
+            errors(StatusCode::BAD_REQUEST, field, &message)
+        }
+        Err(BucketRefusal::Unavailable(reason)) => json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            serde_json::json!({"errors": {"_": reason}}),
+        ),
+    }
+}
+
+fn parse(fields: &[(String, String)]) -> Result<NewBucket, (&'static str, String)> {
+    let name = field(fields, "name")
+        .filter(|name| !name.is_empty())
+        .ok_or(("name", "Bucket name needs to be specified".to_string()))?;
+    match field(fields, "bucketType") {
+        None | Some("couchbase" | "membase") => {}
+        Some(other) => {
+            return Err((
+                "bucketType",
+                format!("Bucket type {other} is not supported by settee"),
+            ))
+        }
+    }
+    let replicas = match field(fields, "replicaNumber") {
+        None => None,
+        Some(text) => match text.parse::<u8>() {
+            Ok(replicas) if replicas <= REPLICAS_MAX => Some(replicas),
+            _ => {
+                return Err((
+                    "replicaNumber",
+                    "Replica number must be equal to or less than 3".into(),
+                ))
+            }
+        },
+    };
+    let vbuckets = match field(fields, "numVBuckets") {
+        None => None,
+        Some(text) => match text.parse::<u16>() {
+            Ok(count) if (1..=1024).contains(&count) => Some(count),
+            _ => {
+                return Err((
+                    "numVBuckets",
+                    "Number of vbuckets must be between 1 and 1024".into(),
+                ))
+            }
+        },
+    };
+    Ok(NewBucket {
+        name: name.to_string(),
+        replicas,
+        vbuckets,
+    })
+}
+
+/// The management door's response body: whole, or a stream of configs.
+pub(crate) type Body = BoxBody<Bytes, Infallible>;
+
+/// `GET /pools/default/bucketsStreaming/B`: `info` renders the bucket's config as it is at
+/// each map change (`None` once the bucket is gone, which ends the stream).
+pub(crate) fn streaming(
+    state: Arc<KvState>,
+    info: impl Fn(&KvState) -> Option<serde_json::Value> + Send + Sync + 'static,
+) -> Response<Body> {
+    let changes = state.routing.subscribe();
+    let first = true;
+    let stream = futures_util::stream::unfold(
+        (state, changes, first, info),
+        |(state, mut changes, first, info)| async move {
+            if !first && changes.changed().await.is_err() {
+                return None;
+            }
+            let config = info(&state)?;
+            let chunk = Bytes::from(format!("{config}\n\n\n\n"));
+            Some((
+                Ok::<_, Infallible>(Frame::data(chunk)),
+                (state, changes, false, info),
+            ))
+        },
+    );
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("Content-Type", "application/json")
+        .body(StreamBody::new(stream).boxed())
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_form_as_ns_server_checks_it() {
+        assert_eq!(
+            parse(&fields(&[
+                ("name", "b"),
+                ("replicaNumber", "2"),
+                ("ramQuota", "100")
+            ])),
+            Ok(NewBucket {
+                name: "b".into(),
+                replicas: Some(2),
+                vbuckets: None
+            })
+        );
+        assert_eq!(
+            parse(&fields(&[("replicaNumber", "1")])).map_err(|e| e.0),
+            Err("name")
+        );
+        assert_eq!(
+            parse(&fields(&[("name", "b"), ("replicaNumber", "4")])).map_err(|e| e.0),
+            Err("replicaNumber")
+        );
+        assert_eq!(
+            parse(&fields(&[("name", "b"), ("bucketType", "memcached")])).map_err(|e| e.0),
+            Err("bucketType")
+        );
+    }
+}
