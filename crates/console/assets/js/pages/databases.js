@@ -17,7 +17,7 @@ export async function render(root, [skipText] = []) {
 
 function createForm() {
   const name = h('input', { name: 'db-name', placeholder: 'new database name', required: true, pattern: '[a-z][a-z0-9_$\\(\\)+\\/\\-]*' });
-  const q = h('input', { name: 'db-q', type: 'number', min: 1, max: 1024, value: 16 });
+  const q = h('input', { name: 'db-q', type: 'number', min: 1, max: 1024, placeholder: 'node default' });
   const form = h('form', { id: 'create-db', class: 'row' },
     field('Name', name),
     field('q (vbuckets)', q),
