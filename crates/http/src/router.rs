@@ -194,6 +194,7 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
         ["_reshard", ..] => node_api::reshard(req),
         ["_node", node, rest @ ..] => node_api::node(state, req, node, rest).await,
         ["_session"] => server_api::session(state, req).await,
+        ["_utils", ..] => console(req),
         ["_active_tasks"] => server_api::active_tasks(state, req),
         ["_replicate"] => Box::pin(replicator_api::replicate(state, req)).await,
         ["_scheduler", "jobs"] => replicator_api::jobs(state, req),
@@ -310,6 +311,24 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
             .await
         }
     }
+}
+
+/// The web console's files (settee-console), served to anyone: the page asks for a login.
+fn console(req: &Req) -> ApiResult<HttpResponse> {
+    if !is_get(req) {
+        return Err(not_allowed("GET,HEAD"));
+    }
+    let if_none_match = req.headers.get(hyper::header::IF_NONE_MATCH);
+    let reply = settee_console::serve(req.uri.path(), if_none_match.and_then(|v| v.to_str().ok()))
+        .ok_or_else(ApiError::missing)?;
+    let mut response = hyper::Response::new(response::full(bytes::Bytes::from_static(reply.body)));
+    *response.status_mut() = hyper::StatusCode::from_u16(reply.status).unwrap_or_default();
+    for (name, value) in reply.headers {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    Ok(response)
 }
 
 /// A document read or written through `/{db}/{id}` (CouchDB's `database_reads` and

@@ -105,6 +105,16 @@ pub struct KvState {
 }
 
 impl KvState {
+    /// Latencies per opcode seen, by opcode name, for the node's other expositions
+    /// (`settee-metrics` `NodeMetrics::set_kv_latency_reader`).
+    pub fn opcode_latencies(&self) -> Vec<(&'static str, settee_metrics::Snapshot)> {
+        self.timings
+            .snapshots()
+            .into_iter()
+            .map(|(code, snapshot)| (settee_kv_codec::opcode::name(code), snapshot))
+            .collect()
+    }
+
     pub fn new(
         engine: Arc<Engine>,
         users: Arc<Users>,

@@ -206,6 +206,19 @@ pub fn prometheus(node: &NodeMetrics, facts: DoorFacts) -> String {
         "HTTP connections open now",
         http.connections_open.get() as f64,
     );
+    // The KV door's histograms under the management port's name, so one scrape of this door
+    // (the web console's) sees both doors.
+    let kv = node.kv_latencies();
+    if !kv.is_empty() {
+        out.family(
+            "kv_cmd_duration_seconds",
+            Kind::Histogram,
+            "Time from a request's decoding to its reply, by opcode",
+        );
+        for (opcode, snapshot) in &kv {
+            out.histogram_samples("kv_cmd_duration_seconds", &[("opcode", opcode)], snapshot);
+        }
+    }
     node.write_common(&mut out);
     out.finish()
 }
@@ -303,6 +316,8 @@ pub fn stats(node: &NodeMetrics, facts: DoorFacts) -> Value {
 /// `GET /_node/{node}/_system`: CouchDB's keys; what only an Erlang VM has (atoms, ETS
 /// tables, reductions, message queues) is 0 or empty, the process's figures come from
 /// `/proc` (`memory.other` is the resident set, `process_count` the OS threads).
+/// `system_stats` is settee's: the machine's CPU per core, memory and the data directory's
+/// disk ([`crate::host`]), for the web console.
 pub fn system(node: &NodeMetrics) -> Value {
     let sample = ProcessSample::read();
     let io = read_io();
@@ -328,6 +343,7 @@ pub fn system(node: &NodeMetrics) -> Value {
         "message_queues": {},
         "internal_replication_jobs": 0,
         "distribution": {},
+        "system_stats": crate::host::HostSample::read(node.data_dir()).to_json(),
     })
 }
 

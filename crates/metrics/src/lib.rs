@@ -10,7 +10,10 @@
 //!
 //! Start with [`NodeMetrics`] (what both doors share) and [`couchdb`] (the CouchDB door's
 //! counters and its `_prometheus`, `_stats` and `_system` answers). The KV door keeps its
-//! own per-opcode histograms and writes its `/metrics` with [`text::Exposition`].
+//! own per-opcode histograms and writes its `/metrics` with [`text::Exposition`]; the binary
+//! hands them to [`NodeMetrics::set_kv_latency_reader`] so `_prometheus` shows them too (the
+//! web console reads both doors there). The machine's CPU per core, memory and disk are in
+//! [`host`].
 //!
 //! Must not know: sockets, HTTP, the KV protocol, RocksDB.
 #![deny(clippy::unwrap_used)]
@@ -18,6 +21,7 @@
 pub mod couchdb;
 mod counter;
 mod histogram;
+pub mod host;
 mod node;
 pub mod process;
 pub mod text;

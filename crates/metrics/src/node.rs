@@ -24,6 +24,8 @@ pub struct StoreSample {
 }
 
 type StoreReader = Box<dyn Fn() -> StoreSample + Send + Sync>;
+/// The KV door's latencies per opcode name (the names are the door's, this crate prints them).
+type KvLatencyReader = Box<dyn Fn() -> Vec<(&'static str, crate::Snapshot)> + Send + Sync>;
 
 /// The node's metrics shared by both doors.
 pub struct NodeMetrics {
@@ -32,6 +34,10 @@ pub struct NodeMetrics {
     pub started: Instant,
     /// Set once at start by the binary, when the engine is open.
     store: OnceLock<StoreReader>,
+    /// Set once at start by the binary, when the KV door exists.
+    kv_latencies: OnceLock<KvLatencyReader>,
+    /// The data directory, whose filesystem `_system` reports; set once by the binary.
+    data_dir: OnceLock<std::path::PathBuf>,
 }
 
 impl Default for NodeMetrics {
@@ -40,6 +46,8 @@ impl Default for NodeMetrics {
             http: crate::couchdb::HttpMetrics::default(),
             started: Instant::now(),
             store: OnceLock::new(),
+            kv_latencies: OnceLock::new(),
+            data_dir: OnceLock::new(),
         }
     }
 }
@@ -53,6 +61,31 @@ impl NodeMetrics {
     /// The storage figures now; all zero before a reader is set.
     pub fn store(&self) -> StoreSample {
         self.store.get().map(|reader| reader()).unwrap_or_default()
+    }
+
+    /// Where the KV door's per-opcode latencies come from; a second call is ignored.
+    pub fn set_kv_latency_reader(
+        &self,
+        reader: impl Fn() -> Vec<(&'static str, crate::Snapshot)> + Send + Sync + 'static,
+    ) {
+        let _ = self.kv_latencies.set(Box::new(reader));
+    }
+
+    /// The KV door's latencies per opcode now; empty before a reader is set.
+    pub fn kv_latencies(&self) -> Vec<(&'static str, crate::Snapshot)> {
+        self.kv_latencies
+            .get()
+            .map(|reader| reader())
+            .unwrap_or_default()
+    }
+
+    /// The data directory whose filesystem `_system` reports; a second call is ignored.
+    pub fn set_data_dir(&self, path: std::path::PathBuf) {
+        let _ = self.data_dir.set(path);
+    }
+
+    pub fn data_dir(&self) -> Option<&std::path::Path> {
+        self.data_dir.get().map(std::path::PathBuf::as_path)
     }
 
     pub fn uptime_seconds(&self) -> u64 {

@@ -224,6 +224,16 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
         )
         .context("starting the KV door's worker pool")?,
     );
+    // The KV door's per-opcode latencies in the CouchDB door's `_prometheus` too (the web
+    // console reads both doors there); weak, so the metrics never keep the door alive.
+    let kv_door = Arc::downgrade(&kv_state);
+    state.metrics.set_kv_latency_reader(move || {
+        kv_door
+            .upgrade()
+            .map(|kv| kv.opcode_latencies())
+            .unwrap_or_default()
+    });
+    state.metrics.set_data_dir(settings.data_dir.clone());
     let replica = crate::replica::start(&settings, &engine)?;
     let cluster = match (&settings.cluster, cluster_id) {
         (Some(cluster), Some(id)) => {
