@@ -276,6 +276,42 @@ fn response_of(answer: &Value) -> ApiResult<HttpResponse> {
     Ok(response)
 }
 
+/// What a show or update request names: the function, the document (read now), the body.
+struct Target<'a> {
+    name: &'a str,
+    id: Option<String>,
+    keyspace: Keyspace,
+    design: Design,
+    /// The document's revision and JSON, when it exists and is not deleted.
+    doc: Option<(String, Value)>,
+    body: Option<String>,
+}
+
+async fn target<'a>(
+    state: &HttpState,
+    req: &mut Req,
+    db: &str,
+    ddoc: &str,
+    rest: &[&'a str],
+) -> ApiResult<Target<'a>> {
+    let (name, id) = name_and_id(rest)?;
+    let keyspace = open(state, req, db, Operation::ReadDb)?;
+    let design = design(state, &keyspace, ddoc)?;
+    let doc = match &id {
+        Some(id) => current_doc(req, &keyspace, id)?,
+        None => None,
+    };
+    let body = body_text(state, req).await?;
+    Ok(Target {
+        name,
+        id,
+        keyspace,
+        design,
+        doc,
+        body,
+    })
+}
+
 /// `GET|POST /{db}/_design/{ddoc}/_show/{name}[/{docid}]`.
 pub async fn show(
     state: &HttpState,
@@ -287,14 +323,14 @@ pub async fn show(
     if !matches!(req.method, Method::GET | Method::HEAD | Method::POST) {
         return Err(not_allowed("GET,POST,HEAD"));
     }
-    let (name, id) = name_and_id(rest)?;
-    let keyspace = open(state, req, db, Operation::ReadDb)?;
-    let design = design(state, &keyspace, ddoc)?;
-    let doc = match &id {
-        Some(id) => current_doc(req, &keyspace, id)?,
-        None => None,
-    };
-    let body = body_text(state, req).await?;
+    let Target {
+        name,
+        id,
+        keyspace,
+        design,
+        doc,
+        body,
+    } = target(state, req, db, ddoc, rest).await?;
     // CouchDB's show ETag: what the answer depends on besides the function itself.
     let tag = {
         let mut hash = Md5::new();
@@ -351,14 +387,14 @@ pub async fn update(
     if !matches!(req.method, Method::POST | Method::PUT) {
         return Err(not_allowed("POST,PUT"));
     }
-    let (name, id) = name_and_id(rest)?;
-    let keyspace = open(state, req, db, Operation::ReadDb)?;
-    let design = design(state, &keyspace, ddoc)?;
-    let doc = match &id {
-        Some(id) => current_doc(req, &keyspace, id)?,
-        None => None,
-    };
-    let body = body_text(state, req).await?;
+    let Target {
+        name,
+        id,
+        keyspace,
+        design,
+        doc,
+        body,
+    } = target(state, req, db, ddoc, rest).await?;
     let request = request_object(
         &keyspace,
         req,
