@@ -85,7 +85,14 @@ pub async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Ht
             if bytes.iter().all(|byte| byte.is_ascii_whitespace()) {
                 Value::Null
             } else {
-                crate::request::parse_json(&bytes, state.config.max_json_depth)?
+                match crate::request::parse_json(&bytes, state.config.max_json_depth)? {
+                    body @ Value::Object(_) => body,
+                    _ => {
+                        return Err(ApiError::BadRequest(
+                            "Request body must be a JSON object".into(),
+                        ))
+                    }
+                }
             }
         }
         _ => return Err(not_allowed("GET,HEAD,POST")),
@@ -237,11 +244,19 @@ fn feed_options(
     let heartbeat_ms = match req.param("heartbeat") {
         None => None,
         Some("true") | Some("") => Some(DEFAULT_HEARTBEAT_MS),
-        Some(text) => Some(text.parse::<u64>().map_err(|_| {
-            ApiError::BadRequest(
-                "Invalid heartbeat value. Expecting a positive integer value, or \"true\".".into(),
-            )
-        })?),
+        // CouchDB's two reasons: a number that is not positive, and anything else.
+        Some(text) => match text.parse::<i64>() {
+            Ok(ms) if ms > 0 => Some(ms as u64),
+            Ok(_) => {
+                return Err(ApiError::BadRequest(
+                    "The heartbeat value should be a positive integer (in milliseconds).".into(),
+                ))
+            }
+            Err(_) => return Err(ApiError::BadRequest(
+                "Invalid heartbeat value. Expecting a positive integer value (in milliseconds)."
+                    .into(),
+            )),
+        },
     };
     let timeout_ms = req
         .u64_param("timeout")?

@@ -161,3 +161,44 @@ fn bulk_docs_and_document_ids_as_couchdb() {
     );
     server.stop();
 }
+
+#[test]
+fn changes_parameters_are_refused_in_couchdbs_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let mut http = Client::connect(&server.addr).unwrap();
+    assert_eq!(http.call("PUT", "/c", None).0, 201);
+    let reason = |http: &mut Client, query: &str| {
+        let (status, answer) =
+            http.call("GET", &format!("/c/_changes?feed=continuous&{query}"), None);
+        (
+            status,
+            answer["reason"].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    assert_eq!(
+        reason(&mut http, "heartbeat=-1000"),
+        (
+            400,
+            "The heartbeat value should be a positive integer (in milliseconds).".into()
+        )
+    );
+    assert_eq!(
+        reason(&mut http, "heartbeat=a1000"),
+        (
+            400,
+            "Invalid heartbeat value. Expecting a positive integer value (in milliseconds).".into()
+        )
+    );
+    let (status, answer) = http.call("POST", "/c/_changes", Some(json!(["doc1"])));
+    assert_eq!(
+        (status, answer["reason"].clone()),
+        (400, json!("Request body must be a JSON object"))
+    );
+    assert_eq!(
+        http.call("POST", "/c/_changes", Some(json!({"doc_ids": []})))
+            .0,
+        200
+    );
+    server.stop();
+}
