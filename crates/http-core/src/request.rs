@@ -389,7 +389,11 @@ mod tests {
     fn non_utf8_segments_are_refused_as_what_they_name() {
         let refusal = |path: &str| {
             let error = split_path(path, false).expect_err(path).error();
-            (error.status().as_u16(), error.code().to_string(), error.to_string())
+            (
+                error.status().as_u16(),
+                error.code().to_string(),
+                error.to_string(),
+            )
         };
         let bad_id = (
             400,
