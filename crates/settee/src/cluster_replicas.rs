@@ -46,7 +46,9 @@ pub struct ClusterReplicas {
 }
 
 /// The role `map` gives `this` node for each vbucket of `bucket`, and the vbuckets it
-/// replicates from each other active member.
+/// replicates from each other active member. A node the map does not hold as an active member
+/// (failed over, ejected) holds every vbucket dead and streams nothing: it is fenced until it
+/// is added back.
 pub fn plan(
     map: &ClusterMap,
     this: NodeId,
@@ -54,6 +56,9 @@ pub fn plan(
 ) -> (Vec<VbRole>, BTreeMap<NodeId, BTreeSet<u16>>) {
     let mut roles = Vec::with_capacity(bucket.vbuckets.len());
     let mut sources: BTreeMap<NodeId, BTreeSet<u16>> = BTreeMap::new();
+    if !map.is_active_member(this) {
+        return (vec![VbRole::Dead; bucket.vbuckets.len()], sources);
+    }
     for (vb, entry) in bucket.vbuckets.iter().enumerate() {
         let Ok(vb) = u16::try_from(vb) else { break };
         let role = if entry.active == Some(this) {
@@ -286,5 +291,9 @@ mod tests {
         map.members.get_mut(&3).expect("member").state = MemberState::Failed;
         let (_, sources) = plan(&map, 1, &bucket);
         assert_eq!(sources, BTreeMap::from([(2, BTreeSet::from([1]))]));
+        // A failed-over node is fenced: nothing active, nothing streamed.
+        let (roles, sources) = plan(&map, 3, &bucket);
+        assert_eq!(roles, [VbRole::Dead; 4]);
+        assert!(sources.is_empty());
     }
 }

@@ -3,8 +3,9 @@ map, routes every key to its active node (the keys land in all three nodes' loca
 after node 3 is killed and failed over by the orchestrator, keeps working on the vbuckets the
 other nodes serve, following the new map it is pushed.
 
-Replication is not part of this test: a failover finds no replica to promote yet (no seqno
-source), so node 3's vbuckets are left without an active and only keys on the others are used.
+Replication is not checked here (crates/settee/tests/cluster_replicas_fail_over.rs does): the
+test uses only keys whose vbuckets have an active after the failover, which with replicas
+promoted is all of them.
 """
 import os
 import shutil
