@@ -252,6 +252,31 @@ impl BucketAdmin for KvBuckets {
                 .await
         })
     }
+
+    fn fail_over(&self, otp_node: String) -> settee_kv::mgmt::buckets::CreateFuture<'_> {
+        Box::pin(async move {
+            let map = self.0.node.map();
+            let Some(id) = map
+                .members
+                .values()
+                .find(|member| {
+                    otp_node == member.id.to_string()
+                        || otp_node == crate::cluster::member_name(member.id, &member.cluster_addr)
+                })
+                .map(|member| member.id)
+            else {
+                return Err(BucketRefusal::Invalid(
+                    "otpNode",
+                    "Unknown server given.".into(),
+                ));
+            };
+            match self.0.node.fail_over(id).await {
+                Ok(Applied::Revision(revision)) => self.0.followed_to(revision).await,
+                Ok(Applied::Rejected(reason)) => Err(unavailable(&reason)),
+                Err(error) => Err(unavailable(&error.to_string())),
+            }
+        })
+    }
 }
 
 #[cfg(test)]

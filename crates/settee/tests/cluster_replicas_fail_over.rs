@@ -2,8 +2,9 @@
 //! real `settee serve` processes: `PUT /db?n=2` (1 replica); documents written over KV to each
 //! key's active reach its replica (every replica vbucket's seqno catches up with its active's,
 //! as GET_ALL_VB_SEQNOS reports them by state); a replica vbucket refuses front-door writes;
-//! then one node is killed (-9), auto-failover (the map's default timeout) promotes its
-//! replicas, every vbucket has an active again and every document reads back from it.
+//! then one node is killed (-9) and failed over (`POST /controller/failOver` on the leader's
+//! management port), its replicas are promoted, every vbucket has an active again and every
+//! document reads back from it.
 
 mod support;
 
@@ -201,20 +202,62 @@ fn replicas_follow_the_map_and_failover_promotes_them() {
     let (status, body) = http(node(&nodes, replica), "GET", &doc, None);
     assert_eq!((status, &body["n"]), (200, &Value::from(0)), "{body}");
 
-    // Kill a node that does not lead the Raft group; auto-failover promotes its replicas.
+    // Kill a node that does not lead the Raft group, then fail it over on the leader's
+    // management port (Couchbase's hard failover); the auto-failover (5 s) would too.
     let (_, status) = http(node(&nodes, 0), "GET", "/_node/_local/_cluster", None);
-    let leader = status["leader"].as_u64().expect("a leader");
+    let leader_id = status["leader"].as_u64().expect("a leader");
+    let node_id = |index: usize| {
+        let (_, status) = http(node(&nodes, index), "GET", "/_node/_local/_cluster", None);
+        status["node"].as_u64().expect("a node id")
+    };
+    let ids: Vec<u64> = (0..3).map(node_id).collect();
+    let leader = ids
+        .iter()
+        .position(|id| *id == leader_id)
+        .expect("a leader");
     let victim = (0..3)
         .rev()
-        .find(|index| {
-            let (_, status) = http(node(&nodes, *index), "GET", "/_node/_local/_cluster", None);
-            status["node"].as_u64() != Some(leader)
-        })
-        .expect("a node that does not lead");
+        .find(|index| *index != leader)
+        .expect("a follower");
+    let victim_name = status["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .find(|member| member["id"].as_u64() == Some(ids[victim]))
+        .and_then(|member| member["name"].as_str())
+        .expect("the victim's name")
+        .to_string();
     let victim_kv = node(&nodes, victim).kv_addr.clone();
     nodes[victim].take().expect("running").kill9();
     drop(connections);
-    let survivor = (0..3).find(|index| *index != victim).expect("a survivor");
+    let mut mgmt = Client::connect(&node(&nodes, leader).mgmt_addr).expect("connect");
+    let form = format!("otpNode={}", victim_name.replace('@', "%40"));
+    let content_type = [("Content-Type", "application/x-www-form-urlencoded")];
+    let failed = mgmt
+        .request_with(
+            "POST",
+            "/controller/failOver",
+            &content_type,
+            Some(form.as_bytes()),
+        )
+        .expect("failOver");
+    assert_eq!(
+        failed.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&failed.body)
+    );
+    let mut mgmt = Client::connect(&node(&nodes, leader).mgmt_addr).expect("connect");
+    let unknown = mgmt
+        .request_with(
+            "POST",
+            "/controller/failOver",
+            &content_type,
+            Some(b"otpNode=nobody"),
+        )
+        .expect("failOver");
+    assert_eq!(unknown.status, 400);
+    let survivor = leader;
     let (servers, rows) = until("the failover", || {
         let (servers, rows) = vbucket_map(node(&nodes, survivor));
         let done = servers.len() == 2 && rows.iter().all(|row| row[0] >= 0);
