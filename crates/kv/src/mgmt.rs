@@ -260,6 +260,11 @@ async fn handle(
     {
         return buckets::create(state, &user, request).await;
     }
+    if request.method() == hyper::Method::POST
+        && segments.as_slice() == ["", "controller", "failOver"]
+    {
+        return buckets::fail_over(state, &user, request).await;
+    }
     if request.method() != hyper::Method::GET {
         return json(
             StatusCode::METHOD_NOT_ALLOWED,

@@ -186,8 +186,14 @@ impl Connection {
         Ok(())
     }
 
-    /// SELECT_BUCKET, then the bucket's vbucket count from GET_ALL_VB_SEQNOS.
-    pub async fn select(&mut self, bucket: &str) -> Result<u16, ReplicaError> {
+    /// SELECT_BUCKET, then the bucket's vbucket count: `known_count` if the caller knows it
+    /// (on a cluster node GET_ALL_VB_SEQNOS lists only the vbuckets the node holds), else from
+    /// GET_ALL_VB_SEQNOS.
+    pub async fn select(
+        &mut self,
+        bucket: &str,
+        known_count: Option<u16>,
+    ) -> Result<u16, ReplicaError> {
         self.expect_ok(
             opcode::SELECT_BUCKET,
             &[],
@@ -196,19 +202,27 @@ impl Connection {
             "SELECT_BUCKET",
         )
         .await?;
-        let seqnos = self
-            .expect_ok(
-                opcode::GET_ALL_VB_SEQNOS,
-                &[],
-                &[],
-                &[],
-                "GET_ALL_VB_SEQNOS",
-            )
-            .await?;
+        let seqnos = self.all_vb_seqnos().await?;
+        if let Some(count) = known_count {
+            return Ok(count);
+        }
         u16::try_from(seqnos.len() / 10)
             .ok()
             .filter(|count| *count > 0 && seqnos.len().is_multiple_of(10))
             .ok_or_else(|| ReplicaError::Protocol("bad GET_ALL_VB_SEQNOS reply".into()))
+    }
+
+    /// GET_ALL_VB_SEQNOS for every vbucket the node holds (active or replica): 10 bytes each,
+    /// the vbucket then its high seqno.
+    pub async fn all_vb_seqnos(&mut self) -> Result<Bytes, ReplicaError> {
+        self.expect_ok(
+            opcode::GET_ALL_VB_SEQNOS,
+            &[],
+            &[],
+            &[],
+            "GET_ALL_VB_SEQNOS",
+        )
+        .await
     }
 
     /// DCP_OPEN as a producer's consumer, then the controls of replica.md.

@@ -67,6 +67,10 @@ pub struct ReplicaConfig {
     pub secret: String,
     /// This node's name in the DCP connection name (so the producer tells replicas apart).
     pub node_name: String,
+    /// The bucket's vbucket count if the caller knows it (a cluster node, from the map: a
+    /// cluster node's GET_ALL_VB_SEQNOS lists only the vbuckets it holds); `None`: the count of
+    /// vbuckets the active's GET_ALL_VB_SEQNOS lists.
+    pub vbucket_count: Option<u16>,
 }
 
 /// What the running task watches.
@@ -160,6 +164,30 @@ impl ReplicatorHandle {
     }
 }
 
+/// The high seqno of every vbucket `bucket` has on the node at `kv_addr` (its actives and its
+/// replicas; a replica's is what it has persisted), asked over the KV port with the node login:
+/// what a failover compares (`SeqnoSource` on a cluster node).
+pub async fn remote_seqnos(
+    kv_addr: &str,
+    secret: &str,
+    bucket: &str,
+) -> Result<BTreeMap<u16, u64>, ReplicaError> {
+    let mut connection = Connection::connect(kv_addr).await?;
+    let password = settee_auth::node_password(secret);
+    connection.login(settee_auth::NODE_USER, &password).await?;
+    connection.select(bucket, Some(0)).await?;
+    let value = connection.all_vb_seqnos().await?;
+    Ok(value
+        .chunks_exact(10)
+        .map(|entry| {
+            let vbucket = u16::from_be_bytes([entry[0], entry[1]]);
+            let mut seqno = [0u8; 8];
+            seqno.copy_from_slice(&entry[2..]);
+            (vbucket, u64::from_be_bytes(seqno))
+        })
+        .collect())
+}
+
 /// The local bucket for a replica of an active bucket of `count` vbuckets, its `vbuckets`
 /// marked replica.
 async fn local_bucket(
@@ -202,7 +230,9 @@ async fn connect_and_stream(
     let mut connection = Connection::connect(&config.source_kv_addr).await?;
     let password = settee_auth::node_password(&config.secret);
     connection.login(settee_auth::NODE_USER, &password).await?;
-    let count = connection.select(&config.bucket).await?;
+    let count = connection
+        .select(&config.bucket, config.vbucket_count)
+        .await?;
     let vbuckets: BTreeSet<u16> = control.vbuckets.borrow_and_update().clone();
     let vbuckets: BTreeSet<u16> = vbuckets.into_iter().filter(|vb| *vb < count).collect();
     let bucket = local_bucket(engine, &config.bucket, count, &vbuckets).await?;

@@ -16,7 +16,6 @@ use serde_json::{json, Value};
 use settee_cluster::map::{ClusterMap, Member, MemberState, NodeId, Role};
 use settee_cluster::network::{Request, Response, Transport, TransportError};
 use settee_cluster::node::{ClusterNode, NodeConfig};
-use settee_cluster::orchestrator::NoReplicas;
 use settee_cluster::storage::{stored_map, StoreBackend};
 use settee_cluster_net::{Secret, TcpTransport};
 use settee_engine::Engine;
@@ -79,7 +78,7 @@ pub struct Cluster {
 pub async fn start(
     settings: &ClusterSettings,
     id: NodeId,
-    engine: &Engine,
+    engine: &Arc<Engine>,
     http_addr: SocketAddr,
     kv_addr: SocketAddr,
     mgmt_addr: SocketAddr,
@@ -103,14 +102,21 @@ pub async fn start(
     same_addresses(&stored, &member)?;
     let secret = Secret::new(settings.secret.as_bytes());
     let transport = TcpTransport::new(id, secret.clone());
+    // Failover asks replicas for their seqnos through the map's addresses (cluster_replicas.rs).
+    let seqnos = Arc::new(crate::cluster_replicas::MapSeqnos::new(
+        engine.clone(),
+        id,
+        settings.secret.clone(),
+    ));
     let node = ClusterNode::start(
         NodeConfig::new(member.clone()),
         backend,
         Arc::new(transport.clone()),
-        Arc::new(NoReplicas),
+        seqnos.clone(),
     )
     .await
     .context("starting the cluster node")?;
+    seqnos.set_map(node.subscribe());
     let node = Arc::new(node);
     let server = tokio::spawn(settee_cluster_net::serve(
         listener,

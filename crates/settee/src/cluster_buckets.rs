@@ -23,6 +23,8 @@ use settee_http::{ClusterRefusal, HttpState};
 use settee_kv::{BucketAdmin, BucketRefusal, KvState, NewBucket};
 use tokio::sync::watch;
 
+use crate::cluster_replicas::ClusterReplicas;
+
 /// Buckets of the cluster, as this node creates, drops and follows them.
 pub struct ClusterBuckets {
     node: Arc<ClusterNode>,
@@ -47,12 +49,13 @@ impl ClusterBuckets {
         node: Arc<ClusterNode>,
         http: &Arc<HttpState>,
         kv: &Arc<KvState>,
+        replicas: Arc<ClusterReplicas>,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> (Arc<ClusterBuckets>, tokio::task::JoinHandle<()>) {
         let mut maps = node.subscribe();
         let map = maps.borrow_and_update().clone();
         let mut known = BTreeSet::new();
-        follow(&map, node.id(), http, kv, &mut known).await;
+        follow(&map, node.id(), http, kv, &replicas, &mut known).await;
         let (followed_sender, followed) = watch::channel(map.revision);
         let (http_weak, kv_weak) = (Arc::downgrade(http), Arc::downgrade(kv));
         let this = node.id();
@@ -67,7 +70,7 @@ impl ClusterBuckets {
                 let (Some(http), Some(kv)) = (http_weak.upgrade(), kv_weak.upgrade()) else {
                     return;
                 };
-                follow(&map, this, &http, &kv, &mut known).await;
+                follow(&map, this, &http, &kv, &replicas, &mut known).await;
                 followed_sender.send_replace(map.revision);
             }
         });
@@ -149,13 +152,14 @@ fn unavailable(reason: &str) -> BucketRefusal {
 }
 
 /// One map, followed: engine buckets opened for the map's new buckets and deleted for those
-/// that left it since the last map (`known`: the map's bucket names this node has seen), then
-/// the KV door's routing published.
+/// that left it since the last map (`known`: the map's bucket names this node has seen), vbucket
+/// roles and replica streams set (`cluster_replicas.rs`), then the KV door's routing published.
 async fn follow(
     map: &ClusterMap,
     this: u64,
     http: &Arc<HttpState>,
     kv: &Arc<KvState>,
+    replicas: &ClusterReplicas,
     known: &mut BTreeSet<String>,
 ) {
     let engine = &http.engine;
@@ -184,6 +188,8 @@ async fn follow(
         }
     }
     *known = map.buckets.keys().cloned().collect();
+    // Vbucket roles and replica streams follow the map before the KV door routes by it.
+    replicas.follow(map).await;
     let routes = |bucket: &settee_cluster::map::Bucket| {
         engine
             .bucket(&bucket.name)
@@ -244,6 +250,31 @@ impl BucketAdmin for KvBuckets {
             self.0
                 .create(&bucket.name, bucket.vbuckets, bucket.replicas)
                 .await
+        })
+    }
+
+    fn fail_over(&self, otp_node: String) -> settee_kv::mgmt::buckets::CreateFuture<'_> {
+        Box::pin(async move {
+            let map = self.0.node.map();
+            let Some(id) = map
+                .members
+                .values()
+                .find(|member| {
+                    otp_node == member.id.to_string()
+                        || otp_node == crate::cluster::member_name(member.id, &member.cluster_addr)
+                })
+                .map(|member| member.id)
+            else {
+                return Err(BucketRefusal::Invalid(
+                    "otpNode",
+                    "Unknown server given.".into(),
+                ));
+            };
+            match self.0.node.fail_over(id).await {
+                Ok(Applied::Revision(revision)) => self.0.followed_to(revision).await,
+                Ok(Applied::Rejected(reason)) => Err(unavailable(&reason)),
+                Err(error) => Err(unavailable(&error.to_string())),
+            }
         })
     }
 }

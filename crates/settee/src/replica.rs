@@ -51,6 +51,7 @@ pub fn start(
             source_kv_addr: addr.to_string(),
             secret: cluster.secret.clone(),
             node_name: settings.node_name.clone(),
+            vbucket_count: None,
         },
         vbuckets,
     );

@@ -247,11 +247,19 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
                 wait_for(shutdown_receiver.clone()),
             )
             .await?;
+            // Replica vbuckets follow the map (cluster_replicas.rs).
+            let replicas = Arc::new(crate::cluster_replicas::ClusterReplicas::new(
+                engine.clone(),
+                id,
+                cluster.secret.clone(),
+                settings.node_name.clone(),
+            ));
             // Buckets of the map opened and the KV door routed before the doors serve.
             let (buckets, follower) = crate::cluster_buckets::ClusterBuckets::start(
                 started.node.clone(),
                 &state,
                 &kv_state,
+                replicas.clone(),
                 wait_for(shutdown_receiver.clone()),
             )
             .await;
@@ -262,7 +270,7 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
             let _ = kv_state
                 .bucket_admin
                 .set(Arc::new(crate::cluster_buckets::KvBuckets(buckets)));
-            Some((started, follower))
+            Some((started, follower, replicas))
         }
         _ => None,
     };
@@ -382,8 +390,9 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
     for tls_server in tls_servers {
         let _ = tls_server.await;
     }
-    if let Some((cluster, follower)) = cluster {
+    if let Some((cluster, follower, replicas)) = cluster {
         let _ = follower.await;
+        replicas.stop().await;
         cluster.stop().await;
     }
     if let Some(replica) = replica {

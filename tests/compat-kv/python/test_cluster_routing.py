@@ -1,10 +1,12 @@
 """The SDK against a three-node settee cluster, connected to node 1 only: it reads the cluster's
-map, routes every key to its active node (the keys land in all three nodes' local counts), and,
+map, routes every key to its active node (the keys land in all three nodes' local counts, each
+on its active and its replica), and,
 after node 3 is killed and failed over by the orchestrator, keeps working on the vbuckets the
 other nodes serve, following the new map it is pushed.
 
-Replication is not part of this test: a failover finds no replica to promote yet (no seqno
-source), so node 3's vbuckets are left without an active and only keys on the others are used.
+Replication is not checked here (crates/settee/tests/cluster_replicas_fail_over.rs does): the
+test uses only keys whose vbuckets have an active after the failover, which with replicas
+promoted is all of them.
 """
 import os
 import shutil
@@ -100,11 +102,14 @@ def test_crud_with_cas_reaches_every_node(nodes, sdk):
         replaced = collection.replace(key, {"i": i, "replaced": True}, ReplaceOptions(cas=got.cas))
         assert replaced.cas not in (0, got.cas)
         assert collection.get(key).content_as[dict] == {"i": i, "replaced": True}
+    # Each key is on its active and, streamed there, on its replica (1 replica).
+    wait_for("every key on its active and its replica",
+             lambda: sum(local_counts(servers)) == 2 * KEYS)
     counts = local_counts(servers)
-    assert sum(counts) == KEYS and all(count > 0 for count in counts), counts
+    assert all(count > 0 for count in counts), counts
     for i in range(KEYS):
         collection.remove(f"routed-{i}")
-    assert local_counts(servers) == [0, 0, 0]
+    wait_for("the removals on every copy", lambda: local_counts(servers) == [0, 0, 0])
 
 
 def active_of(config, key):

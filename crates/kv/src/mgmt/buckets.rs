@@ -6,6 +6,10 @@
 //!   `{"errors":{"name":"Bucket with given name already exists"}}` and the like, whose texts
 //!   the SDKs' bucket managers match. Server admins only. Offered when the binary set a
 //!   [`BucketAdmin`] (a cluster node); elsewhere the method is refused as before.
+//! - `POST /controller/failOver` (form `otpNode`: a member's name as `/_membership` gives it,
+//!   or its node id): hard failover of that node through the cluster map, 200 once committed,
+//!   400 "Unknown server given" for a name the map does not hold. Server admins only; through
+//!   [`BucketAdmin::fail_over`].
 //! - `GET /pools/default/bucketsStreaming/B`: the bucket's config, then the new one after every
 //!   cluster map change, each followed by four newlines (the stream older clients follow).
 
@@ -50,6 +54,62 @@ pub type CreateFuture<'a> = Pin<Box<dyn Future<Output = Result<(), BucketRefusal
 /// Creates buckets for the management door (the binary's cluster glue implements it).
 pub trait BucketAdmin: Send + Sync {
     fn create_bucket(&self, bucket: NewBucket) -> CreateFuture<'_>;
+
+    /// Fails the node named `otp_node` over (`POST /controller/failOver`); `Invalid` when the
+    /// cluster has no such node.
+    fn fail_over(&self, otp_node: String) -> CreateFuture<'_> {
+        let _ = otp_node;
+        Box::pin(async { Err(BucketRefusal::Unavailable("not a cluster node".into())) })
+    }
+}
+
+/// `POST /controller/failOver`.
+pub(crate) async fn fail_over(
+    state: &KvState,
+    user: &UserCtx,
+    request: Request<hyper::body::Incoming>,
+) -> Response<Full<Bytes>> {
+    let fields = match form(request).await {
+        Ok(fields) => fields,
+        Err(response) => return response,
+    };
+    let Some(admin) = state.bucket_admin.get() else {
+        return json(
+            StatusCode::METHOD_NOT_ALLOWED,
+            serde_json::json!({"error": "method not allowed"}),
+        );
+    };
+    if !user.is_admin() {
+        return json(
+            StatusCode::FORBIDDEN,
+            serde_json::json!({
+                "message": "Forbidden. User needs the following permissions",
+                "permissions": ["cluster.pools!write"],
+            }),
+        );
+    }
+    let Some(node) = field(&fields, "otpNode").filter(|node| !node.is_empty()) else {
+        return json(
+            StatusCode::BAD_REQUEST,
+            serde_json::json!("No server specified."),
+        );
+    };
+    match admin.fail_over(node.to_owned()).await {
+        Ok(()) => Response::builder()
+            .status(StatusCode::OK)
+            .body(Full::new(Bytes::new()))
+            .unwrap_or_default(),
+        Err(BucketRefusal::Invalid(_, message)) => {
+            json(StatusCode::BAD_REQUEST, serde_json::json!(message))
+        }
+        Err(BucketRefusal::Exists) => json(
+            StatusCode::BAD_REQUEST,
+            serde_json::json!("Unknown server given."),
+        ),
+        Err(BucketRefusal::Unavailable(reason)) => {
+            json(StatusCode::SERVICE_UNAVAILABLE, serde_json::json!(reason))
+        }
+    }
 }
 
 /// Replicas Couchbase allows at most.

@@ -1,0 +1,299 @@
+//! Replica vbuckets as the committed cluster map says (docs/format/replica.md, "Who starts the
+//! streams"). With every map the node follows (`cluster_buckets.rs` calls [`ClusterReplicas::
+//! follow`] before it publishes the KV door's routing), for each bucket of the map whose engine
+//! bucket is open here with the map's vbucket count:
+//!
+//! - each vbucket's engine role is set from the map: active here -> active, in the replica
+//!   chain here -> replica, anything else -> dead (front-door writes to a non-active vbucket
+//!   are refused with NOT_MY_VBUCKET);
+//! - one [`Replicator`] runs per (bucket, active node) and streams exactly the vbuckets this
+//!   node replicates from that node: its set is changed when the map changes it, it is stopped
+//!   when the set is empty (or the active moved to another address). A vbucket promoted to
+//!   active here leaves its stream before it turns active; a replica whose active moved
+//!   streams from the new active.
+//!
+//! [`MapSeqnos`] is the cluster node's [`SeqnoSource`]: a failover on the orchestrator asks
+//! each replica node, over its KV port with the node login, for its vbuckets' seqnos
+//! (GET_ALL_VB_SEQNOS; a replica's are what it has persisted), so `failover::plan` promotes the
+//! replica with the highest persisted seqno. Fencing is by the map itself: once the failover is
+//! committed, the replicas stop streaming from the failed node.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+
+use settee_cluster::failover::ReplicaSeqno;
+use settee_cluster::map::{ClusterMap, NodeId};
+use settee_cluster::orchestrator::SeqnoSource;
+use settee_engine::{Engine, VbRole};
+use settee_replica::{ReplicaConfig, Replicator, ReplicatorHandle};
+use tokio::sync::{watch, Mutex};
+
+struct Stream {
+    kv_addr: String,
+    vbuckets: BTreeSet<u16>,
+    handle: ReplicatorHandle,
+}
+
+/// The replicators of a cluster node, one per (bucket, active node).
+pub struct ClusterReplicas {
+    engine: Arc<Engine>,
+    this: NodeId,
+    secret: String,
+    node_name: String,
+    streams: Mutex<BTreeMap<(String, NodeId), Stream>>,
+}
+
+/// The role `map` gives `this` node for each vbucket of `bucket`, and the vbuckets it
+/// replicates from each other active member. A node the map does not hold as an active member
+/// (failed over, ejected) holds every vbucket dead and streams nothing: it is fenced until it
+/// is added back.
+pub fn plan(
+    map: &ClusterMap,
+    this: NodeId,
+    bucket: &settee_cluster::map::Bucket,
+) -> (Vec<VbRole>, BTreeMap<NodeId, BTreeSet<u16>>) {
+    let mut roles = Vec::with_capacity(bucket.vbuckets.len());
+    let mut sources: BTreeMap<NodeId, BTreeSet<u16>> = BTreeMap::new();
+    if !map.is_active_member(this) {
+        return (vec![VbRole::Dead; bucket.vbuckets.len()], sources);
+    }
+    for (vb, entry) in bucket.vbuckets.iter().enumerate() {
+        let Ok(vb) = u16::try_from(vb) else { break };
+        let role = if entry.active == Some(this) {
+            VbRole::Active
+        } else if entry.replicas.contains(&this) {
+            if let Some(active) = entry.active.filter(|node| map.is_active_member(*node)) {
+                sources.entry(active).or_default().insert(vb);
+            }
+            VbRole::Replica
+        } else {
+            VbRole::Dead
+        };
+        roles.push(role);
+    }
+    (roles, sources)
+}
+
+impl ClusterReplicas {
+    pub fn new(engine: Arc<Engine>, this: NodeId, secret: String, node_name: String) -> Self {
+        ClusterReplicas {
+            engine,
+            this,
+            secret,
+            node_name,
+            streams: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Brings roles and streams to what `map` says (see the module's documentation).
+    pub async fn follow(&self, map: &ClusterMap) {
+        let mut wanted: BTreeMap<(String, NodeId), (String, BTreeSet<u16>)> = BTreeMap::new();
+        let mut counts: BTreeMap<String, u16> = BTreeMap::new();
+        let mut roles: Vec<(String, Vec<VbRole>)> = Vec::new();
+        for (name, bucket) in &map.buckets {
+            let Some(local) = self.engine.bucket(name) else {
+                continue;
+            };
+            if local.vbuckets() != bucket.vbucket_count {
+                continue;
+            }
+            counts.insert(name.clone(), bucket.vbucket_count);
+            let (bucket_roles, sources) = plan(map, self.this, bucket);
+            for (source, vbuckets) in sources {
+                let Some(member) = map.members.get(&source) else {
+                    continue;
+                };
+                wanted.insert((name.clone(), source), (member.kv_addr.clone(), vbuckets));
+            }
+            roles.push((name.clone(), bucket_roles));
+        }
+        let mut streams = self.streams.lock().await;
+        // First the streams shrink or stop, so no vbucket is still streamed once it is active.
+        let current: Vec<(String, NodeId)> = streams.keys().cloned().collect();
+        for key in current {
+            match wanted.get(&key) {
+                Some((kv_addr, vbuckets)) if streams[&key].kv_addr == *kv_addr => {
+                    let stream = streams.get_mut(&key).expect("listed");
+                    if stream.vbuckets != *vbuckets {
+                        stream.vbuckets = vbuckets.clone();
+                        stream.handle.set_vbuckets(vbuckets.clone());
+                        tracing::info!(bucket = %key.0, source = key.1, vbuckets = vbuckets.len(),
+                            "replica stream follows new vbuckets");
+                    }
+                }
+                _ => {
+                    if let Some(stream) = streams.remove(&key) {
+                        stream.handle.stop().await;
+                        tracing::info!(bucket = %key.0, source = key.1, "replica stream stopped");
+                    }
+                }
+            }
+        }
+        for (name, bucket_roles) in roles {
+            let Some(local) = self.engine.bucket(&name) else {
+                continue;
+            };
+            for (vb, role) in bucket_roles.into_iter().enumerate() {
+                let Ok(vb) = u16::try_from(vb) else { break };
+                if local.vbucket_role(vb) != role {
+                    if let Err(error) = local.set_vbucket_role(vb, role).await {
+                        tracing::warn!(bucket = %name, vb, %error, "setting a vbucket role failed");
+                    }
+                }
+            }
+        }
+        for (key, (kv_addr, vbuckets)) in wanted {
+            if streams.contains_key(&key) {
+                continue;
+            }
+            let config = ReplicaConfig {
+                bucket: key.0.clone(),
+                source_kv_addr: kv_addr.clone(),
+                secret: self.secret.clone(),
+                node_name: self.node_name.clone(),
+                vbucket_count: counts.get(&key.0).copied(),
+            };
+            tracing::info!(bucket = %key.0, source = key.1, %kv_addr, vbuckets = vbuckets.len(),
+                "replica stream started");
+            let handle = Replicator::start(self.engine.clone(), config, vbuckets.clone());
+            streams.insert(
+                key,
+                Stream {
+                    kv_addr,
+                    vbuckets,
+                    handle,
+                },
+            );
+        }
+    }
+
+    /// Stops every stream (what was applied stays).
+    pub async fn stop(&self) {
+        let streams = std::mem::take(&mut *self.streams.lock().await);
+        for stream in streams.into_values() {
+            stream.handle.stop().await;
+        }
+    }
+}
+
+/// The cluster node's [`SeqnoSource`]: each replica node's seqnos over its KV port (this
+/// node's own from its engine). The map is given once the node has started
+/// ([`MapSeqnos::set_map`]); before that nobody answers.
+pub struct MapSeqnos {
+    engine: Arc<Engine>,
+    this: NodeId,
+    secret: String,
+    map: OnceLock<watch::Receiver<Arc<ClusterMap>>>,
+}
+
+impl MapSeqnos {
+    pub fn new(engine: Arc<Engine>, this: NodeId, secret: String) -> Self {
+        MapSeqnos {
+            engine,
+            this,
+            secret,
+            map: OnceLock::new(),
+        }
+    }
+
+    pub fn set_map(&self, map: watch::Receiver<Arc<ClusterMap>>) {
+        let _ = self.map.set(map);
+    }
+}
+
+type Answer = Pin<Box<dyn Future<Output = Option<Vec<ReplicaSeqno>>> + Send>>;
+
+impl SeqnoSource for MapSeqnos {
+    fn fence_and_report(&self, node: NodeId, bucket: &str, vbuckets: Vec<(u16, u64)>) -> Answer {
+        let answer = move |seqnos: &BTreeMap<u16, u64>| -> Vec<ReplicaSeqno> {
+            vbuckets
+                .iter()
+                .map(|(vb, _)| ReplicaSeqno {
+                    persisted: seqnos.get(vb).copied().unwrap_or(0),
+                    majority_acked: 0,
+                })
+                .collect()
+        };
+        if node == self.this {
+            let local = self.engine.bucket(bucket).map(|local| {
+                let high = local.high_seqnos();
+                (0..local.vbuckets())
+                    .map(|vb| (vb, high.get(vb)))
+                    .collect::<BTreeMap<u16, u64>>()
+            });
+            let answered = local.map(|seqnos| answer(&seqnos));
+            return Box::pin(async move { answered });
+        }
+        let kv_addr = self
+            .map
+            .get()
+            .and_then(|map| map.borrow().members.get(&node).map(|m| m.kv_addr.clone()));
+        let (secret, bucket) = (self.secret.clone(), bucket.to_owned());
+        Box::pin(async move {
+            let kv_addr = kv_addr?;
+            match settee_replica::remote_seqnos(&kv_addr, &secret, &bucket).await {
+                Ok(seqnos) => Some(answer(&seqnos)),
+                Err(error) => {
+                    tracing::warn!(node, %bucket, %error, "a replica did not report its seqnos");
+                    None
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use settee_cluster::map::{Bucket, Durability, Member, MemberState, Vbucket};
+
+    #[test]
+    fn roles_and_sources_follow_the_map() {
+        let mut map = ClusterMap::default();
+        for id in [1, 2, 3] {
+            map.members.insert(id, Member::joining(id, "", "", ""));
+        }
+        let entry = |active: Option<NodeId>, replicas: Vec<NodeId>| Vbucket {
+            active,
+            replicas,
+            epoch: 0,
+        };
+        let bucket = Bucket {
+            name: "db".into(),
+            vbucket_count: 4,
+            replicas: 1,
+            durability_min: Durability::None,
+            manifest_uid: 0,
+            vbuckets: vec![
+                entry(Some(1), vec![2]),
+                entry(Some(2), vec![1]),
+                entry(Some(3), vec![1]),
+                entry(Some(2), vec![3]),
+            ],
+        };
+        let (roles, sources) = plan(&map, 1, &bucket);
+        assert_eq!(
+            roles,
+            [
+                VbRole::Active,
+                VbRole::Replica,
+                VbRole::Replica,
+                VbRole::Dead
+            ]
+        );
+        assert_eq!(
+            sources,
+            BTreeMap::from([(2, BTreeSet::from([1])), (3, BTreeSet::from([2]))])
+        );
+        // A failed active is streamed from by nobody.
+        map.members.get_mut(&3).expect("member").state = MemberState::Failed;
+        let (_, sources) = plan(&map, 1, &bucket);
+        assert_eq!(sources, BTreeMap::from([(2, BTreeSet::from([1]))]));
+        // A failed-over node is fenced: nothing active, nothing streamed.
+        let (roles, sources) = plan(&map, 3, &bucket);
+        assert_eq!(roles, [VbRole::Dead; 4]);
+        assert!(sources.is_empty());
+    }
+}

@@ -1,0 +1,288 @@
+//! Replica vbuckets follow the committed cluster map and failover promotes them, between three
+//! real `settee serve` processes: `PUT /db?n=2` (1 replica); documents written over KV to each
+//! key's active reach its replica (every replica vbucket's seqno catches up with its active's,
+//! as GET_ALL_VB_SEQNOS reports them by state); a replica vbucket refuses front-door writes;
+//! then one node is killed (-9) and failed over (`POST /controller/failOver` on the leader's
+//! management port), its replicas are promoted, every vbucket has an active again and every
+//! document reads back from it.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use settee_kv_codec::{opcode, status};
+use support::kv::{store_extras, Kv};
+use support::{Client, Server};
+
+const SECRET: &str = "the secret of the failover test";
+const DOCS: usize = 300;
+const VBUCKETS: u16 = 64;
+
+fn start(dir: &Path, join: Option<&str>) -> Server {
+    let mut args = vec!["--cluster-addr", "127.0.0.1:0", "--cluster-secret", SECRET];
+    if let Some(join) = join {
+        args.extend_from_slice(&["--join", join]);
+    }
+    Server::start_with(dir, &args)
+}
+
+fn cluster_addr(server: &Server) -> String {
+    let line = server
+        .banner
+        .iter()
+        .find(|line| line.starts_with("settee cluster node "))
+        .expect("a cluster node line");
+    let addr = line.split_whitespace().nth(5).expect("address");
+    addr.trim_end_matches(':').to_string()
+}
+
+fn http(server: &Server, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
+    let mut client = Client::connect(&server.addr).expect("connect");
+    let response = client
+        .request(method, path, body.map(str::as_bytes))
+        .expect("request");
+    (response.status, response.json())
+}
+
+/// Polls (bounded) until `done` holds.
+fn until<T>(what: &str, mut done: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(value) = done() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn kv(server: &Server) -> Kv {
+    Kv::open(&server.kv_addr, "admin", "secret", "db")
+}
+
+/// (serverList as KV addresses, each vbucket's row) of a node's terse config.
+fn vbucket_map(server: &Server) -> (Vec<String>, Vec<Vec<i64>>) {
+    let reply = kv(server).call(opcode::GET_CLUSTER_CONFIG, b"", &[], &[], 0);
+    assert_eq!(reply.status, status::SUCCESS);
+    let config: Value = serde_json::from_slice(&reply.value).expect("a JSON config");
+    let map = &config["vBucketServerMap"];
+    let servers = map["serverList"]
+        .as_array()
+        .expect("serverList")
+        .iter()
+        .map(|entry| entry.as_str().expect("host:port").to_string())
+        .collect();
+    let rows = map["vBucketMap"]
+        .as_array()
+        .expect("vBucketMap")
+        .iter()
+        .map(|row| {
+            row.as_array()
+                .expect("a row")
+                .iter()
+                .map(|slot| slot.as_i64().expect("an index"))
+                .collect()
+        })
+        .collect();
+    (servers, rows)
+}
+
+/// The high seqno of each vbucket a node holds in `state` (1 active, 2 replica).
+fn seqnos(server: &Server, state: u32) -> BTreeMap<u16, u64> {
+    let reply = kv(server).call(opcode::GET_ALL_VB_SEQNOS, &[], &state.to_be_bytes(), &[], 0);
+    assert_eq!(reply.status, status::SUCCESS);
+    reply
+        .value
+        .chunks_exact(10)
+        .map(|entry| {
+            let vbucket = u16::from_be_bytes([entry[0], entry[1]]);
+            let seqno = u64::from_be_bytes(entry[2..].try_into().expect("8 bytes"));
+            (vbucket, seqno)
+        })
+        .collect()
+}
+
+/// Which of our nodes listens on `kv_addr`.
+fn index_of(nodes: &[Option<Server>], kv_addr: &str) -> usize {
+    nodes
+        .iter()
+        .position(|node| node.as_ref().is_some_and(|node| node.kv_addr == kv_addr))
+        .expect("a listed node is one of ours")
+}
+
+fn node(nodes: &[Option<Server>], index: usize) -> &Server {
+    nodes[index].as_ref().expect("a running node")
+}
+
+fn key(index: usize) -> Vec<u8> {
+    format!("doc-{index:04}").into_bytes()
+}
+
+fn value(index: usize) -> Vec<u8> {
+    format!("{{\"n\":{index}}}").into_bytes()
+}
+
+#[test]
+fn replicas_follow_the_map_and_failover_promotes_them() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let first = start(dirs[0].path(), None);
+    let join = cluster_addr(&first);
+    let mut nodes = vec![
+        Some(first),
+        Some(start(dirs[1].path(), Some(&join))),
+        Some(start(dirs[2].path(), Some(&join))),
+    ];
+    for index in 0..3 {
+        until("three members", || {
+            let (_, body) = http(node(&nodes, index), "GET", "/_node/_local/_cluster", None);
+            (body["members"].as_array().map(Vec::len) == Some(3)).then_some(())
+        });
+    }
+    let (created, body) = http(node(&nodes, 0), "PUT", "/db?n=2", None);
+    assert_eq!(created, 201, "{body}");
+    for index in 0..3 {
+        until("the bucket everywhere", || {
+            let (status, _) = http(node(&nodes, index), "GET", "/db", None);
+            (status == 200).then_some(())
+        });
+    }
+
+    // Each document to its active node.
+    let (servers, rows) = vbucket_map(node(&nodes, 0));
+    let server_of: Vec<usize> = servers.iter().map(|addr| index_of(&nodes, addr)).collect();
+    let active_of = |rows: &[Vec<i64>], vb: u16| rows[usize::from(vb)][0];
+    let mut connections: Vec<Kv> = (0..3).map(|index| kv(node(&nodes, index))).collect();
+    for index in 0..DOCS {
+        let vb = settee_engine::vbucket::vbucket_of(&key(index), VBUCKETS);
+        let target = server_of[usize::try_from(active_of(&rows, vb)).expect("an active")];
+        until("a stored document", || {
+            let reply = connections[target].call(
+                opcode::SET,
+                &key(index),
+                &store_extras(0, 0),
+                &value(index),
+                0,
+            );
+            // NOT_MY_VBUCKET only while the node is still following the map.
+            assert!(
+                matches!(reply.status, status::SUCCESS | status::NOT_MY_VBUCKET),
+                "SET status {:#x}",
+                reply.status
+            );
+            (reply.status == status::SUCCESS).then_some(())
+        });
+    }
+
+    // Every replica vbucket catches up with its active.
+    until("replicas caught up", || {
+        let actives: Vec<_> = (0..3).map(|i| seqnos(node(&nodes, i), 1)).collect();
+        let replicas: Vec<_> = (0..3).map(|i| seqnos(node(&nodes, i), 2)).collect();
+        let caught_up = (0..VBUCKETS).all(|vb| {
+            let row = &rows[usize::from(vb)];
+            let active = server_of[usize::try_from(row[0]).expect("an active")];
+            let replica = server_of[usize::try_from(row[1]).expect("a replica")];
+            let written = actives[active].get(&vb).copied();
+            written.is_some() && replicas[replica].get(&vb).copied() == written
+        });
+        caught_up.then_some(())
+    });
+
+    // A replica vbucket refuses front-door writes, on both doors.
+    let vb = settee_engine::vbucket::vbucket_of(&key(0), VBUCKETS);
+    let replica = server_of[usize::try_from(rows[usize::from(vb)][1]).expect("a replica")];
+    let refused = connections[replica].call(opcode::SET, &key(0), &store_extras(0, 0), b"{}", 0);
+    assert_eq!(refused.status, status::NOT_MY_VBUCKET);
+    let doc = format!("/db/{}", String::from_utf8(key(0)).expect("utf-8"));
+    let (status, body) = http(node(&nodes, replica), "PUT", &doc, Some("{\"n\":-1}"));
+    assert_eq!(status, 503, "{body}");
+    // It holds the replicated copy, readable over HTTP.
+    let (status, body) = http(node(&nodes, replica), "GET", &doc, None);
+    assert_eq!((status, &body["n"]), (200, &Value::from(0)), "{body}");
+
+    // Kill a node that does not lead the Raft group, then fail it over on the leader's
+    // management port (Couchbase's hard failover); the auto-failover (5 s) would too.
+    let (_, status) = http(node(&nodes, 0), "GET", "/_node/_local/_cluster", None);
+    let leader_id = status["leader"].as_u64().expect("a leader");
+    let node_id = |index: usize| {
+        let (_, status) = http(node(&nodes, index), "GET", "/_node/_local/_cluster", None);
+        status["node"].as_u64().expect("a node id")
+    };
+    let ids: Vec<u64> = (0..3).map(node_id).collect();
+    let leader = ids
+        .iter()
+        .position(|id| *id == leader_id)
+        .expect("a leader");
+    let victim = (0..3)
+        .rev()
+        .find(|index| *index != leader)
+        .expect("a follower");
+    let victim_name = status["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .find(|member| member["id"].as_u64() == Some(ids[victim]))
+        .and_then(|member| member["name"].as_str())
+        .expect("the victim's name")
+        .to_string();
+    let victim_kv = node(&nodes, victim).kv_addr.clone();
+    nodes[victim].take().expect("running").kill9();
+    drop(connections);
+    let mut mgmt = Client::connect(&node(&nodes, leader).mgmt_addr).expect("connect");
+    let form = format!("otpNode={}", victim_name.replace('@', "%40"));
+    let content_type = [("Content-Type", "application/x-www-form-urlencoded")];
+    let failed = mgmt
+        .request_with(
+            "POST",
+            "/controller/failOver",
+            &content_type,
+            Some(form.as_bytes()),
+        )
+        .expect("failOver");
+    assert_eq!(
+        failed.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&failed.body)
+    );
+    let mut mgmt = Client::connect(&node(&nodes, leader).mgmt_addr).expect("connect");
+    let unknown = mgmt
+        .request_with(
+            "POST",
+            "/controller/failOver",
+            &content_type,
+            Some(b"otpNode=nobody"),
+        )
+        .expect("failOver");
+    assert_eq!(unknown.status, 400);
+    let survivor = leader;
+    let (servers, rows) = until("the failover", || {
+        let (servers, rows) = vbucket_map(node(&nodes, survivor));
+        let done = servers.len() == 2 && rows.iter().all(|row| row[0] >= 0);
+        done.then_some((servers, rows))
+    });
+    assert!(!servers.contains(&victim_kv));
+
+    // Every document reads back from its active, wherever that is now.
+    let server_of: Vec<usize> = servers.iter().map(|addr| index_of(&nodes, addr)).collect();
+    let mut connections: BTreeMap<usize, Kv> = server_of
+        .iter()
+        .map(|index| (*index, kv(node(&nodes, *index))))
+        .collect();
+    for index in 0..DOCS {
+        let vb = settee_engine::vbucket::vbucket_of(&key(index), VBUCKETS);
+        let target = server_of[usize::try_from(active_of(&rows, vb)).expect("an active")];
+        let connection = connections.get_mut(&target).expect("a connection");
+        let read = until("a document read", || {
+            let reply = connection.call(opcode::GET, &key(index), &[], &[], 0);
+            (reply.status != status::NOT_MY_VBUCKET).then_some(reply)
+        });
+        assert_eq!(read.status, status::SUCCESS, "doc {index}");
+        assert_eq!(read.value, value(index), "doc {index}");
+    }
+    for server in nodes.into_iter().flatten() {
+        server.stop();
+    }
+}
