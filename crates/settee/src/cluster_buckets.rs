@@ -163,6 +163,11 @@ async fn follow(
     known: &mut BTreeSet<String>,
 ) {
     let engine = &http.engine;
+    // Streams of buckets that left the map stop before their buckets are deleted: a running
+    // replicator would open its bucket again.
+    if known.iter().any(|name| !map.buckets.contains_key(name)) {
+        replicas.follow(map).await;
+    }
     for gone in known.iter().filter(|name| !map.buckets.contains_key(*name)) {
         match engine.delete_bucket(gone).await {
             Ok(_) => tracing::info!(bucket = %gone, "bucket dropped from the cluster map"),
