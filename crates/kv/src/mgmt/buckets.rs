@@ -63,31 +63,43 @@ pub trait BucketAdmin: Send + Sync {
     }
 }
 
+/// The form of a cluster change and the binary's `BucketAdmin`, for an admin: ns_server's
+/// 405 on a node that is not in a cluster, 403 naming `permission` for anyone else.
+async fn admin_form<'a>(
+    state: &'a KvState,
+    user: &UserCtx,
+    request: Request<hyper::body::Incoming>,
+    permission: &str,
+) -> Result<(Vec<(String, String)>, &'a Arc<dyn BucketAdmin>), Response<Full<Bytes>>> {
+    let fields = form(request).await?;
+    let Some(admin) = state.bucket_admin.get() else {
+        return Err(json(
+            StatusCode::METHOD_NOT_ALLOWED,
+            serde_json::json!({"error": "method not allowed"}),
+        ));
+    };
+    if !user.is_admin() {
+        return Err(json(
+            StatusCode::FORBIDDEN,
+            serde_json::json!({
+                "message": "Forbidden. User needs the following permissions",
+                "permissions": [permission],
+            }),
+        ));
+    }
+    Ok((fields, admin))
+}
+
 /// `POST /controller/failOver`.
 pub(crate) async fn fail_over(
     state: &KvState,
     user: &UserCtx,
     request: Request<hyper::body::Incoming>,
 ) -> Response<Full<Bytes>> {
-    let fields = match form(request).await {
-        Ok(fields) => fields,
+    let (fields, admin) = match admin_form(state, user, request, "cluster.pools!write").await {
+        Ok(found) => found,
         Err(response) => return response,
     };
-    let Some(admin) = state.bucket_admin.get() else {
-        return json(
-            StatusCode::METHOD_NOT_ALLOWED,
-            serde_json::json!({"error": "method not allowed"}),
-        );
-    };
-    if !user.is_admin() {
-        return json(
-            StatusCode::FORBIDDEN,
-            serde_json::json!({
-                "message": "Forbidden. User needs the following permissions",
-                "permissions": ["cluster.pools!write"],
-            }),
-        );
-    }
     let Some(node) = field(&fields, "otpNode").filter(|node| !node.is_empty()) else {
         return json(
             StatusCode::BAD_REQUEST,
@@ -121,25 +133,10 @@ pub(crate) async fn create(
     user: &UserCtx,
     request: Request<hyper::body::Incoming>,
 ) -> Response<Full<Bytes>> {
-    let fields = match form(request).await {
-        Ok(fields) => fields,
+    let (fields, admin) = match admin_form(state, user, request, "cluster.buckets!create").await {
+        Ok(found) => found,
         Err(response) => return response,
     };
-    let Some(admin) = state.bucket_admin.get() else {
-        return json(
-            StatusCode::METHOD_NOT_ALLOWED,
-            serde_json::json!({"error": "method not allowed"}),
-        );
-    };
-    if !user.is_admin() {
-        return json(
-            StatusCode::FORBIDDEN,
-            serde_json::json!({
-                "message": "Forbidden. User needs the following permissions",
-                "permissions": ["cluster.buckets!create"],
-            }),
-        );
-    }
     let bucket = match parse(&fields) {
         Ok(bucket) => bucket,
         Err((field, message)) => return errors(StatusCode::BAD_REQUEST, field, &message),
