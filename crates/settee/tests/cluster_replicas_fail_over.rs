@@ -15,28 +15,14 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use settee_kv_codec::{opcode, status};
 use support::kv::{store_extras, Kv};
-use support::{Client, Server};
+use support::{cluster_addr, Client, Server};
 
 const SECRET: &str = "the secret of the failover test";
 const DOCS: usize = 300;
 const VBUCKETS: u16 = 64;
 
 fn start(dir: &Path, join: Option<&str>) -> Server {
-    let mut args = vec!["--cluster-addr", "127.0.0.1:0", "--cluster-secret", SECRET];
-    if let Some(join) = join {
-        args.extend_from_slice(&["--join", join]);
-    }
-    Server::start_with(dir, &args)
-}
-
-fn cluster_addr(server: &Server) -> String {
-    let line = server
-        .banner
-        .iter()
-        .find(|line| line.starts_with("settee cluster node "))
-        .expect("a cluster node line");
-    let addr = line.split_whitespace().nth(5).expect("address");
-    addr.trim_end_matches(':').to_string()
+    support::start_cluster_node(dir, SECRET, join)
 }
 
 fn http(server: &Server, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {

@@ -386,3 +386,26 @@ pub fn put_big_documents(http: &mut Client, count: usize) {
         assert_eq!(response.status, 201);
     }
 }
+
+/// A node of a test cluster on loopback: `--cluster-addr 127.0.0.1:0` with `secret`, joining
+/// `join` when given.
+#[allow(dead_code)]
+pub fn start_cluster_node(dir: &Path, secret: &str, join: Option<&str>) -> Server {
+    let mut args = vec!["--cluster-addr", "127.0.0.1:0", "--cluster-secret", secret];
+    if let Some(join) = join {
+        args.extend_from_slice(&["--join", join]);
+    }
+    Server::start_with(dir, &args)
+}
+
+/// The cluster address a node printed in its banner (`settee cluster node ... ADDR:`).
+#[allow(dead_code)]
+pub fn cluster_addr(server: &Server) -> String {
+    let line = server
+        .banner
+        .iter()
+        .find(|line| line.starts_with("settee cluster node "))
+        .expect("a cluster node line");
+    let addr = line.split_whitespace().nth(5).expect("address");
+    addr.trim_end_matches(':').to_string()
+}
