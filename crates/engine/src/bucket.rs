@@ -101,6 +101,10 @@ pub struct BucketConfig {
     /// sets it keeps the configuration bytes of 0.1.0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub max_ttl: u32,
+    /// A CouchDB partitioned database (`PUT /db?partitioned=true`): document ids are
+    /// `partition:id` (keys.md). Set at creation, never changed; not written while false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partitioned: bool,
 }
 
 fn is_zero(value: &u32) -> bool {
@@ -175,6 +179,7 @@ pub struct Bucket {
     pub(crate) name: String,
     pub(crate) vbuckets: u16,
     pub(crate) created_ms: u64,
+    pub(crate) partitioned: bool,
     pub(crate) store: Arc<Store>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) hlc: Arc<Hlc>,
@@ -334,6 +339,7 @@ impl Bucket {
             name: config.name,
             vbuckets: config.vbuckets,
             created_ms: config.created_ms,
+            partitioned: config.partitioned,
             store,
             clock,
             hlc,
@@ -468,6 +474,11 @@ impl Bucket {
 
     pub fn vbuckets(&self) -> u16 {
         self.vbuckets
+    }
+
+    /// A CouchDB partitioned database: ids are `partition:id`.
+    pub fn is_partitioned(&self) -> bool {
+        self.partitioned
     }
 
     pub fn created_ms(&self) -> u64 {
@@ -639,6 +650,7 @@ impl Bucket {
             created_ms: self.created_ms,
             revs_limit,
             max_ttl,
+            partitioned: self.partitioned,
         };
         let mut batch = Batch::new();
         batch.put(

@@ -266,6 +266,16 @@ impl Engine {
         name: &str,
         vbuckets: u16,
     ) -> Result<CreateOutcome, EngineError> {
+        self.create_bucket_with(name, vbuckets, false).await
+    }
+
+    /// [`Engine::create_bucket`] of a CouchDB partitioned database when `partitioned`.
+    pub async fn create_bucket_with(
+        &self,
+        name: &str,
+        vbuckets: u16,
+        partitioned: bool,
+    ) -> Result<CreateOutcome, EngineError> {
         if vbuckets == 0 || vbuckets > VBUCKETS_MAX {
             return Err(EngineError::Invalid(format!(
                 "vbucket count must be 1..={VBUCKETS_MAX}"
@@ -294,6 +304,7 @@ impl Engine {
             created_ms: self.clock.now_ns() / 1_000_000,
             revs_limit: REVS_LIMIT_DEFAULT,
             max_ttl: 0,
+            partitioned,
         };
         let mut batch = Batch::new();
         batch.put(

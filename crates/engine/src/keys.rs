@@ -301,9 +301,25 @@ pub mod meta {
     pub fn vb_role_prefix(bucket_id: u32) -> Vec<u8> {
         with_id(b"bucket/vbrole/", bucket_id)
     }
-    /// Every meta key (or prefix) that belongs to a bucket id, for dropping it.
-    pub fn bucket_owned(bucket_id: u32) -> [Vec<u8>; 10] {
+    /// One collection's purge log entries (partitions.md), in purge order.
+    pub fn purge_log_prefix(bucket_id: u32, cid: u32) -> Vec<u8> {
         [
+            with_id(b"bucket/purgelog/", bucket_id).as_slice(),
+            &cid.to_be_bytes(),
+        ]
+        .concat()
+    }
+    pub fn purge_log(bucket_id: u32, cid: u32, purge_seq: u64) -> Vec<u8> {
+        [
+            purge_log_prefix(bucket_id, cid).as_slice(),
+            &purge_seq.to_be_bytes(),
+        ]
+        .concat()
+    }
+    /// Every meta key (or prefix) that belongs to a bucket id, for dropping it.
+    pub fn bucket_owned(bucket_id: u32) -> [Vec<u8>; 11] {
+        [
+            with_id(b"bucket/purgelog/", bucket_id),
             bucket_conf(bucket_id),
             bucket_security(bucket_id),
             bucket_purge_seq(bucket_id),

@@ -157,6 +157,16 @@ impl Keyspace {
     }
 
     /// (live documents, deleted documents).
+    /// The documents purged after purge sequence `after` up to `until` (`None`: the purge
+    /// log no longer reaches back that far; see [`Bucket::purged_since`]).
+    pub fn purged_since(
+        &self,
+        after: u64,
+        until: u64,
+    ) -> Result<Option<Vec<Vec<u8>>>, EngineError> {
+        self.bucket.purged_since(self.collection, after, until)
+    }
+
     pub fn doc_counts(&self) -> Result<(u64, u64), EngineError> {
         self.bucket.doc_counts_in(self.collection)
     }

@@ -13,6 +13,9 @@ use crate::collections::Liveness;
 use crate::doc_key::DocKey;
 use crate::error::EngineError;
 use crate::keys;
+
+/// Purge log entries kept per collection (partitions.md).
+pub const PURGE_LOG_KEEP: u64 = 10_000;
 use crate::kv::KvMutation;
 use crate::record::DocRecord;
 use crate::skips::SkippedRecord;
@@ -304,6 +307,19 @@ impl Bucket {
             keys::meta::collection_purge_seq(self.id, cid)
         };
         counter.put(Cf::Meta, key, next.to_be_bytes().to_vec());
+        // The purge log (partitions.md): what indexes catch up from, the last
+        // PURGE_LOG_KEEP purges of the collection.
+        // A purge is one document's write.
+        if let Some(write) = writes.first() {
+            counter.put(
+                Cf::Meta,
+                keys::meta::purge_log(self.id, cid, next),
+                write.key.clone(),
+            );
+        }
+        if let Some(old) = next.checked_sub(PURGE_LOG_KEEP) {
+            counter.delete(Cf::Meta, keys::meta::purge_log(self.id, cid, old));
+        }
         self.commit_writes_with(writes, counter).await?;
         if cid == 0 {
             self.purge_seq
@@ -312,6 +328,40 @@ impl Bucket {
             self.collection_purge_seqs.lock().insert(cid, next);
         }
         Ok(())
+    }
+
+    /// The documents purged from collection `cid` after purge sequence `after`, up to
+    /// `until`, in purge order (partitions.md); `None` when the log no longer reaches back to
+    /// `after` (an index that far behind rebuilds).
+    pub fn purged_since(
+        &self,
+        cid: u32,
+        after: u64,
+        until: u64,
+    ) -> Result<Option<Vec<Vec<u8>>>, EngineError> {
+        if after >= until {
+            return Ok(Some(Vec::new()));
+        }
+        let lower = keys::meta::purge_log(self.id, cid, after + 1);
+        let upper = keys::meta::purge_log(self.id, cid, until + 1);
+        let mut expected = after + 1;
+        let mut purged = Vec::new();
+        for item in self.store.scan(Cf::Meta, &lower, &upper, false) {
+            let (key, doc_key) = item?;
+            let at = key
+                .len()
+                .checked_sub(8)
+                .and_then(|start| key.get(start..))
+                .and_then(|bytes| bytes.try_into().ok())
+                .map(u64::from_be_bytes)
+                .ok_or_else(|| EngineError::Corrupt("purge log key".into()))?;
+            if at != expected {
+                return Ok(None);
+            }
+            expected += 1;
+            purged.push(doc_key.into_vec());
+        }
+        Ok((expected == until + 1).then_some(purged))
     }
 
     fn purge_seq_of(&self, cid: u32) -> u64 {

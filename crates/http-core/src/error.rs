@@ -41,6 +41,9 @@ pub enum ApiError {
     /// A document id CouchDB's `couch_doc:validate_docid` refuses.
     #[error("{0}")]
     IllegalDocId(String),
+    /// A partition name CouchDB's `couch_partition:validate_partition` refuses.
+    #[error("{0}")]
+    IllegalPartition(String),
     #[error("{0}")]
     DocValidation(String),
     #[error("Only {0} allowed")]
@@ -104,6 +107,7 @@ impl ApiError {
             | ApiError::QueryParse(_)
             | ApiError::IllegalDatabaseName(_)
             | ApiError::IllegalDocId(_)
+            | ApiError::IllegalPartition(_)
             | ApiError::DocValidation(_)
             | ApiError::InvalidDesignDoc(_)
             | ApiError::Compilation(_) => StatusCode::BAD_REQUEST,
@@ -158,6 +162,7 @@ impl ApiError {
             ApiError::RequestTimeout => "request_timeout",
             ApiError::IllegalDatabaseName(_) => "illegal_database_name",
             ApiError::IllegalDocId(_) => "illegal_docid",
+            ApiError::IllegalPartition(_) => "illegal_partition",
             ApiError::DocValidation(_) => "doc_validation",
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::BadContentType(_) | ApiError::UnsupportedEncoding(_) => "bad_content_type",

@@ -118,7 +118,9 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
                 slots.push((id, slot));
             }
             // An id CouchDB refuses fails the whole request there.
-            Err((_, error @ ApiError::IllegalDocId(_))) => return Err(error),
+            Err((_, error @ (ApiError::IllegalDocId(_) | ApiError::IllegalPartition(_)))) => {
+                return Err(error)
+            }
             Err((id, error)) => slots.push((id, Slot::Failed(error))),
         }
     }
@@ -208,6 +210,7 @@ fn prepare_bulk_doc(
         return Err(fail(ApiError::DocumentTooLarge(id.clone())));
     }
     validate_doc_id(&id, state.config.max_key_bytes).map_err(fail)?;
+    crate::partition_api::validate_partitioned_id(keyspace, &id).map_err(fail)?;
     for attachment in doc.attachments.iter().flatten() {
         if let settee_engine::AttachmentInput::Data { name, .. } = attachment {
             crate::doc_api::validate_attachment_name(name).map_err(fail)?;
@@ -289,7 +292,14 @@ pub async fn bulk_get(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<H
         }
         let rev = spec.get("rev").and_then(|rev| rev.as_str());
         out.extend_from_slice(format!("{{\"id\":{},\"docs\":[", json_string(id)).as_bytes());
-        bulk_get_one(&keyspace, id, rev, latest, &options, &mut out)?;
+        match crate::partition_api::validate_partitioned_id(&keyspace, id) {
+            Ok(()) => bulk_get_one(&keyspace, id, rev, latest, &options, &mut out)?,
+            Err(error) => out.extend_from_slice(
+                json!({"error": {"id": id, "rev": rev, "error": error.code(), "reason": error.to_string()}})
+                    .to_string()
+                    .as_bytes(),
+            ),
+        }
         out.extend_from_slice(b"]}");
     }
     out.extend_from_slice(b"]}");
@@ -375,11 +385,13 @@ fn bulk_get_one(
 
 /// Which documents an `_all_docs`-style request lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DocSet {
+pub enum DocSet<'a> {
     All,
     Design,
     /// `_local_docs`: the `_local` documents, which `_all_docs` never lists.
     Local,
+    /// `/db/_partition/{p}/_all_docs`: the partition's documents (partition_api.rs).
+    Partition(&'a str),
 }
 
 /// Parameters whose values are JSON (a string one is quoted when it comes from a POST body).
@@ -426,12 +438,13 @@ async fn listing_keys(state: &HttpState, req: &mut Req) -> ApiResult<Option<Valu
     }
 }
 
-/// `_design_docs`' `total_rows`: the live design documents (few: counted by a scan).
-fn design_doc_count(keyspace: &Keyspace) -> u64 {
+/// The live documents whose ids are in `[low, high)`: `_design_docs`' `total_rows` (few
+/// design documents) and a partition's, counted by a scan.
+fn live_doc_count(keyspace: &Keyspace, low: &str, high: &str) -> u64 {
     let range = ScanRange {
         collection: keyspace.collection(),
-        start: Some(b"_design/".to_vec()),
-        end: Some(b"_design0".to_vec()),
+        start: Some(low.as_bytes().to_vec()),
+        end: Some(high.as_bytes().to_vec()),
         inclusive_end: false,
         descending: false,
     };
@@ -555,7 +568,7 @@ pub async fn all_docs(
     state: &HttpState,
     req: &mut Req,
     db: &str,
-    set: DocSet,
+    set: DocSet<'_>,
 ) -> ApiResult<HttpResponse> {
     let keyspace = open(state, req, db, Operation::ReadDb)?;
     let keys = listing_keys(state, req).await?;
@@ -567,11 +580,20 @@ pub async fn all_docs(
     options.revs = false;
     let descending = req.bool_param("descending", false)?;
     let skip = req.u64_param("skip")?.unwrap_or(0) as usize;
-    let limit = req.u64_param("limit")?.map(|limit| limit as usize);
+    let mut limit = req.u64_param("limit")?;
     let update_seq = req.bool_param("update_seq", false)?;
-    let live = match set {
-        DocSet::Design => design_doc_count(&keyspace),
-        _ => keyspace.doc_counts()?.0,
+    let bounds = match set {
+        DocSet::Design => Some(("_design/".to_string(), "_design0".to_string())),
+        DocSet::Partition(partition) => {
+            limit = crate::partition_api::query_limit(req, limit)?;
+            Some(crate::partition_api::id_bounds(partition))
+        }
+        DocSet::All | DocSet::Local => None,
+    };
+    let limit = limit.map(|limit| limit as usize);
+    let live = match &bounds {
+        Some((low, high)) => live_doc_count(&keyspace, low, high),
+        None => keyspace.doc_counts()?.0,
     };
     let mut head = format!("{{\"total_rows\":{live},\"offset\":{skip}");
     if update_seq {
@@ -618,9 +640,8 @@ pub async fn all_docs(
         end = Some(key);
         inclusive_end = true;
     }
-    if set == DocSet::Design {
-        // Clamp the range to the `_design/` prefix.
-        let (low, high) = ("_design/".to_string(), "_design0".to_string());
+    if let Some((low, high)) = bounds {
+        // Clamp the range to the design documents' or the partition's ids.
         if descending {
             start = Some(start.map_or(high.clone(), |key| key.min(high.clone())));
             end = Some(end.map_or(low.clone(), |key| key.max(low.clone())));

@@ -89,7 +89,7 @@ pub fn db_info(keyspace: &Keyspace) -> ApiResult<serde_json::Value> {
         "purge_seq": keyspace.purge_seq()?.to_string(),
         "update_seq": keyspace.high_seqnos()?.encode(),
         "sizes": {"file": sizes.file, "external": external, "active": sizes.active},
-        "props": {},
+        "props": if bucket.is_partitioned() { json!({"partitioned": true}) } else { json!({}) },
         "doc_del_count": deleted,
         "doc_count": live,
         "disk_format_version": 8,
@@ -131,6 +131,20 @@ pub async fn database(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<H
 async fn create(state: &HttpState, req: &Req, db: &str) -> ApiResult<HttpResponse> {
     require_admin(&req.user)?;
     validate_db_name(db)?;
+    let partitioned = match req.param("partitioned") {
+        None | Some("false") => false,
+        Some("true") if is_system_db(db) => {
+            return Err(ApiError::BadRequest(
+                "Cannot partition a system database".into(),
+            ))
+        }
+        Some("true") => true,
+        Some(_) => {
+            return Err(ApiError::BadRequest(
+                "Invalid `partitioned` parameter".into(),
+            ))
+        }
+    };
     if create_collection(state, db).await? {
         return Ok(created(req, db));
     }
@@ -155,9 +169,14 @@ async fn create(state: &HttpState, req: &Req, db: &str) -> ApiResult<HttpRespons
                 Some(n @ 1..=4) => Some(n as u8 - 1),
                 Some(_) => return Err(ApiError::BadRequest("n must be between 1 and 4".into())),
             };
+            if partitioned {
+                return Err(ApiError::NotImplemented(
+                    "partitioned databases are not served by a cluster yet".into(),
+                ));
+            }
             cluster.create_db(db, vbuckets, replicas).await?;
         }
-        None => create_db(state, db, vbuckets).await?,
+        None => create_db(state, db, vbuckets, partitioned).await?,
     }
     Ok(created(req, db))
 }
@@ -238,8 +257,17 @@ fn collection_error(db: &str, error: EngineError) -> ApiError {
 }
 
 /// Creates a database with CouchDB 3's default (admin-only) security.
-pub async fn create_db(state: &HttpState, db: &str, vbuckets: u16) -> ApiResult<()> {
-    match state.engine.create_bucket(db, vbuckets).await? {
+pub async fn create_db(
+    state: &HttpState,
+    db: &str,
+    vbuckets: u16,
+    partitioned: bool,
+) -> ApiResult<()> {
+    match state
+        .engine
+        .create_bucket_with(db, vbuckets, partitioned)
+        .await?
+    {
         CreateOutcome::Exists => Err(ApiError::FileExists),
         CreateOutcome::Created => {
             if let Some(bucket) = state.engine.bucket(db) {
@@ -378,6 +406,9 @@ pub async fn purge(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Http
     };
     if requests.len() > state.config.max_docs_per_bulk {
         return Err(ApiError::RequestTooLarge);
+    }
+    for id in requests.keys() {
+        crate::partition_api::validate_partitioned_id(&keyspace, id)?;
     }
     let mut purged = serde_json::Map::new();
     for (id, revs) in requests {

@@ -334,6 +334,7 @@ pub async fn store(
     rev: Option<RevId>,
 ) -> ApiResult<UpdateOutcome> {
     validate_doc_id(id, state.config.max_key_bytes)?;
+    crate::partition_api::validate_partitioned_id(keyspace, id)?;
     if keyspace.bucket().name() == USERS_DB {
         prepare_user_doc(state, &req.user, id, &mut doc)?;
     }
@@ -346,7 +347,7 @@ pub async fn store(
         }
     }
     if id.starts_with("_design/") && !doc.deleted {
-        crate::view_api::check_design(state, id, &doc.body).await?;
+        crate::view_api::check_design(state, keyspace, id, &doc.body).await?;
     }
     let new_edits = req.flag("new_edits", true);
     let history = match (&doc.revisions, &rev) {

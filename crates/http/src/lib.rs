@@ -28,6 +28,7 @@ pub use settee_http_core::location;
 pub mod mango_api;
 pub use settee_http_wire::multipart;
 pub mod node_api;
+pub mod partition_api;
 pub mod replicator_api;
 pub mod replicator_docs;
 pub use settee_http_core::request;

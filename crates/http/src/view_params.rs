@@ -38,6 +38,8 @@ pub struct ViewParams {
     pub stable: bool,
     pub update_seq: bool,
     pub sorted: bool,
+    /// A partition query (`/db/_partition/{p}/_design/...` or `?partition=p`).
+    pub partition: Option<String>,
 }
 
 impl Default for ViewParams {
@@ -62,6 +64,7 @@ impl Default for ViewParams {
             stable: false,
             update_seq: false,
             sorted: true,
+            partition: None,
         }
     }
 }
@@ -177,6 +180,7 @@ impl ViewParams {
             "update_seq" => self.update_seq = raw.boolean()?,
             "sorted" => self.sorted = raw.boolean()?,
             "stable" => self.stable = raw.boolean()?,
+            "partition" => self.partition = Some(raw.string()),
             "update" => {
                 self.update = match raw.shown().as_str() {
                     "true" => UpdateMode::Wait,

@@ -94,6 +94,7 @@ fn ranges(params: &ViewParams) -> Vec<KeyRange> {
             .iter()
             .map(|key| KeyRange {
                 descending: params.descending,
+                partition: params.partition.clone(),
                 ..KeyRange::key(key.clone())
             })
             .collect();
@@ -104,6 +105,7 @@ fn ranges(params: &ViewParams) -> Vec<KeyRange> {
             end: bound(&Some(key.clone()), &params.end_key_doc_id),
             inclusive_end: params.inclusive_end,
             descending: params.descending,
+            partition: params.partition.clone(),
         }];
     }
     vec![KeyRange {
@@ -111,6 +113,7 @@ fn ranges(params: &ViewParams) -> Vec<KeyRange> {
         end: bound(&params.end_key, &params.end_key_doc_id),
         inclusive_end: params.inclusive_end,
         descending: params.descending,
+        partition: params.partition.clone(),
     }]
 }
 
@@ -135,13 +138,13 @@ fn map_rows(
         Some(range) => group.offset_of(view, range)? + params.skip,
         None => 0,
     };
+    let total_rows = match &params.partition {
+        Some(partition) => group.partition_rows(view, partition)?,
+        None => group.total_rows(view),
+    };
     let head = out.buffer();
     head.extend_from_slice(
-        format!(
-            "{{\"total_rows\":{},\"offset\":{offset},",
-            group.total_rows(view)
-        )
-        .as_bytes(),
+        format!("{{\"total_rows\":{total_rows},\"offset\":{offset},").as_bytes(),
     );
     push_meta(head, group, params);
     head.extend_from_slice(b"\"rows\":[");

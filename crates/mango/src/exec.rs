@@ -180,7 +180,7 @@ pub fn execute(
         match (&plan.ranges, index.kind) {
             (Ranges::Ids(ranges), _) => scan_ids(
                 keyspace,
-                ranges,
+                &partition_ranges(ranges, request.partition.as_deref()),
                 plan.descending,
                 resume.as_ref(),
                 &mut |row| visit(row, &mut stats),
@@ -195,6 +195,7 @@ pub fn execute(
                 scan_index(
                     group,
                     ranges,
+                    request.partition.as_deref(),
                     plan.descending,
                     resume.as_ref(),
                     &mut |row| visit(row, &mut stats),
@@ -284,6 +285,35 @@ fn scan_ids(
     Ok(())
 }
 
+/// `ranges` cut to partition `p`'s ids, `[p:, p;)` (the ranges that miss it are dropped).
+fn partition_ranges(ranges: &[IdRange], partition: Option<&str>) -> Vec<IdRange> {
+    let Some(partition) = partition else {
+        return ranges.to_vec();
+    };
+    let (low, high) = (format!("{partition}:"), format!("{partition};"));
+    ranges
+        .iter()
+        .filter_map(|range| {
+            let start = match &range.start {
+                Bound::Included(start) | Bound::Excluded(start) if *start >= low => {
+                    range.start.clone()
+                }
+                _ => Bound::Included(low.clone()),
+            };
+            let end = match &range.end {
+                Bound::Included(end) | Bound::Excluded(end) if *end < high => range.end.clone(),
+                _ => Bound::Excluded(high.clone()),
+            };
+            let empty = match (&start, &end) {
+                (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e)) => s > e,
+                (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e)) => s >= e,
+                _ => false,
+            };
+            (!empty).then_some(IdRange { start, end })
+        })
+        .collect()
+}
+
 /// The part of `range` after (before, descending) the bookmarked id.
 fn resume_within(range: &IdRange, resume: Option<&Bookmark>, descending: bool) -> Option<IdRange> {
     let Some(bookmark) = resume else {
@@ -365,6 +395,7 @@ fn scan_range(range: &IdRange, descending: bool) -> ScanRange {
 fn scan_index(
     group: &IndexGroup,
     ranges: &[KeyRange],
+    partition: Option<&str>,
     descending: bool,
     resume: Option<&Bookmark>,
     visit: &mut dyn FnMut(Row) -> MangoResult<bool>,
@@ -389,6 +420,7 @@ fn scan_index(
             lower,
             upper,
             descending,
+            partition: partition.map(str::to_string),
         };
         for row in group.scan_encoded(0, &encoded) {
             let row = row.map_err(view_error)?;

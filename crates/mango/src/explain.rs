@@ -131,7 +131,7 @@ fn mrargs(request: &FindRequest, plan: &Plan) -> Value {
         "include_docs": request.r == 1 && !plan.covering,
         "view_type": "map",
         "reduce": false,
-        "partition": null,
+        "partition": request.partition,
         "start_key": start,
         "end_key": end,
         "direction": if plan.descending { "rev" } else { "fwd" },

@@ -45,6 +45,9 @@ pub struct Index {
     pub fields: Sort,
     /// Only documents matching this are indexed; `None` when there is no filter.
     pub partial_filter: Option<Selector>,
+    /// A partitioned index (of a partitioned database): only partition queries use it, and
+    /// its rows are keyed by partition first.
+    pub partitioned: bool,
 }
 
 impl Index {
@@ -55,6 +58,7 @@ impl Index {
             kind: IndexKind::Special,
             fields: Sort::parse(&json!(["_id"])).unwrap_or_default(),
             partial_filter: None,
+            partitioned: false,
         }
     }
 
@@ -75,7 +79,8 @@ impl Index {
                 "ddoc": null, "name": self.name, "type": "special", "def": def,
             }),
             IndexKind::Json => json!({
-                "ddoc": self.ddoc, "name": self.name, "type": "json", "partitioned": false,
+                "ddoc": self.ddoc, "name": self.name, "type": "json",
+                "partitioned": self.partitioned,
                 "def": def,
             }),
         }
@@ -117,11 +122,15 @@ impl Index {
 }
 
 /// The JSON indexes of one design document; none unless its language is `query`. A view whose
-/// definition does not read back is skipped, as CouchDB skips it.
-pub fn indexes_in_ddoc(id: &str, body: &Value) -> Vec<Index> {
+/// definition does not read back is skipped, as CouchDB skips it. In a partitioned database
+/// (`db_partitioned`) they are partitioned unless the design document's
+/// `options.partitioned` is false.
+pub fn indexes_in_ddoc(id: &str, body: &Value, db_partitioned: bool) -> Vec<Index> {
     if body.get("language").and_then(Value::as_str) != Some("query") {
         return Vec::new();
     }
+    let partitioned =
+        db_partitioned && body.pointer("/options/partitioned") != Some(&Value::Bool(false));
     let Some(Value::Object(views)) = body.get("views") else {
         return Vec::new();
     };
@@ -148,6 +157,7 @@ pub fn indexes_in_ddoc(id: &str, body: &Value) -> Vec<Index> {
                 kind: IndexKind::Json,
                 fields,
                 partial_filter,
+                partitioned,
             })
         })
         .collect()
@@ -164,6 +174,8 @@ pub struct NewIndex {
     pub partial_filter_selector: Value,
     /// The `index` member as sent, kept in the view's `options.def`.
     raw_def: Value,
+    /// `partitioned` as sent: the design document's `options.partitioned` when given.
+    pub partitioned: Option<bool>,
 }
 
 impl NewIndex {
@@ -196,21 +208,16 @@ impl NewIndex {
                 ))
             }
         }
-        match rest.remove("partitioned") {
-            None | Some(Value::Bool(false)) => {}
-            Some(Value::Bool(true)) => {
-                return Err(MangoError::bad_request(
-                    "invalid_partitioned_option",
-                    "Partitioned indexes need a partitioned database, which settee does not have.",
-                ))
-            }
+        let partitioned = match rest.remove("partitioned") {
+            None => None,
+            Some(Value::Bool(partitioned)) => Some(partitioned),
             Some(other) => {
                 return Err(MangoError::bad_request(
                     "invalid_partitioned_value",
                     format!("Invalid partitioned value: {}", quoted_term(&other)),
                 ))
             }
-        }
+        };
         if let Some(key) = rest.keys().next() {
             return Err(invalid_key(key));
         }
@@ -253,6 +260,7 @@ impl NewIndex {
             fields,
             partial_filter_selector,
             raw_def,
+            partitioned,
         })
     }
 
@@ -379,6 +387,14 @@ pub fn add_to_ddoc(current: Option<&Value>, index: &NewIndex) -> MangoResult<Add
         return Ok(AddOutcome::Exists);
     }
     views.insert(index.name.clone(), view);
+    if let Some(partitioned) = index.partitioned {
+        let options = members
+            .entry("options")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(options) = options {
+            options.insert("partitioned".into(), Value::Bool(partitioned));
+        }
+    }
     Ok(AddOutcome::Updated(body))
 }
 
@@ -464,7 +480,7 @@ mod tests {
             add_to_ddoc(Some(&body), &index).expect("ok"),
             AddOutcome::Exists
         );
-        let listed = indexes_in_ddoc("_design/people", &body);
+        let listed = indexes_in_ddoc("_design/people", &body, false);
         assert_eq!(listed.len(), 1);
         assert_eq!(
             listed[0].to_json(),
@@ -554,7 +570,7 @@ mod tests {
         let AddOutcome::Updated(two) = add_to_ddoc(Some(&one), &b).expect("ok") else {
             panic!("added")
         };
-        assert_eq!(indexes_in_ddoc("_design/d", &two).len(), 2);
+        assert_eq!(indexes_in_ddoc("_design/d", &two, false).len(), 2);
         let left = remove_from_ddoc(&two, "a").expect("ok").expect("b is left");
         assert_eq!(left, one_index_named(&b));
         assert_eq!(remove_from_ddoc(&left, "b").expect("ok"), None);
@@ -571,7 +587,7 @@ mod tests {
     #[test]
     fn other_languages_are_not_mango_design_documents() {
         let js = json!({"language": "javascript", "views": {"v": {"map": "function(d){}"}}});
-        assert!(indexes_in_ddoc("_design/js", &js).is_empty());
+        assert!(indexes_in_ddoc("_design/js", &js, false).is_empty());
         let index = new_index(json!({"index": {"fields": ["a"]}}));
         let error = add_to_ddoc(Some(&js), &index).expect_err("refused");
         assert_eq!(error.error(), "invalid_ddoc_lang");

@@ -57,11 +57,16 @@ pub fn signature(index: &Index) -> [u8; 16] {
         .partial_filter
         .as_ref()
         .map_or_else(|| json!({}), |filter| filter.to_json());
-    let definition = json!({
+    let mut definition = json!({
         "mango": "json",
         "fields": index.columns(),
         "partial_filter_selector": partial,
     });
+    if index.partitioned {
+        // Rows keyed by partition first: another index than the global one of these fields
+        // (absent otherwise, so global indexes keep the signatures they had).
+        definition["partitioned"] = json!(true);
+    }
     md5_of(definition.to_string().as_bytes())
 }
 
@@ -80,6 +85,7 @@ pub async fn open_index(
         name: index.ddoc.clone().unwrap_or_default(),
         view_names: vec![index.name.clone()],
         include_design: false,
+        partitioned: index.partitioned,
         mapper: Arc::new(MangoMapper::new(index.clone())?),
     };
     views.open_group(keyspace, spec).await.map(Some)
@@ -95,7 +101,7 @@ mod tests {
         let AddOutcome::Updated(ddoc) = add_to_ddoc(None, &new).expect("adds") else {
             panic!("created");
         };
-        indexes_in_ddoc(&new.ddoc, &ddoc).remove(0)
+        indexes_in_ddoc(&new.ddoc, &ddoc, false).remove(0)
     }
 
     #[test]

@@ -69,6 +69,9 @@ pub struct FindRequest {
     pub stable: bool,
     pub execution_stats: bool,
     pub allow_fallback: bool,
+    /// A partition query (`/db/_partition/{p}/_find`): only that partition's documents, through
+    /// `_all_docs` or a partitioned index. Set by the door, never read from the body.
+    pub partition: Option<String>,
 }
 
 impl FindRequest {
@@ -166,6 +169,7 @@ impl FindRequest {
             stable: stable || stale,
             execution_stats,
             allow_fallback,
+            partition: None,
         })
     }
 

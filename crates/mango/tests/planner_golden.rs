@@ -31,7 +31,7 @@ fn indexes(definitions: &[Value]) -> Vec<Index> {
     }
     let mut out = vec![Index::all_docs()];
     for (id, body) in &ddocs {
-        out.extend(indexes_in_ddoc(id, body));
+        out.extend(indexes_in_ddoc(id, body, false));
     }
     out
 }

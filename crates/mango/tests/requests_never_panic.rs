@@ -93,7 +93,7 @@ fn indexes() -> Vec<Index> {
     ] {
         let index = NewIndex::parse(&body).expect("valid");
         if let Ok(AddOutcome::Updated(ddoc)) = add_to_ddoc(None, &index) {
-            out.extend(indexes_in_ddoc(&index.ddoc, &ddoc));
+            out.extend(indexes_in_ddoc(&index.ddoc, &ddoc, false));
         }
     }
     out
@@ -102,7 +102,7 @@ fn indexes() -> Vec<Index> {
 fn exercise(value: &Value) {
     if let Ok(index) = NewIndex::parse(value) {
         if let Ok(AddOutcome::Updated(body)) = add_to_ddoc(None, &index) {
-            let listed = indexes_in_ddoc(&index.ddoc, &body);
+            let listed = indexes_in_ddoc(&index.ddoc, &body, false);
             assert_eq!(listed.len(), 1, "a stored index reads back: {body}");
             assert_eq!(listed[0].name, index.name);
             let _ = listed[0].key_of(value);

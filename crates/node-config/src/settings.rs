@@ -52,6 +52,10 @@ pub struct Settings {
     /// `[chttpd] decode_plus_to_space`: a raw `+` in the request path is a space (CouchDB's
     /// default, true); `%2B` is `+` either way.
     pub decode_plus_to_space: bool,
+    /// `[query_server_config] partition_query_limit`: the most rows a partition query
+    /// (`/db/_partition/{p}/...`) may ask for, and its default `limit`. Unset: no limit, as
+    /// CouchDB 3.5 (its default.ini leaves it commented out).
+    pub partition_query_limit: Option<u64>,
     /// `[chttpd]` (else `[httpd]`) `x_forwarded_ssl`: the header that says `on` for https.
     pub x_forwarded_ssl: String,
 }
@@ -67,6 +71,7 @@ impl Default for Settings {
             x_forwarded_proto: "X-Forwarded-Proto".into(),
             x_forwarded_ssl: "X-Forwarded-Ssl".into(),
             decode_plus_to_space: true,
+            partition_query_limit: None,
         }
     }
 }
@@ -84,6 +89,7 @@ pub const RUNTIME_KEYS: &[(&str, &str)] = &[
     ("httpd", "x_forwarded_proto"),
     ("chttpd", "x_forwarded_ssl"),
     ("chttpd", "decode_plus_to_space"),
+    ("query_server_config", "partition_query_limit"),
     ("httpd", "x_forwarded_ssl"),
 ];
 
@@ -113,6 +119,13 @@ impl Settings {
         match (section, key) {
             ("chttpd" | "httpd", "allow_jsonp") => self.allow_jsonp = parse_bool(value)?,
             ("chttpd", "decode_plus_to_space") => self.decode_plus_to_space = parse_bool(value)?,
+            ("query_server_config", "partition_query_limit") => {
+                let limit = value.parse::<u64>().ok().filter(|limit| *limit > 0);
+                self.partition_query_limit =
+                    Some(limit.ok_or_else(|| {
+                        invalid("partition_query_limit must be a positive integer")
+                    })?);
+            }
             ("couchdb", "max_document_size") => {
                 self.max_document_size_bytes = value
                     .parse::<usize>()

@@ -186,7 +186,9 @@ async fn follow(
                 );
             }
             Some(_) => {}
-            None => match settee_http::db_api::create_db(http, name, bucket.vbucket_count).await {
+            None => match settee_http::db_api::create_db(http, name, bucket.vbucket_count, false)
+                .await
+            {
                 Ok(()) => tracing::info!(bucket = %name, "bucket opened from the cluster map"),
                 Err(error) => tracing::warn!(bucket = %name, ?error, "opening a bucket failed"),
             },

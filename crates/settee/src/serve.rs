@@ -154,7 +154,7 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
     );
     for db in SYSTEM_DBS {
         if engine.bucket(db).is_none() {
-            settee_http::db_api::create_db(&state, db, 16)
+            settee_http::db_api::create_db(&state, db, 16, false)
                 .await
                 .map_err(|error| anyhow::anyhow!("creating {db}: {error}"))?;
         }

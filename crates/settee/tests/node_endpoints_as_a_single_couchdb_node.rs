@@ -155,7 +155,7 @@ fn node_endpoints_answer_as_a_single_couchdb_node() {
     assert_eq!(put.json()["reason"], "Only GET,POST allowed");
 
     // No resharding: the path is a database that cannot exist, and GET / does not say
-    // `reshard` (nor `partitioned`, which settee does not have yet).
+    // `reshard`; it says `partitioned` (partitioned_databases.rs).
     for path in ["/_reshard", "/_reshard/jobs", "/_reshard/state"] {
         let answer = get(&mut http, path);
         assert_eq!(
@@ -178,7 +178,7 @@ fn node_endpoints_answer_as_a_single_couchdb_node() {
         .map(|f| f.as_str().unwrap())
         .collect();
     assert!(
-        !features.contains(&"reshard") && !features.contains(&"partitioned"),
+        !features.contains(&"reshard") && features.contains(&"partitioned"),
         "{features:?}"
     );
     assert!(features.contains(&"scheduler"));

@@ -60,6 +60,8 @@ pub struct Design {
     pub lib: Value,
     /// `options.include_design`: map design documents too.
     pub include_design: bool,
+    /// `options.partitioned`: absent means the database's kind (partitions.md).
+    pub partitioned: Option<bool>,
     /// `options.local_seq` and friends are accepted and ignored.
     pub signature: [u8; 16],
 }
@@ -112,6 +114,7 @@ impl Design {
             .get("include_design")
             .and_then(Value::as_bool)
             .unwrap_or(false);
+        let partitioned = options.get("partitioned").and_then(Value::as_bool);
         let signature = signature(&language, &definitions, &lib, &options);
         Ok(Some(Design {
             id: id.to_string(),
@@ -119,8 +122,15 @@ impl Design {
             views: definitions,
             lib,
             include_design,
+            partitioned,
             signature,
         }))
+    }
+
+    /// Whether the views are partitioned in a database that is (`db_partitioned`) or is not:
+    /// in a partitioned database unless `options.partitioned` is false; never in another.
+    pub fn partitioned_in(&self, db_partitioned: bool) -> bool {
+        db_partitioned && self.partitioned != Some(false)
     }
 
     pub fn view_index(&self, name: &str) -> Option<usize> {
@@ -204,6 +214,14 @@ pub fn validate_fields(body: &Value) -> Result<(), ViewError> {
             if !value.is_string() {
                 return bad(name, kind);
             }
+        }
+    }
+    if let Some(Value::Object(options)) = members.get("options") {
+        if options
+            .get("partitioned")
+            .is_some_and(|value| !value.is_boolean())
+        {
+            return bad("options.partitioned", "boolean");
         }
     }
     if let Some(value) = members.get("rewrites") {

@@ -48,6 +48,7 @@ pub struct IndexGroup {
     pub(crate) name: String,
     pub(crate) view_names: Vec<String>,
     include_design: bool,
+    partitioned: bool,
     mapper: Arc<dyn Mapper>,
     threads: usize,
     /// What the index holds; replaced by the builder after each batch is written.
@@ -71,6 +72,7 @@ pub(crate) struct GroupParts {
     pub name: String,
     pub view_names: Vec<String>,
     pub include_design: bool,
+    pub partitioned: bool,
     pub mapper: Arc<dyn Mapper>,
     pub threads: usize,
 }
@@ -88,7 +90,11 @@ impl IndexGroup {
                     state.seqnos.len() == vbuckets as usize && state.row_counts.len() == views
                 })
                 .ok_or_else(|| ViewError::Storage("view group state is corrupt".into()))?,
-            None => GroupState::new(vbuckets, views),
+            None => GroupState {
+                // Documents purged before the group existed left nothing to index.
+                purge_seq: parts.keyspace.purge_seq()?,
+                ..GroupState::new(vbuckets, views)
+            },
         };
         let (progress, _) = watch::channel(0);
         Ok(IndexGroup {
@@ -99,6 +105,7 @@ impl IndexGroup {
             name: parts.name,
             view_names: parts.view_names,
             include_design: parts.include_design,
+            partitioned: parts.partitioned,
             mapper: parts.mapper,
             threads: parts.threads.max(1),
             state: Mutex::new(state),
@@ -113,6 +120,11 @@ impl IndexGroup {
 
     pub(crate) fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Whether the group's rows are keyed by partition first (only partition queries read it).
+    pub fn is_partitioned(&self) -> bool {
+        self.partitioned
     }
 
     pub fn bucket(&self) -> &Arc<Bucket> {
@@ -161,12 +173,15 @@ impl IndexGroup {
     }
 
     fn covers(&self, target: &SeqVector) -> bool {
+        // A collection dropped meanwhile has no purge sequence: nothing more to apply.
+        let purged = self.keyspace.purge_seq().unwrap_or(0);
         let state = self.state.lock();
-        target
-            .seqnos()
-            .iter()
-            .zip(&state.seqnos)
-            .all(|(want, have)| have >= want)
+        state.purge_seq >= purged
+            && target
+                .seqnos()
+                .iter()
+                .zip(&state.seqnos)
+                .all(|(want, have)| have >= want)
     }
 
     /// Stops the builder (design document gone, bucket dropped).
@@ -270,6 +285,10 @@ impl IndexGroup {
     /// blocking thread.
     pub fn index_batch(&self) -> Result<usize, ViewError> {
         let state = self.state.lock().clone();
+        let purged = self.keyspace.purge_seq()?;
+        if state.purge_seq < purged {
+            return self.apply_purges(state, purged);
+        }
         // Read before the entries: every seqno up to it is durable and readable, so a vbucket
         // read to its end has reached at least this.
         let high = self.bucket().high_seqnos();
@@ -316,6 +335,7 @@ impl IndexGroup {
         let new_state = GroupState {
             seqnos: positions,
             row_counts,
+            purge_seq: state.purge_seq,
         };
         if new_state == state {
             return Ok(0);
@@ -344,6 +364,75 @@ impl IndexGroup {
         task.total_changes = task.total_changes.max(task.changes_done);
         task.updated_on = unix_secs();
         Ok(entries.len())
+    }
+
+    /// Catches up with the purges after `state`'s up to purge sequence `until` (partitions.md):
+    /// each purged document is indexed again from its current record, in one batch with the
+    /// new purge sequence; a log that no longer reaches back to `state` rebuilds the group.
+    fn apply_purges(&self, state: GroupState, until: u64) -> Result<usize, ViewError> {
+        let bucket_id = self.bucket().id();
+        let Some(keys) = self.keyspace.purged_since(state.purge_seq, until)? else {
+            tracing::info!(design = %self.name, "the purge log does not reach back to this index: rebuilding it");
+            let mut batch = Batch::new();
+            let range = keys::group_prefix(bucket_id, self.id);
+            batch.delete_range(Cf::View, range.clone(), keys::prefix_end(&range));
+            let fresh = GroupState {
+                purge_seq: until,
+                ..GroupState::new(self.bucket().vbuckets(), self.view_names.len())
+            };
+            batch.put(
+                Cf::View,
+                keys::state_key(bucket_id, self.id),
+                fresh.encode(),
+            );
+            self.store.write_unsynced(batch)?;
+            *self.state.lock() = fresh;
+            return Ok(1);
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut entries = Vec::new();
+        for key in keys {
+            if !seen.insert(key.clone()) {
+                continue;
+            }
+            // Indexed as a change to the document's current winner; gone or deleted, its
+            // rows go.
+            let winner = self
+                .keyspace
+                .read_record_or_skip(&key)?
+                .and_then(|record| record.winner().map(|leaf| (leaf.rev.clone(), leaf.deleted)));
+            let (rev, deleted) = winner.unwrap_or_else(|| (settee_engine::RevId::new(0, ""), true));
+            entries.push(ChangeEntry {
+                vbucket: 0,
+                seqno: 0,
+                cas: 0,
+                deleted,
+                collection: self.keyspace.collection(),
+                key,
+                rev,
+            });
+        }
+        let mut batch = Batch::new();
+        let mut row_counts = state.row_counts.clone();
+        for (part_batch, deltas) in self.process(&entries)? {
+            batch.extend(part_batch);
+            for (count, delta) in row_counts.iter_mut().zip(deltas) {
+                *count = count.saturating_add_signed(delta);
+            }
+        }
+        let new_state = GroupState {
+            row_counts,
+            purge_seq: until,
+            ..state
+        };
+        batch.put(
+            Cf::View,
+            keys::state_key(bucket_id, self.id),
+            new_state.encode(),
+        );
+        self.store.write_unsynced(batch)?;
+        *self.state.lock() = new_state;
+        Ok(entries.len().max(1))
     }
 
     /// Maps `entries` on one scoped thread per core; each returns its writes and row-count
@@ -381,6 +470,10 @@ impl IndexGroup {
                 continue;
             };
             if id.starts_with("_design/") && !self.include_design {
+                continue;
+            }
+            if self.partitioned && (id.starts_with("_design/") || keys::partition_of(id).is_none())
+            {
                 continue;
             }
             // A record that does not decode reads as absent (counted by the engine), and a body
@@ -427,6 +520,16 @@ impl IndexGroup {
         let view_prefixes: Vec<Vec<u8>> = (0..views)
             .map(|view| keys::view_prefix(bucket_id, self.id, view as u16))
             .collect();
+        // A partitioned group's rows of this document start with its partition.
+        let row_prefix = |view: usize, id: &[u8]| -> Vec<u8> {
+            let mut prefix = view_prefixes[view].clone();
+            if self.partitioned {
+                if let Some(partition) = std::str::from_utf8(id).ok().and_then(keys::partition_of) {
+                    keys::push_escaped_id(partition.as_bytes(), &mut prefix);
+                }
+            }
+            prefix
+        };
         let mut deltas = vec![0i64; views];
         let mut batch = Batch::new();
         for (((entry, rows), back_key), old) in
@@ -449,7 +552,12 @@ impl IndexGroup {
                     let key_json = serde_json::to_vec(&key).unwrap_or_default();
                     batch.put(
                         Cf::View,
-                        keys::row_key(&view_prefixes[view], &encoded, &entry.key, emit as u16),
+                        keys::row_key(
+                            &row_prefix(view, &entry.key),
+                            &encoded,
+                            &entry.key,
+                            emit as u16,
+                        ),
                         keys::row_value(encoded.len(), &key_json, value.get().as_bytes()),
                     );
                     deltas[view] += 1;
@@ -470,7 +578,7 @@ impl IndexGroup {
                     batch.delete(
                         Cf::View,
                         keys::row_key(
-                            &view_prefixes[view],
+                            &row_prefix(view, &entry.key),
                             &old_entry.encoded_key,
                             &entry.key,
                             old_entry.emit,

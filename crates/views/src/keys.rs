@@ -4,7 +4,7 @@
 pub const KIND_ROW: u8 = 0x01;
 pub const KIND_BACK: u8 = 0x02;
 pub const KIND_STATE: u8 = 0x03;
-const STATE_VERSION: u8 = 1;
+const STATE_VERSION: u8 = 2;
 const BACK_VERSION: u8 = 1;
 
 pub const META_NEXT_GROUP_ID: &[u8] = b"view/next_group_id";
@@ -64,6 +64,11 @@ pub fn view_prefix(bucket: u32, group: u32, view: u16) -> Vec<u8> {
     key.push(KIND_ROW);
     key.extend_from_slice(&view.to_be_bytes());
     key
+}
+
+/// The partition of a document id in a partitioned database: the part before its first `:`.
+pub fn partition_of(id: &str) -> Option<&str> {
+    id.split_once(':').map(|(partition, _)| partition)
 }
 
 /// Appends the escaped document id: `0x00` becomes `0x00 0xFF`, then `0x00 0x01`.
@@ -209,11 +214,15 @@ pub fn decode_back(raw: &[u8]) -> Option<Vec<BackEntry>> {
     Some(entries)
 }
 
-/// The group's progress: per vbucket seqno reached, per view row count.
+/// The group's progress: per vbucket seqno reached, per view row count, and the purge
+/// sequence of its collection it has applied (partitions.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupState {
     pub seqnos: Vec<u64>,
     pub row_counts: Vec<u64>,
+    /// 0 in a version 1 state (written before the purge log): then every purge the
+    /// collection had is unknown to the group, and catching up from the log finds the gap.
+    pub purge_seq: u64,
 }
 
 impl GroupState {
@@ -221,22 +230,29 @@ impl GroupState {
         GroupState {
             seqnos: vec![0; vbuckets as usize],
             row_counts: vec![0; views],
+            purge_seq: 0,
         }
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(5 + 8 * (self.seqnos.len() + self.row_counts.len()));
+        let mut out = Vec::with_capacity(13 + 8 * (self.seqnos.len() + self.row_counts.len()));
         out.push(STATE_VERSION);
         out.extend_from_slice(&(self.seqnos.len() as u16).to_be_bytes());
         out.extend_from_slice(&(self.row_counts.len() as u16).to_be_bytes());
-        for seqno in self.seqnos.iter().chain(&self.row_counts) {
-            out.extend_from_slice(&seqno.to_be_bytes());
+        for number in self
+            .seqnos
+            .iter()
+            .chain(&self.row_counts)
+            .chain([&self.purge_seq])
+        {
+            out.extend_from_slice(&number.to_be_bytes());
         }
         out
     }
 
     pub fn decode(raw: &[u8]) -> Option<GroupState> {
-        if *raw.first()? != STATE_VERSION {
+        let version = *raw.first()?;
+        if version != 1 && version != STATE_VERSION {
             return None;
         }
         let vbuckets = u16::from_be_bytes(raw.get(1..3)?.try_into().ok()?) as usize;
@@ -245,11 +261,16 @@ impl GroupState {
             let at = 5 + index * 8;
             Some(u64::from_be_bytes(raw.get(at..at + 8)?.try_into().ok()?))
         };
+        let purge_seq = match version {
+            1 => 0,
+            _ => number(vbuckets + views)?,
+        };
         Some(GroupState {
             seqnos: (0..vbuckets).map(number).collect::<Option<_>>()?,
             row_counts: (vbuckets..vbuckets + views)
                 .map(number)
                 .collect::<Option<_>>()?,
+            purge_seq,
         })
     }
 }
@@ -296,8 +317,18 @@ mod tests {
         let mut state = GroupState::new(4, 2);
         state.seqnos[3] = 77;
         state.row_counts[1] = 5;
-        assert_eq!(GroupState::decode(&state.encode()), Some(state));
+        state.purge_seq = 3;
+        assert_eq!(GroupState::decode(&state.encode()), Some(state.clone()));
         assert_eq!(decode_back(&[9]), None);
         assert_eq!(GroupState::decode(&[1, 0]), None);
+        // Version 1 (before the purge log): the same numbers, purge sequence unknown (0).
+        let mut v1 = state.encode();
+        v1[0] = 1;
+        v1.truncate(v1.len() - 8);
+        let read = GroupState::decode(&v1).expect("version 1");
+        assert_eq!(
+            (read.seqnos, read.row_counts, read.purge_seq),
+            (state.seqnos, state.row_counts, 0)
+        );
     }
 }

@@ -18,6 +18,7 @@
 //!     name: "_design/my-index".into(), // shown in /_active_tasks
 //!     view_names: vec!["my-index".into()],
 //!     include_design: false,
+//!     partitioned: false,              // rows keyed by the document's partition first
 //!     mapper: Arc::new(MyMapper { .. }),   // impl settee_views::Mapper
 //! }).await?;
 //! // 2. Bring it up to date with what was written before now (update=true), or don't wait

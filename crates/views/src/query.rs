@@ -23,6 +23,8 @@ pub struct KeyRange {
     pub end: Option<KeyBound>,
     pub inclusive_end: bool,
     pub descending: bool,
+    /// Only this partition's rows, of a partitioned group (partitions.md).
+    pub partition: Option<String>,
 }
 
 impl Default for KeyRange {
@@ -32,6 +34,7 @@ impl Default for KeyRange {
             end: None,
             inclusive_end: true,
             descending: false,
+            partition: None,
         }
     }
 }
@@ -82,6 +85,8 @@ pub struct EncodedRange {
     pub lower: Vec<u8>,
     pub upper: Vec<u8>,
     pub descending: bool,
+    /// Only this partition's rows, of a partitioned group.
+    pub partition: Option<String>,
 }
 
 /// Where the rows of `key` begin or, with `doc_id`, where that document's rows under `key`
@@ -111,7 +116,7 @@ fn bound_bytes(prefix: &[u8], bound: &KeyBound) -> Vec<u8> {
 impl IndexGroup {
     /// `[lower, upper)` of the stored rows `range` selects in view `view`.
     fn bounds(&self, view: usize, range: &KeyRange) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
-        let prefix = keys::view_prefix(self.bucket().id(), self.id, view as u16);
+        let prefix = self.rows_prefix(view, range.partition.as_deref());
         let (low, low_inclusive, high, high_inclusive) = if range.descending {
             (&range.end, range.inclusive_end, &range.start, true)
         } else {
@@ -128,6 +133,30 @@ impl IndexGroup {
             Some(bound) => bound_bytes(&prefix, bound),
         };
         (prefix, lower, upper)
+    }
+
+    /// Where view `view`'s rows start: of one partition's rows when `partition` is given.
+    fn rows_prefix(&self, view: usize, partition: Option<&str>) -> Vec<u8> {
+        let mut prefix = keys::view_prefix(self.bucket().id(), self.id, view as u16);
+        if let Some(partition) = partition {
+            keys::push_escaped_id(partition.as_bytes(), &mut prefix);
+        }
+        prefix
+    }
+
+    /// View `view`'s rows of one partition, counted by walking their keys (a partition
+    /// query's `total_rows`).
+    pub fn partition_rows(&self, view: usize, partition: &str) -> Result<u64, ViewError> {
+        let prefix = self.rows_prefix(view, Some(partition));
+        let mut count = 0;
+        for item in self
+            .store()
+            .scan(Cf::View, &prefix, &keys::prefix_end(&prefix), false)
+        {
+            item?;
+            count += 1;
+        }
+        Ok(count)
     }
 
     /// The rows of view `view` in `range`, in key order (reversed when descending).
@@ -147,7 +176,7 @@ impl IndexGroup {
         view: usize,
         range: &EncodedRange,
     ) -> impl Iterator<Item = Result<Row, ViewError>> + '_ {
-        let prefix = keys::view_prefix(self.bucket().id(), self.id, view as u16);
+        let prefix = self.rows_prefix(view, range.partition.as_deref());
         let mut lower = prefix.clone();
         lower.extend_from_slice(&range.lower);
         let mut upper = prefix.clone();

@@ -44,6 +44,9 @@ pub struct GroupSpec {
     pub view_names: Vec<String>,
     /// Whether design documents are mapped too.
     pub include_design: bool,
+    /// A partitioned index (docs/format/partitions.md): each row's key starts with its
+    /// document's partition, and documents without one are not mapped.
+    pub partitioned: bool,
     pub mapper: Arc<dyn Mapper>,
 }
 
@@ -184,6 +187,7 @@ impl Views {
                     name: ddoc_id.to_string(),
                     view_names: design.view_names(),
                     include_design: design.include_design,
+                    partitioned: design.partitioned_in(keyspace.bucket().is_partitioned()),
                     mapper,
                 },
             )
@@ -258,6 +262,7 @@ impl Views {
             name: spec.name,
             view_names: spec.view_names,
             include_design: spec.include_design,
+            partitioned: spec.partitioned,
             mapper: spec.mapper,
             threads: self.config.map_threads,
         })?);

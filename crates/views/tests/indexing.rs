@@ -192,6 +192,7 @@ async fn key_ranges_follow_collation() {
             }),
             inclusive_end,
             descending,
+            partition: None,
         };
         found
             .group

@@ -141,7 +141,7 @@ pub fn indexes_from(defs: &[&str], chosen: &[bool]) -> Vec<Index> {
     }
     let mut out = vec![Index::all_docs()];
     for (id, body) in &ddocs {
-        out.extend(indexes_in_ddoc(id, body));
+        out.extend(indexes_in_ddoc(id, body, false));
     }
     out
 }
