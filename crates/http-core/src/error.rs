@@ -28,6 +28,9 @@ pub enum ApiError {
     Unauthorized(String),
     #[error("{0}")]
     Forbidden(String),
+    /// A write that would grow a partition past `[couchdb] max_partition_size` (the id).
+    #[error("Partition limit exceeded due to update on '{0}'")]
+    PartitionOverflow(String),
     /// Reason is the document id, as CouchDB reports it.
     #[error("{0}")]
     DocumentTooLarge(String),
@@ -112,7 +115,7 @@ impl ApiError {
             | ApiError::InvalidDesignDoc(_)
             | ApiError::Compilation(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_) | ApiError::PartitionOverflow(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
@@ -157,6 +160,7 @@ impl ApiError {
             ApiError::MissingStub { .. } => "missing_stub",
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::Forbidden(_) => "forbidden",
+            ApiError::PartitionOverflow(_) => "partition_overflow",
             ApiError::DocumentTooLarge(_) => "document_too_large",
             ApiError::RequestTooLarge => "too_large",
             ApiError::RequestTimeout => "request_timeout",

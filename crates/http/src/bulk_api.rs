@@ -103,10 +103,17 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
     let short_of_copies = req.write_quorum_unmet(body.w.as_ref());
     let mut updates = Vec::with_capacity(docs.len());
     let mut slots: Vec<(String, Slot)> = Vec::with_capacity(docs.len());
+    let mut room = crate::partition_api::PartitionRoom::new(req, &keyspace);
     for raw in docs {
         let prepared = prepare_bulk_doc(state, req, &keyspace, raw.get().as_bytes(), new_edits);
         match prepared {
             Ok(Prepared::Doc(id, update)) => {
+                if let Err(error) =
+                    room.admits(&keyspace, &id, &update.body, update.deleted, new_edits)
+                {
+                    slots.push((id, Slot::Failed(error)));
+                    continue;
+                }
                 slots.push((id, Slot::Update(updates.len())));
                 updates.push(update);
             }

@@ -360,6 +360,13 @@ pub async fn store(
             "new_edits=false requires a revision".into(),
         ));
     }
+    crate::partition_api::PartitionRoom::new(req, keyspace).admits(
+        keyspace,
+        id,
+        &doc.body,
+        doc.deleted,
+        new_edits,
+    )?;
     let update = DocUpdate {
         key: id.as_bytes().to_vec(),
         parent: rev,

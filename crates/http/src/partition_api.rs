@@ -62,6 +62,102 @@ pub fn validate_partitioned_id(keyspace: &Keyspace, id: &str) -> ApiResult<()> {
     Ok(())
 }
 
+/// Whether writes may grow documents in each partition of one request, under
+/// `[couchdb] max_partition_size` (CouchDB's rule: a partition already at or past the limit
+/// takes deletes, shrinking updates and replicated revisions, nothing that grows it). Each
+/// partition's size is counted once per request, by a scan, only when a limit is set.
+pub struct PartitionRoom {
+    max: Option<u64>,
+    full: std::collections::HashMap<String, bool>,
+}
+
+impl PartitionRoom {
+    pub fn new(req: &Req, keyspace: &Keyspace) -> PartitionRoom {
+        PartitionRoom {
+            max: req
+                .settings
+                .max_partition_size
+                .filter(|_| keyspace.bucket().is_partitioned()),
+            full: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Refuses (403 `partition_overflow`) a new edit of `id` with `body` that grows a full
+    /// partition's document.
+    pub fn admits(
+        &mut self,
+        keyspace: &Keyspace,
+        id: &str,
+        body: &[u8],
+        deleted: bool,
+        new_edits: bool,
+    ) -> ApiResult<()> {
+        let Some(max) = self.max else {
+            return Ok(());
+        };
+        let Some(partition) =
+            partition_of(id).filter(|_| new_edits && !deleted && !is_reserved_id(id))
+        else {
+            return Ok(());
+        };
+        if !self.full.contains_key(partition) {
+            let full = partition_sizes(keyspace, partition)?.external >= max;
+            self.full.insert(partition.to_string(), full);
+        }
+        if !self.full[partition] {
+            return Ok(());
+        }
+        let current = keyspace
+            .read_record_or_skip(id.as_bytes())?
+            .and_then(|record| {
+                record
+                    .winner()
+                    .filter(|leaf| !leaf.deleted)
+                    .map(|leaf| leaf.body.len())
+            });
+        match current {
+            Some(len) if body.len() <= len => Ok(()),
+            _ => Err(ApiError::PartitionOverflow(id.to_string())),
+        }
+    }
+}
+
+/// A partition's counts and sizes (see [`info`]).
+#[derive(Default)]
+struct PartitionSizes {
+    live: u64,
+    deleted: u64,
+    external: u64,
+    active: u64,
+}
+
+fn partition_sizes(keyspace: &Keyspace, partition: &str) -> ApiResult<PartitionSizes> {
+    let (low, high) = id_bounds(partition);
+    let range = ScanRange {
+        collection: keyspace.collection(),
+        start: Some(low.into_bytes()),
+        end: Some(high.into_bytes()),
+        inclusive_end: false,
+        descending: false,
+    };
+    let mut sizes = PartitionSizes::default();
+    for item in keyspace.scan_docs(range) {
+        let (_, record) = item?;
+        let Some(winner) = record.winner() else {
+            continue;
+        };
+        let bytes = record.encoded_len() as u64;
+        sizes.active += bytes;
+        if winner.deleted {
+            sizes.deleted += 1;
+        } else {
+            sizes.live += 1;
+            sizes.external += bytes;
+        }
+    }
+    Ok(sizes)
+}
+
 /// The id range `[p:, p;)` that holds partition `p`'s documents (`;` follows `:`).
 pub fn id_bounds(partition: &str) -> (String, String) {
     (format!("{partition}:"), format!("{partition};"))
@@ -159,37 +255,15 @@ fn info(state: &HttpState, req: &Req, db: &str, partition: &str) -> ApiResult<Ht
         return Err(not_allowed("GET,HEAD"));
     }
     let keyspace = partitioned(state, req, db, partition, Operation::ReadDb)?;
-    let (low, high) = id_bounds(partition);
-    let range = ScanRange {
-        collection: keyspace.collection(),
-        start: Some(low.into_bytes()),
-        end: Some(high.into_bytes()),
-        inclusive_end: false,
-        descending: false,
-    };
-    let (mut live, mut deleted, mut external, mut active) = (0u64, 0u64, 0u64, 0u64);
-    for item in keyspace.scan_docs(range) {
-        let (_, record) = item?;
-        let Some(winner) = record.winner() else {
-            continue;
-        };
-        let bytes = record.encoded_len() as u64;
-        active += bytes;
-        if winner.deleted {
-            deleted += 1;
-        } else {
-            live += 1;
-            external += bytes;
-        }
-    }
+    let sizes = partition_sizes(&keyspace, partition)?;
     Ok(json(
         hyper::StatusCode::OK,
         &json!({
             "db_name": keyspace.name(),
-            "sizes": {"active": active, "external": external},
+            "sizes": {"active": sizes.active, "external": sizes.external},
             "partition": partition,
-            "doc_count": live,
-            "doc_del_count": deleted,
+            "doc_count": sizes.live,
+            "doc_del_count": sizes.deleted,
         }),
     ))
 }

@@ -56,6 +56,11 @@ pub struct Settings {
     /// (`/db/_partition/{p}/...`) may ask for, and its default `limit`. Unset: no limit, as
     /// CouchDB 3.5 (its default.ini leaves it commented out).
     pub partition_query_limit: Option<u64>,
+    /// `[couchdb] max_partition_size`, bytes: a partition at or past it takes no write that
+    /// grows a document. Unset (or 0 or less): no limit (CouchDB's default.ini leaves its
+    /// 10 GiB commented out; settee counts a partition's size by a scan, so it is only
+    /// counted when a limit is set).
+    pub max_partition_size: Option<u64>,
     /// `[chttpd]` (else `[httpd]`) `x_forwarded_ssl`: the header that says `on` for https.
     pub x_forwarded_ssl: String,
 }
@@ -72,6 +77,7 @@ impl Default for Settings {
             x_forwarded_ssl: "X-Forwarded-Ssl".into(),
             decode_plus_to_space: true,
             partition_query_limit: None,
+            max_partition_size: None,
         }
     }
 }
@@ -90,6 +96,7 @@ pub const RUNTIME_KEYS: &[(&str, &str)] = &[
     ("chttpd", "x_forwarded_ssl"),
     ("chttpd", "decode_plus_to_space"),
     ("query_server_config", "partition_query_limit"),
+    ("couchdb", "max_partition_size"),
     ("httpd", "x_forwarded_ssl"),
 ];
 
@@ -119,6 +126,12 @@ impl Settings {
         match (section, key) {
             ("chttpd" | "httpd", "allow_jsonp") => self.allow_jsonp = parse_bool(value)?,
             ("chttpd", "decode_plus_to_space") => self.decode_plus_to_space = parse_bool(value)?,
+            ("couchdb", "max_partition_size") => {
+                let size = value
+                    .parse::<i64>()
+                    .map_err(|_| invalid("max_partition_size must be an integer"))?;
+                self.max_partition_size = u64::try_from(size).ok().filter(|size| *size > 0);
+            }
             ("query_server_config", "partition_query_limit") => {
                 let limit = value.parse::<u64>().ok().filter(|limit| *limit > 0);
                 self.partition_query_limit =

@@ -251,3 +251,63 @@ fn purged_documents_leave_the_views_of_a_plain_database() {
     let (_, rows) = http.call("GET", "/d/_design/w/_view/w", None);
     assert_eq!(ids(&rows, "rows", "id"), ["doc0", "doc2", "doc4"]);
 }
+
+#[test]
+fn a_full_partition_takes_no_write_that_grows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let mut http = Client::connect(&server.addr).unwrap();
+    assert_eq!(http.call("PUT", "/p?partitioned=true", None).0, 201);
+    let limit = http.call(
+        "PUT",
+        "/_node/_local/_config/couchdb/max_partition_size",
+        Some(json!("4000")),
+    );
+    assert_eq!(limit.0, 200, "{}", limit.1);
+    let filler = "x".repeat(1000);
+    let mut revs = Vec::new();
+    for i in 0..4 {
+        let (status, saved) = http.call("PUT", &format!("/p/foo:{i}"), Some(json!({"v": filler})));
+        assert_eq!(status, 201, "{saved}");
+        revs.push(saved["rev"].clone());
+    }
+    // At the limit: a new document, or a larger body, is refused as CouchDB refuses it.
+    let (status, body) = http.call("PUT", "/p/foo:new", Some(json!({"v": 1})));
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (403, Some("partition_overflow"))
+    );
+    assert_eq!(
+        body["reason"],
+        "Partition limit exceeded due to update on 'foo:new'"
+    );
+    let bigger = json!({"_rev": revs[0], "v": format!("{filler}more")});
+    assert_eq!(http.call("PUT", "/p/foo:0", Some(bigger)).0, 403);
+    let bulk = json!({"docs": [{"_id": "foo:bulk"}, {"_id": "bar:bulk"}]});
+    let (status, rows) = http.call("POST", "/p/_bulk_docs", Some(bulk));
+    assert_eq!(status, 201);
+    assert_eq!(rows[0]["error"], "partition_overflow", "{rows}");
+    assert_eq!(rows[1]["ok"], true, "{rows}");
+    // What does not grow it passes: a smaller body, a deletion, a replicated revision.
+    let smaller = json!({"_rev": revs[1], "v": "small"});
+    assert_eq!(http.call("PUT", "/p/foo:1", Some(smaller)).0, 201);
+    let (status, _) = http.call(
+        "DELETE",
+        &format!("/p/foo:2?rev={}", revs[2].as_str().unwrap()),
+        None,
+    );
+    assert_eq!(status, 200);
+    let replicated = json!({"_rev": "1-abc", "v": filler});
+    assert_eq!(
+        http.call("PUT", "/p/foo:rep?new_edits=false", Some(replicated))
+            .0,
+        201
+    );
+    // Raising the limit lets it grow again.
+    http.call(
+        "PUT",
+        "/_node/_local/_config/couchdb/max_partition_size",
+        Some(json!("1000000")),
+    );
+    assert_eq!(http.call("PUT", "/p/foo:new", Some(json!({"v": 1}))).0, 201);
+}
