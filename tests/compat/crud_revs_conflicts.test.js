@@ -133,3 +133,18 @@ test('design documents are stored and served', async () => {
   const listed = await http('GET', `${server.url}/crud/_design_docs`);
   assert.deepEqual(listed.json.rows.map((row) => row.id), ['_design/app']);
 });
+
+// Revision ids as CouchDB 3.5.0 computes them (issue 22 point 10): these were read from a real
+// CouchDB 3.5.0 given the same edits, so nano and PouchDB replicas of both converge.
+test('revision ids are the ones CouchDB 3.5.0 gives the same edits', async () => {
+  const first = await db.insert({ a: 1 }, 'same-as-couchdb');
+  assert.equal(first.rev, '1-23202479633c2b380f79507a776743d5');
+  const second = await db.insert({ _id: 'same-as-couchdb', _rev: first.rev, a: 2 });
+  assert.equal(second.rev, '2-71173597778497e0a6aa176963f222db');
+  const deleted = await db.destroy('same-as-couchdb', second.rev);
+  assert.equal(deleted.rev, '3-e1cb868b6bf2272171643d381ecea5e2');
+  const nested = await pouch.put({ _id: 'nested', b: [1, 2, 3], c: { d: 'é', e: 1.5 } });
+  assert.equal(nested.rev, '1-957491dd5616d1cab68a83dd6ee03206');
+  const [bulk] = await db.bulk({ docs: [{ _id: 'b1', k: [[1, 2], { q: [] }] }] });
+  assert.equal(bulk.rev, '1-bcf995c6ed19356f27f69ab2a7bda3e7');
+});

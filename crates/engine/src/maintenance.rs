@@ -519,7 +519,7 @@ impl Bucket {
         };
         let rev = RevId {
             pos,
-            hash: crate::update::revision_hash(parent.as_ref(), true, b"{}", &[]),
+            hash: crate::update::couch_revision_hash(parent.as_ref(), true, b"{}", &[]),
         };
         if tombstone
             .tree

@@ -25,7 +25,7 @@ pub mod job;
 pub mod params;
 pub mod scheduler;
 pub mod stats;
-pub mod term;
+pub use settee_etf as term;
 pub mod worker;
 
 pub use error::ReplicatorError;

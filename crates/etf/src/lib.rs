@@ -1,6 +1,6 @@
-//! The part of Erlang's external term format that CouchDB's replication ids hash.
+//! The part of Erlang's external term format that CouchDB hashes: replication ids and revision ids.
 //!
-//! CouchDB computes a replication id as the MD5 of `term_to_binary(Term, [{minor_version, 1}])`
+//! CouchDB computes a replication id, and a revision id, as the MD5 of `term_to_binary(Term, [{minor_version, 1}])`
 //! (`?term_to_bin` in `couch_db.hrl`), so settee must produce the same bytes for the same
 //! term. Only the tags those terms use are encoded:
 //!
@@ -109,6 +109,20 @@ impl Term {
                 Term::List(items).encode(out);
             }
             Term::List(items) if items.is_empty() => out.push(106),
+            // Erlang writes a list of bytes as a string, whatever built it.
+            Term::List(items)
+                if items.len() < 65_536
+                    && items
+                        .iter()
+                        .all(|item| matches!(item, Term::Integer(0..=255))) =>
+            {
+                out.push(107);
+                out.extend_from_slice(&(items.len() as u16).to_be_bytes());
+                out.extend(items.iter().map(|item| match item {
+                    Term::Integer(byte) => *byte as u8,
+                    _ => 0,
+                }));
+            }
             Term::List(items) => {
                 out.push(108);
                 out.extend_from_slice(&(items.len() as u32).to_be_bytes());
