@@ -102,9 +102,6 @@ pub fn couch_revision_hash(
     attachments: &[AttachmentMeta],
 ) -> String {
     use settee_etf::Term;
-    let Ok(body_json) = serde_json::from_slice::<serde_json::Value>(body) else {
-        return revision_hash(parent, deleted, body, attachments);
-    };
     let (start, old) = match parent {
         None => (Term::Integer(0), Term::Integer(0)),
         Some(parent) => (
@@ -115,6 +112,15 @@ pub fn couch_revision_hash(
             },
         ),
     };
+    // [Deleted, OldStart, OldRev, Body, Atts]: the body is written straight from its text.
+    let mut term = Vec::with_capacity(body.len() + 64);
+    term.extend_from_slice(&[131, 108, 0, 0, 0, 5]);
+    Term::atom(if deleted { "true" } else { "false" }).encode(&mut term);
+    start.encode(&mut term);
+    old.encode(&mut term);
+    if settee_etf::json_to_ejson(body, &mut term).is_none() {
+        return revision_hash(parent, deleted, body, attachments);
+    }
     let atts = attachments
         .iter()
         .rev()
@@ -126,14 +132,9 @@ pub fn couch_revision_hash(
             ])
         })
         .collect();
-    let term = Term::List(vec![
-        Term::atom(if deleted { "true" } else { "false" }),
-        start,
-        old,
-        Term::from_json(&body_json),
-        Term::List(atts),
-    ]);
-    hex(&Md5::digest(term.to_binary()))
+    Term::List(atts).encode(&mut term);
+    term.push(106);
+    hex(&Md5::digest(&term))
 }
 
 /// The 16 bytes of a 32-hex-digit revision hash (CouchDB keeps such hashes as binaries).

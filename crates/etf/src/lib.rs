@@ -24,6 +24,9 @@
 
 use serde_json::Value;
 
+mod json;
+pub use json::json_to_ejson;
+
 /// An Erlang term, as far as replication ids need them.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Term {
@@ -81,7 +84,8 @@ impl Term {
         out
     }
 
-    fn encode(&self, out: &mut Vec<u8>) {
+    /// Appends the term's encoding without the version byte (a part of a larger term).
+    pub fn encode(&self, out: &mut Vec<u8>) {
         match self {
             Term::Atom(name) => {
                 // Atoms here are ASCII names (remote, undefined, default, true, null...), which
@@ -143,31 +147,34 @@ impl Term {
                     item.encode(out);
                 }
             }
-            Term::Integer(value) if (0..=255).contains(value) => {
-                out.push(97);
-                out.push(*value as u8);
-            }
-            Term::Integer(value) if i32::try_from(*value).is_ok() => {
-                out.push(98);
-                out.extend_from_slice(&(*value as i32).to_be_bytes());
-            }
-            Term::Integer(value) => {
-                let mut magnitude = value.unsigned_abs();
-                let mut digits = Vec::new();
-                while magnitude > 0 {
-                    digits.push(magnitude as u8);
-                    magnitude >>= 8;
-                }
-                out.push(110);
-                out.push(digits.len() as u8);
-                out.push(u8::from(*value < 0));
-                out.extend_from_slice(&digits);
-            }
+            Term::Integer(value) => encode_integer(*value, out),
             Term::Float(value) => {
                 out.push(70);
                 out.extend_from_slice(&value.to_bits().to_be_bytes());
             }
         }
+    }
+}
+
+/// An integer as Erlang writes it: SMALL_INTEGER_EXT, INTEGER_EXT or SMALL_BIG_EXT.
+pub fn encode_integer(value: i128, out: &mut Vec<u8>) {
+    if (0..=255).contains(&value) {
+        out.push(97);
+        out.push(value as u8);
+    } else if let Ok(small) = i32::try_from(value) {
+        out.push(98);
+        out.extend_from_slice(&small.to_be_bytes());
+    } else {
+        let mut magnitude = value.unsigned_abs();
+        let mut digits = Vec::new();
+        while magnitude > 0 {
+            digits.push(magnitude as u8);
+            magnitude >>= 8;
+        }
+        out.push(110);
+        out.push(digits.len() as u8);
+        out.push(u8::from(value < 0));
+        out.extend_from_slice(&digits);
     }
 }
 
