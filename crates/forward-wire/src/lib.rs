@@ -160,13 +160,15 @@ impl Writer {
     /// length; [`ForwardHttp::check`] refuses them before encoding.
     fn str(&mut self, text: &str) {
         let bytes = &text.as_bytes()[..text.len().min(usize::from(u16::MAX))];
-        self.0.extend_from_slice(&(bytes.len() as u16).to_be_bytes());
+        self.0
+            .extend_from_slice(&(bytes.len() as u16).to_be_bytes());
         self.0.extend_from_slice(bytes);
     }
 
     fn long(&mut self, bytes: &[u8]) {
         let bytes = &bytes[..bytes.len().min(u32::MAX as usize)];
-        self.0.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+        self.0
+            .extend_from_slice(&(bytes.len() as u32).to_be_bytes());
         self.0.extend_from_slice(bytes);
     }
 
@@ -242,7 +244,9 @@ impl ForwardHttp {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer(Vec::with_capacity(128 + self.target.len() + self.body.len()));
+        let mut w = Writer(Vec::with_capacity(
+            128 + self.target.len() + self.body.len(),
+        ));
         w.0.extend_from_slice(&self.revision.to_be_bytes());
         w.0.extend_from_slice(&self.epoch.to_be_bytes());
         w.str(&self.bucket);
