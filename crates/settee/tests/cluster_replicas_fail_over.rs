@@ -51,29 +51,7 @@ fn kv(server: &Server) -> Kv {
 
 /// (serverList as KV addresses, each vbucket's row) of a node's terse config.
 fn vbucket_map(server: &Server) -> (Vec<String>, Vec<Vec<i64>>) {
-    let reply = kv(server).call(opcode::GET_CLUSTER_CONFIG, b"", &[], &[], 0);
-    assert_eq!(reply.status, status::SUCCESS);
-    let config: Value = serde_json::from_slice(&reply.value).expect("a JSON config");
-    let map = &config["vBucketServerMap"];
-    let servers = map["serverList"]
-        .as_array()
-        .expect("serverList")
-        .iter()
-        .map(|entry| entry.as_str().expect("host:port").to_string())
-        .collect();
-    let rows = map["vBucketMap"]
-        .as_array()
-        .expect("vBucketMap")
-        .iter()
-        .map(|row| {
-            row.as_array()
-                .expect("a row")
-                .iter()
-                .map(|slot| slot.as_i64().expect("an index"))
-                .collect()
-        })
-        .collect();
-    (servers, rows)
+    support::kv::vbucket_map(&mut kv(server))
 }
 
 /// The high seqno of each vbucket a node holds in `state` (1 active, 2 replica).
