@@ -423,6 +423,33 @@ mod tests {
         assert_eq!(ForwardHttp::decode(&longer), Err(DecodeError::Trailing(1)));
     }
 
+    /// What the fuzz target `forward_frames` checks, on stable: every byte of a valid request
+    /// and reply flipped; whatever still decodes is within bounds and re-encodes to itself.
+    #[test]
+    fn flipped_bytes_never_panic_and_what_decodes_re_encodes() {
+        let reply = ForwardHttpReply {
+            status: 201,
+            headers: vec![("etag".into(), b"\"1-a\"".to_vec())],
+            body: b"{}".to_vec(),
+        };
+        for valid in [request().encode(), reply.encode()] {
+            for index in 0..valid.len() {
+                for flip in [0x01, 0x80, 0xff] {
+                    let mut bytes = valid.clone();
+                    bytes[index] ^= flip;
+                    if let Ok(request) = ForwardHttp::decode(&bytes) {
+                        assert_eq!(request.check(), Ok(()));
+                        assert_eq!(request.encode(), bytes);
+                    }
+                    if let Ok(reply) = ForwardHttpReply::decode(&bytes) {
+                        assert_eq!(reply.check(), Ok(()));
+                        assert_eq!(reply.encode(), bytes);
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn values_past_their_bounds_are_refused_both_ways() {
         let lower_case = ForwardHttp {

@@ -185,7 +185,10 @@ async fn new_document(state: &HttpState, req: &mut Req) -> Option<ApiResult<(Str
         return None;
     };
     match members.get("_id") {
-        Some(serde_json::Value::String(id)) => Some(Ok((id.clone(), body))),
+        // `_local` documents stay on the node that has them, however they are written.
+        Some(serde_json::Value::String(id)) if !id.starts_with("_local/") => {
+            Some(Ok((id.clone(), body)))
+        }
         Some(_) => {
             req.body = Some(RequestBody::Whole(body));
             None
