@@ -10,40 +10,21 @@
 
 mod support;
 
-use std::path::Path;
-use std::time::{Duration, Instant};
-
 use serde_json::{json, Value};
 use settee_cluster::wire::ErrorCode;
 use settee_cluster_net::forward::{AuthMethod, ForwardHttp, Identity, Refusal};
 use settee_cluster_net::{Secret, TcpTransport};
 use support::kv::Kv;
-use support::{cluster_addr, Client, Server};
+use support::{cluster_addr, until, Client, Server};
 
 const SECRET: &str = "the secret of the forwarding test";
 const VBUCKETS: u16 = 16;
 const DOCS: usize = 48;
 
-fn start(dir: &Path, join: Option<&str>) -> Server {
-    support::start_cluster_node(dir, SECRET, join)
-}
-
 fn call(server: &Server, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
     Client::connect(&server.addr)
         .expect("connect")
         .call(method, path, body)
-}
-
-/// Polls (bounded) until `done` holds.
-fn until<T>(what: &str, mut done: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(value) = done() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn vbucket(id: &str) -> u16 {
@@ -91,19 +72,7 @@ fn forwarded(method: &str, target: &str, vbucket: u16, epoch: u64, body: &[u8]) 
 #[test]
 fn any_node_answers_a_document_request_through_its_active() {
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("dir")).collect();
-    let first = start(dirs[0].path(), None);
-    let join = cluster_addr(&first);
-    let nodes = [
-        first,
-        start(dirs[1].path(), Some(&join)),
-        start(dirs[2].path(), Some(&join)),
-    ];
-    for node in &nodes {
-        until("three members", || {
-            let (_, body) = call(node, "GET", "/_node/_local/_cluster", None);
-            (body["members"].as_array().map(Vec::len) == Some(3)).then_some(())
-        });
-    }
+    let nodes = support::start_three_nodes([0, 1, 2].map(|i| dirs[i].path()), SECRET);
     let path = format!("/db?q={VBUCKETS}&n=1");
     let (created, body) = call(&nodes[0], "PUT", &path, None);
     assert_eq!(created, 201, "{body}");
