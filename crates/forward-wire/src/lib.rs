@@ -199,6 +199,13 @@ fn check_headers(headers: &[(String, Vec<u8>)]) -> Result<(), DecodeError> {
     Ok(())
 }
 
+fn headers_len(headers: &[(String, Vec<u8>)]) -> usize {
+    2 + headers
+        .iter()
+        .map(|(name, value)| 2 + name.len() + 4 + value.len())
+        .sum::<usize>()
+}
+
 fn check_method(method: &str) -> Result<(), DecodeError> {
     if method.is_empty()
         || method.len() > METHOD_BYTES_MAX
@@ -243,10 +250,25 @@ impl ForwardHttp {
         Ok(())
     }
 
+    /// The length of [`ForwardHttp::encode`]'s bytes, without encoding (a request within
+    /// [`ForwardHttp::check`]'s bounds).
+    pub fn encoded_len(&self) -> usize {
+        let identity = &self.identity;
+        let roles: usize = identity.roles.iter().map(|role| 2 + role.len()).sum();
+        let name = identity.name.as_ref().map_or(0, |name| 2 + name.len());
+        let fixed = 8 + 8 + 2 + 2 + 2 + 4 + 1 + 1 + 2 + 4;
+        fixed
+            + self.bucket.len()
+            + self.method.len()
+            + self.target.len()
+            + name
+            + roles
+            + headers_len(&self.headers)
+            + self.body.len()
+    }
+
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer(Vec::with_capacity(
-            128 + self.target.len() + self.body.len(),
-        ));
+        let mut w = Writer(Vec::with_capacity(self.encoded_len()));
         w.0.extend_from_slice(&self.revision.to_be_bytes());
         w.0.extend_from_slice(&self.epoch.to_be_bytes());
         w.str(&self.bucket);
@@ -391,6 +413,7 @@ mod tests {
     fn a_request_and_a_reply_round_trip() {
         let request = request();
         request.check().expect("within bounds");
+        assert_eq!(request.encoded_len(), request.encode().len());
         assert_eq!(ForwardHttp::decode(&request.encode()), Ok(request));
         let anonymous = ForwardHttp {
             identity: Identity {
@@ -402,6 +425,7 @@ mod tests {
             headers: vec![],
             ..self::tests::request()
         };
+        assert_eq!(anonymous.encoded_len(), anonymous.encode().len());
         assert_eq!(ForwardHttp::decode(&anonymous.encode()), Ok(anonymous));
         let reply = ForwardHttpReply {
             status: 409,

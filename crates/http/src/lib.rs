@@ -112,6 +112,8 @@ pub enum ClusterRefusal {
     Exists,
     /// Nothing committed it in time: no leader, shutting down (503).
     Unavailable(String),
+    /// A forwarded request too large for the cluster transport's frame (413).
+    TooLarge,
 }
 
 pub type ClusterChange<'a> =
@@ -131,6 +133,7 @@ impl From<ClusterRefusal> for error::ApiError {
         match refusal {
             ClusterRefusal::Exists => error::ApiError::FileExists,
             ClusterRefusal::Unavailable(reason) => error::ApiError::ServiceUnavailable(reason),
+            ClusterRefusal::TooLarge => error::ApiError::RequestTooLarge,
         }
     }
 }

@@ -107,6 +107,11 @@ impl Forwarder {
         doc_id: &str,
         mut request: ForwardHttp,
     ) -> Result<ForwardHttpReply, ClusterRefusal> {
+        // The bucket's name is filled in below; counted here at the map's longest.
+        let bucket_bytes_max = settee_cluster::map::BUCKET_NAME_BYTES_MAX;
+        if !settee_cluster_net::frame::fits(request.encoded_len() + bucket_bytes_max) {
+            return Err(ClusterRefusal::TooLarge);
+        }
         let mut retried = false;
         loop {
             let map = self.node.map();

@@ -226,6 +226,15 @@ fn any_node_answers_a_document_request_through_its_active() {
         assert_eq!(anonymous(node), direct);
     }
 
+    // A body the door accepts (64 MiB, its default limit) that cannot fit in one frame of the
+    // cluster transport with the rest of the request: 413, nothing sent.
+    let body = vec![b' '; 64 << 20];
+    let big = &nodes[elsewhere("big", 0)];
+    let mut client = Client::connect(&big.addr).expect("connect");
+    let answer = client.request("PUT", "/db/big", Some(&body)).expect("PUT");
+    assert_eq!(answer.status, 413);
+    assert_eq!(call(&nodes[active("big")], "GET", "/db/big", None).0, 404);
+
     transport_refusals(&nodes, &active);
 }
 
