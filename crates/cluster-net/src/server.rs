@@ -16,8 +16,9 @@ use crate::handshake::{self, Secret};
 use crate::stream::FrameStream;
 use crate::NetError;
 
-/// Connections a node holds at once; a new one past this is closed on accept.
-pub const CONNECTIONS_MAX: usize = 256;
+/// Connections a node holds at once; a new one past this is closed on accept. Room for each
+/// of 63 peers' idle pool (`IDLE_CONNECTIONS_MAX`) and the requests in flight beside it.
+pub const CONNECTIONS_MAX: usize = 1_024;
 
 /// Serves `listener` until `shutdown` resolves; then stops accepting and ends every connection.
 /// Forwarded HTTP requests are refused (Error 2): see [`serve_with_forwarding`].
