@@ -4,10 +4,12 @@
 //! [`frame`] cuts the byte stream into frames (pure, fuzzed); [`handshake`] opens every
 //! connection with a mutual proof of the cluster secret (HMAC-SHA256 over both sides' nonces);
 //! [`transport::TcpTransport`] is settee-cluster's `Transport` with pooled connections, and
-//! [`server::serve`] answers peers with `ClusterNode::handle`. The frames' bodies are encoded by
+//! [`server::serve`] answers peers with `ClusterNode::handle`; [`forward`] carries the HTTP
+//! door's forwarded document requests (`TcpTransport::forward` out, a `ForwardHandler` in). The frames' bodies are encoded by
 //! `settee_cluster::wire`, so this crate never names an openraft type. Start at `frame.rs`.
 #![deny(clippy::unwrap_used)]
 
+pub mod forward;
 pub mod frame;
 pub mod handshake;
 pub mod server;
@@ -15,7 +17,7 @@ pub mod stream;
 pub mod transport;
 
 pub use handshake::Secret;
-pub use server::serve;
+pub use server::{serve, serve_with_forwarding};
 pub use transport::TcpTransport;
 
 /// The whole handshake, on either side, must finish within this.

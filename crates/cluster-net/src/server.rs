@@ -10,18 +10,32 @@ use settee_cluster::wire::{self, ErrorCode, WireError};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use crate::forward::{self, ForwardHandler};
 use crate::frame::FrameError;
 use crate::handshake::{self, Secret};
 use crate::stream::FrameStream;
 use crate::NetError;
 
-/// Connections a node holds at once; a new one past this is closed on accept.
-pub const CONNECTIONS_MAX: usize = 256;
+/// Connections a node holds at once; a new one past this is closed on accept. Room for each
+/// of 63 peers' idle pool (`IDLE_CONNECTIONS_MAX`) and the requests in flight beside it.
+pub const CONNECTIONS_MAX: usize = 1_024;
 
 /// Serves `listener` until `shutdown` resolves; then stops accepting and ends every connection.
+/// Forwarded HTTP requests are refused (Error 2): see [`serve_with_forwarding`].
 pub async fn serve(
     listener: TcpListener,
     node: Arc<ClusterNode>,
+    secret: Secret,
+    shutdown: impl Future<Output = ()>,
+) {
+    serve_with_forwarding(listener, node, None, secret, shutdown).await
+}
+
+/// [`serve`], with forwarded HTTP requests (kind 0x20) answered by `forward`.
+pub async fn serve_with_forwarding(
+    listener: TcpListener,
+    node: Arc<ClusterNode>,
+    forward: Option<Arc<dyn ForwardHandler>>,
     secret: Secret,
     shutdown: impl Future<Output = ()>,
 ) {
@@ -43,12 +57,13 @@ pub async fn serve(
             continue;
         };
         let node = node.clone();
+        let forward = forward.clone();
         let secret = secret.clone();
         let mut stopped = stopped.clone();
         tokio::spawn(async move {
             let connection = FrameStream::new(socket);
             tokio::select! {
-                outcome = connection_loop(connection, &node, &secret) => {
+                outcome = connection_loop(connection, &node, forward.as_deref(), &secret) => {
                     if let Err(error) = outcome {
                         tracing::info!(%peer, %error, "cluster connection closed");
                     }
@@ -64,18 +79,19 @@ pub async fn serve(
 async fn connection_loop(
     mut connection: FrameStream,
     node: &ClusterNode,
+    forward: Option<&dyn ForwardHandler>,
     secret: &Secret,
 ) -> Result<(), NetError> {
     let budget = Duration::from_millis(crate::HANDSHAKE_TIMEOUT_MS);
     let handshake = handshake::server(&mut connection, secret, node.id());
-    match tokio::time::timeout(budget, handshake).await {
+    let peer = match tokio::time::timeout(budget, handshake).await {
         Err(_) => return Err(NetError::Timeout),
         Ok(Err(error)) => {
             refuse(&mut connection, &error).await;
             return Err(error);
         }
-        Ok(Ok(_)) => {}
-    }
+        Ok(Ok(peer)) => peer,
+    };
     loop {
         let frame = match connection.read_frame().await {
             Ok(frame) => frame,
@@ -85,6 +101,17 @@ async fn connection_loop(
                 return Err(error);
             }
         };
+        if frame.kind == forward::KIND_FORWARD_HTTP {
+            forward::answer(
+                &mut connection,
+                forward,
+                peer,
+                frame.request_id,
+                &frame.body,
+            )
+            .await?;
+            continue;
+        }
         let request = match wire::decode_request(frame.kind, &frame.body) {
             Ok(request) => request,
             Err(WireError::UnknownKind(kind)) => {

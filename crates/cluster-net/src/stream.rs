@@ -51,6 +51,13 @@ impl FrameStream {
                     body: frame.body.to_vec(),
                 };
                 self.buffer.drain(..used);
+                // An idle pooled connection keeps no large frame's buffer: at most a read's
+                // worth once what is left fits in it.
+                if self.buffer.capacity() > 2 * READ_CHUNK_BYTES
+                    && self.buffer.len() <= READ_CHUNK_BYTES
+                {
+                    self.buffer.shrink_to(READ_CHUNK_BYTES);
+                }
                 return Ok(owned);
             }
             self.buffer.reserve(READ_CHUNK_BYTES.min(frame_bytes_max));

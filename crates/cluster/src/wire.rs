@@ -39,9 +39,11 @@ pub enum ErrorCode {
     UnknownKind = 2,
     WrongSecret = 3,
     Refused = 4,
-    /// Reserved for fenced requests (forwarding, later issues).
+    /// A fenced request (a forwarded HTTP request) made on an older map than the receiver's.
     StaleEpoch = 5,
     UnsupportedVersion = 6,
+    /// A forwarded request for a vbucket the receiver is not the active of.
+    NotMyVbucket = 7,
 }
 
 impl ErrorCode {
@@ -53,6 +55,7 @@ impl ErrorCode {
             4 => ErrorCode::Refused,
             5 => ErrorCode::StaleEpoch,
             6 => ErrorCode::UnsupportedVersion,
+            7 => ErrorCode::NotMyVbucket,
             _ => return None,
         })
     }

@@ -21,7 +21,7 @@ pub struct Req {
     pub headers: HeaderMap,
     /// The request target as the client sent it (CouchDB's `raw_path`).
     pub uri: hyper::Uri,
-    pub body: Option<Incoming>,
+    pub body: Option<RequestBody>,
     pub user: UserCtx,
     /// The client's address (failed logins are counted by it).
     pub peer: Option<std::net::IpAddr>,
@@ -30,6 +30,16 @@ pub struct Req {
     /// The node's runtime settings (`_config`) as they were when the request arrived: read
     /// once per request, so one request never sees two versions.
     pub settings: std::sync::Arc<settee_node_config::Settings>,
+    /// Another node forwarded this request (its user already authenticated there): it is
+    /// answered here, never forwarded again.
+    pub forwarded: bool,
+}
+
+/// A request's body: as it arrives from the client, or already read whole (a forwarded
+/// request's, or one the front node read to route it and then served itself).
+pub enum RequestBody {
+    Streamed(Incoming),
+    Whole(Bytes),
 }
 
 impl Req {
@@ -125,10 +135,16 @@ impl Req {
         )?)
     }
 
-    /// The body's bytes as they arrived, at most `limit` of them.
-    async fn sent_body_bytes(&mut self, limit: usize) -> ApiResult<Bytes> {
-        let Some(body) = self.body.take() else {
-            return Ok(Bytes::new());
+    /// The body's bytes as they arrived (`Content-Encoding` not decoded), at most `limit` of
+    /// them.
+    pub async fn sent_body_bytes(&mut self, limit: usize) -> ApiResult<Bytes> {
+        let body = match self.body.take() {
+            None => return Ok(Bytes::new()),
+            Some(RequestBody::Whole(bytes)) if bytes.len() > limit => {
+                return Err(ApiError::RequestTooLarge)
+            }
+            Some(RequestBody::Whole(bytes)) => return Ok(bytes),
+            Some(RequestBody::Streamed(body)) => body,
         };
         if let Some(length) = self
             .header("content-length")

@@ -21,6 +21,7 @@ pub mod design_fns;
 pub mod doc_api;
 pub use settee_http_core::error;
 pub mod form_upload;
+pub mod forward;
 pub use settee_http_core::handshake;
 pub mod js_filter;
 pub use settee_http_core::jsonp;
@@ -95,6 +96,14 @@ pub trait ClusterView: Send + Sync {
     /// `DELETE /db`: `Ok(false)` when the cluster map does not hold `db` (a database this node
     /// had before it joined, deleted locally as before).
     fn delete_db(&self, db: &str) -> ClusterDelete<'_>;
+    /// Whether this node answers for document `doc_id` of database `db` (`bucket` or
+    /// `bucket$scope$collection`): its vbucket is active here, or the database is not in the
+    /// cluster map. One map lookup and a CRC32, no I/O.
+    fn serves_here(&self, db: &str, doc_id: &str) -> bool;
+    /// Sends a single-document request to the active node of `doc_id`'s vbucket and returns its
+    /// answer (forward.rs). The cluster fills in the map's fields of `request` (bucket,
+    /// vbucket, revision, epoch) and routes again once if the active refuses a stale map.
+    fn forward(&self, db: &str, doc_id: &str, request: forward::ForwardHttp) -> ClusterForward<'_>;
 }
 
 /// Why the cluster did not make a database change.
@@ -104,10 +113,19 @@ pub enum ClusterRefusal {
     Exists,
     /// Nothing committed it in time: no leader, shutting down (503).
     Unavailable(String),
+    /// A forwarded request too large for the cluster transport's frame (413).
+    TooLarge,
 }
 
 pub type ClusterChange<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ClusterRefusal>> + Send + 'a>>;
+pub type ClusterForward<'a> = std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = Result<forward::ForwardHttpReply, ClusterRefusal>>
+            + Send
+            + 'a,
+    >,
+>;
 pub type ClusterDelete<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool, ClusterRefusal>> + Send + 'a>>;
 
@@ -116,6 +134,7 @@ impl From<ClusterRefusal> for error::ApiError {
         match refusal {
             ClusterRefusal::Exists => error::ApiError::FileExists,
             ClusterRefusal::Unavailable(reason) => error::ApiError::ServiceUnavailable(reason),
+            ClusterRefusal::TooLarge => error::ApiError::RequestTooLarge,
         }
     }
 }

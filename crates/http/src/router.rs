@@ -7,7 +7,7 @@ use hyper::header::HeaderValue;
 use hyper::{Method, Request};
 
 use crate::error::{ApiError, ApiResult};
-use crate::request::{parse_query, split_path, Req};
+use crate::request::{parse_query, split_path, Req, RequestBody};
 use crate::response::{self, HttpResponse};
 use crate::{
     attachments_api, backup_api, bulk_api, changes_api, db_api, design_fns, doc_api, mango_api,
@@ -85,17 +85,26 @@ pub async fn handle(
                 query: parse_query(parts.uri.query()),
                 headers: parts.headers,
                 uri: parts.uri,
-                body: body.take(),
+                body: body.take().map(RequestBody::Streamed),
                 user,
                 peer,
                 body_timeout: state.config.body_timeout,
                 settings,
+                forwarded: false,
             };
-            let response = match route(&state, &mut req).await {
+            // A document whose vbucket is active on another node is answered by that node.
+            let answer = match crate::forward::forward_if_elsewhere(&state, &mut req).await {
+                Some(answer) => answer,
+                None => route(&state, &mut req).await,
+            };
+            let response = match answer {
                 Ok(response) => response,
                 Err(error) => response::error(&error),
             };
-            body = req.body.take();
+            body = match req.body.take() {
+                Some(RequestBody::Streamed(body)) => Some(body),
+                _ => None,
+            };
             response
         }
     };
@@ -179,7 +188,7 @@ fn request_id(headers: &hyper::HeaderMap) -> String {
 /// Handlers whose futures are large (over about 800 bytes) are boxed: an async fn's future is
 /// as large as its largest branch, and hyper moves the whole request future once per request,
 /// so one unboxed `_replicate` (4.3 KB) made every document GET copy 4.4 KB.
-async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
+pub(crate) async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
     let path = req.path.clone();
     let segments: Vec<&str> = path.iter().map(String::as_str).collect();
     match segments.as_slice() {

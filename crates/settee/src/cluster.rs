@@ -4,8 +4,8 @@
 //! bootstraps a one-node cluster, or joins through `--join`; a later start carries on from the
 //! stored log. Buckets live in the map (`cluster_buckets.rs`) and the KV door routes by it
 //! (`cluster_topology.rs`); operators see the members in `/_membership` and
-//! `/_node/_local/_cluster`. The HTTP door does not forward requests yet (a later issue): a
-//! document request reaching a node that is not the key's active is served from its local copy.
+//! `/_node/_local/_cluster`. A single-document HTTP request reaching a node that is not the
+//! document's active is forwarded to the active over the cluster port (`cluster_forward.rs`).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -70,15 +70,20 @@ pub fn member_name(id: NodeId, cluster_addr: &str) -> String {
 
 pub struct Cluster {
     pub node: Arc<ClusterNode>,
+    /// The pooled connections to peers, shared by Raft and forwarded HTTP requests.
+    pub transport: TcpTransport,
     server: tokio::task::JoinHandle<()>,
 }
 
 /// Starts the node's Raft instance and its cluster port, then bootstraps, joins or carries on
-/// from the stored log. A refused join is an error naming the reason.
+/// from the stored log. A refused join is an error naming the reason. Documents forwarded by
+/// other nodes are answered through `http` (cluster_forward.rs).
+#[allow(clippy::too_many_arguments)]
 pub async fn start(
     settings: &ClusterSettings,
     id: NodeId,
     engine: &Arc<Engine>,
+    http: &Arc<settee_http::HttpState>,
     http_addr: SocketAddr,
     kv_addr: SocketAddr,
     mgmt_addr: SocketAddr,
@@ -118,13 +123,22 @@ pub async fn start(
     .context("starting the cluster node")?;
     seqnos.set_map(node.subscribe());
     let node = Arc::new(node);
-    let server = tokio::spawn(settee_cluster_net::serve(
+    let forward = Arc::new(crate::cluster_forward::ForwardServer {
+        node: node.clone(),
+        state: http.clone(),
+    });
+    let server = tokio::spawn(settee_cluster_net::serve_with_forwarding(
         listener,
         node.clone(),
+        Some(forward),
         secret,
         shutdown,
     ));
-    let cluster = Cluster { node, server };
+    let cluster = Cluster {
+        node,
+        transport: transport.clone(),
+        server,
+    };
     let begun = match (cluster.node.is_initialized().await?, &settings.join) {
         (true, join) => {
             if join.is_some() {
@@ -223,6 +237,7 @@ impl Cluster {
 pub struct View {
     pub node: Arc<ClusterNode>,
     pub buckets: crate::cluster_buckets::HttpBuckets,
+    pub forwarder: crate::cluster_forward::Forwarder,
 }
 
 fn state_name(state: MemberState) -> &'static str {
@@ -299,6 +314,20 @@ impl settee_http::ClusterView for View {
 
     fn delete_db(&self, db: &str) -> settee_http::ClusterDelete<'_> {
         self.buckets.delete_db(db)
+    }
+
+    fn serves_here(&self, db: &str, doc_id: &str) -> bool {
+        self.forwarder.serves_here(db, doc_id)
+    }
+
+    fn forward(
+        &self,
+        db: &str,
+        doc_id: &str,
+        request: settee_http::forward::ForwardHttp,
+    ) -> settee_http::ClusterForward<'_> {
+        let (db, doc_id) = (db.to_owned(), doc_id.to_owned());
+        Box::pin(async move { self.forwarder.forward(&db, &doc_id, request).await })
     }
 
     fn status(&self) -> Value {

@@ -241,6 +241,7 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
                 cluster,
                 id,
                 &engine,
+                &state,
                 local,
                 kv_state.config.kv_addr,
                 kv_state.config.mgmt_addr,
@@ -266,6 +267,10 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
             let _ = state.cluster.set(Arc::new(crate::cluster::View {
                 node: started.node.clone(),
                 buckets: crate::cluster_buckets::HttpBuckets(buckets.clone()),
+                forwarder: crate::cluster_forward::Forwarder {
+                    node: started.node.clone(),
+                    transport: started.transport.clone(),
+                },
             }));
             let _ = kv_state
                 .bucket_admin

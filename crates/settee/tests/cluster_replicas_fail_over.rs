@@ -1,7 +1,8 @@
 //! Replica vbuckets follow the committed cluster map and failover promotes them, between three
 //! real `settee serve` processes: `PUT /db?n=2` (1 replica); documents written over KV to each
 //! key's active reach its replica (every replica vbucket's seqno catches up with its active's,
-//! as GET_ALL_VB_SEQNOS reports them by state); a replica vbucket refuses front-door writes;
+//! as GET_ALL_VB_SEQNOS reports them by state); a replica vbucket refuses KV writes (an HTTP
+//! write through its node is forwarded to the active);
 //! then one node is killed (-9) and failed over (`POST /controller/failOver` on the leader's
 //! management port), its replicas are promoted, every vbucket has an active again and every
 //! document reads back from it.
@@ -9,21 +10,15 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use settee_kv_codec::{opcode, status};
 use support::kv::{store_extras, Kv};
-use support::{cluster_addr, Client, Server};
+use support::{until, Client, Server};
 
 const SECRET: &str = "the secret of the failover test";
 const DOCS: usize = 300;
 const VBUCKETS: u16 = 64;
-
-fn start(dir: &Path, join: Option<&str>) -> Server {
-    support::start_cluster_node(dir, SECRET, join)
-}
 
 fn http(server: &Server, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
     let mut client = Client::connect(&server.addr).expect("connect");
@@ -33,47 +28,13 @@ fn http(server: &Server, method: &str, path: &str, body: Option<&str>) -> (u16, 
     (response.status, response.json())
 }
 
-/// Polls (bounded) until `done` holds.
-fn until<T>(what: &str, mut done: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(value) = done() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn kv(server: &Server) -> Kv {
     Kv::open(&server.kv_addr, "admin", "secret", "db")
 }
 
 /// (serverList as KV addresses, each vbucket's row) of a node's terse config.
 fn vbucket_map(server: &Server) -> (Vec<String>, Vec<Vec<i64>>) {
-    let reply = kv(server).call(opcode::GET_CLUSTER_CONFIG, b"", &[], &[], 0);
-    assert_eq!(reply.status, status::SUCCESS);
-    let config: Value = serde_json::from_slice(&reply.value).expect("a JSON config");
-    let map = &config["vBucketServerMap"];
-    let servers = map["serverList"]
-        .as_array()
-        .expect("serverList")
-        .iter()
-        .map(|entry| entry.as_str().expect("host:port").to_string())
-        .collect();
-    let rows = map["vBucketMap"]
-        .as_array()
-        .expect("vBucketMap")
-        .iter()
-        .map(|row| {
-            row.as_array()
-                .expect("a row")
-                .iter()
-                .map(|slot| slot.as_i64().expect("an index"))
-                .collect()
-        })
-        .collect();
-    (servers, rows)
+    support::kv::vbucket_map(&mut kv(server))
 }
 
 /// The high seqno of each vbucket a node holds in `state` (1 active, 2 replica).
@@ -114,19 +75,10 @@ fn value(index: usize) -> Vec<u8> {
 #[test]
 fn replicas_follow_the_map_and_failover_promotes_them() {
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("dir")).collect();
-    let first = start(dirs[0].path(), None);
-    let join = cluster_addr(&first);
-    let mut nodes = vec![
-        Some(first),
-        Some(start(dirs[1].path(), Some(&join))),
-        Some(start(dirs[2].path(), Some(&join))),
-    ];
-    for index in 0..3 {
-        until("three members", || {
-            let (_, body) = http(node(&nodes, index), "GET", "/_node/_local/_cluster", None);
-            (body["members"].as_array().map(Vec::len) == Some(3)).then_some(())
-        });
-    }
+    let mut nodes: Vec<Option<Server>> =
+        support::start_three_nodes([0, 1, 2].map(|i| dirs[i].path()), SECRET)
+            .map(Some)
+            .into();
     let (created, body) = http(node(&nodes, 0), "PUT", "/db?n=2", None);
     assert_eq!(created, 201, "{body}");
     for index in 0..3 {
@@ -176,15 +128,15 @@ fn replicas_follow_the_map_and_failover_promotes_them() {
         caught_up.then_some(())
     });
 
-    // A replica vbucket refuses front-door writes, on both doors.
+    // A replica vbucket refuses KV writes; an HTTP request reaching the replica's node is
+    // forwarded to the active, which answers it (a PUT without a revision: 409).
     let vb = settee_engine::vbucket::vbucket_of(&key(0), VBUCKETS);
     let replica = server_of[usize::try_from(rows[usize::from(vb)][1]).expect("a replica")];
     let refused = connections[replica].call(opcode::SET, &key(0), &store_extras(0, 0), b"{}", 0);
     assert_eq!(refused.status, status::NOT_MY_VBUCKET);
     let doc = format!("/db/{}", String::from_utf8(key(0)).expect("utf-8"));
     let (status, body) = http(node(&nodes, replica), "PUT", &doc, Some("{\"n\":-1}"));
-    assert_eq!(status, 503, "{body}");
-    // It holds the replicated copy, readable over HTTP.
+    assert_eq!(status, 409, "{body}");
     let (status, body) = http(node(&nodes, replica), "GET", &doc, None);
     assert_eq!((status, &body["n"]), (200, &Value::from(0)), "{body}");
 

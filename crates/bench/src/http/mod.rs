@@ -74,6 +74,15 @@ pub struct HttpArgs {
     /// Print each phase as one JSON object per line instead of a table (for scripts).
     #[arg(long)]
     pub json: bool,
+    /// Query parameters of the `PUT /{db}` that creates the database, e.g. `q=1&n=1` for a
+    /// clustered settee bucket with one vbucket and no replica.
+    #[arg(long, default_value = "")]
+    pub create_params: String,
+    /// Keep the database an earlier run created and preloaded (same --db and --docs): no
+    /// delete, no create, no preload. Through another node of a cluster, this measures the
+    /// same documents read and written through that node.
+    #[arg(long)]
+    pub reuse_db: bool,
 }
 
 /// Runs the benchmark described by `args`, prints the results to stdout (a table, or JSON lines
@@ -88,13 +97,14 @@ pub async fn run(args: HttpArgs) -> anyhow::Result<Vec<PhaseReport>> {
     let runs_put = matches!(args.mode, HttpMode::Put | HttpMode::Both);
     let duration = Duration::from_secs(args.duration_secs);
 
-    let mut setup = SetupClient::open(&target).await?;
-    setup.recreate_db().await?;
-    if runs_get {
-        eprintln!("bench http: preloading {} documents", args.docs);
-        setup.preload(args.docs, args.doc_size_bytes).await?;
+    if !args.reuse_db {
+        let mut setup = SetupClient::open(&target).await?;
+        setup.recreate_db(&args.create_params).await?;
+        if runs_get {
+            eprintln!("bench http: preloading {} documents", args.docs);
+            setup.preload(args.docs, args.doc_size_bytes).await?;
+        }
     }
-    drop(setup);
 
     let mut reports = Vec::new();
     if runs_get {

@@ -47,8 +47,9 @@ impl<'a> SetupClient<'a> {
         Ok((status, response))
     }
 
-    /// Deletes the database (a 404 is fine) and creates it empty.
-    pub(crate) async fn recreate_db(&mut self) -> anyhow::Result<()> {
+    /// Deletes the database (a 404 is fine) and creates it empty, with `params` (a query
+    /// string, may be empty) on the creating request.
+    pub(crate) async fn recreate_db(&mut self, params: &str) -> anyhow::Result<()> {
         let path = self.target.db_path.clone();
         let (status, body) = self
             .request(Method::DELETE, path.clone(), Bytes::new())
@@ -56,11 +57,16 @@ impl<'a> SetupClient<'a> {
         if !status.is_success() && status != StatusCode::NOT_FOUND {
             bail!("DELETE {path}: {status} {}", String::from_utf8_lossy(&body));
         }
+        let create = if params.is_empty() {
+            path
+        } else {
+            format!("{path}?{params}")
+        };
         let (status, body) = self
-            .request(Method::PUT, path.clone(), Bytes::new())
+            .request(Method::PUT, create.clone(), Bytes::new())
             .await?;
         if !status.is_success() {
-            bail!("PUT {path}: {status} {}", String::from_utf8_lossy(&body));
+            bail!("PUT {create}: {status} {}", String::from_utf8_lossy(&body));
         }
         Ok(())
     }

@@ -105,6 +105,8 @@ impl Endpoints {
             docs: 0,
             mode: crate::http::HttpMode::Get,
             json: false,
+            create_params: String::new(),
+            reuse_db: false,
         };
         Ok(Endpoints {
             http: Target::from_args(&http_args)?,

@@ -179,3 +179,32 @@ pub fn counter_extras(delta: u64, initial: u64, expiry: u32) -> Vec<u8> {
     extras.extend_from_slice(&expiry.to_be_bytes());
     extras
 }
+
+/// (serverList as KV addresses, each vbucket's row of indexes into it, active first) of the
+/// terse cluster config a node gives `kv`'s connection.
+#[allow(dead_code)]
+pub fn vbucket_map(kv: &mut Kv) -> (Vec<String>, Vec<Vec<i64>>) {
+    let reply = kv.call(opcode::GET_CLUSTER_CONFIG, b"", &[], &[], 0);
+    assert_eq!(reply.status, status::SUCCESS);
+    let config: serde_json::Value = serde_json::from_slice(&reply.value).expect("a JSON config");
+    let map = &config["vBucketServerMap"];
+    let servers = map["serverList"]
+        .as_array()
+        .expect("serverList")
+        .iter()
+        .map(|entry| entry.as_str().expect("host:port").to_string())
+        .collect();
+    let rows = map["vBucketMap"]
+        .as_array()
+        .expect("vBucketMap")
+        .iter()
+        .map(|row| {
+            row.as_array()
+                .expect("a row")
+                .iter()
+                .map(|slot| slot.as_i64().expect("an index"))
+                .collect()
+        })
+        .collect();
+    (servers, rows)
+}

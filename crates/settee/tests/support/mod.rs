@@ -409,3 +409,38 @@ pub fn cluster_addr(server: &Server) -> String {
     let addr = line.split_whitespace().nth(5).expect("address");
     addr.trim_end_matches(':').to_string()
 }
+
+/// Polls (every 100 ms, for 60 s at most) until `done` gives a value; `what` names the wait in
+/// the failure.
+#[allow(dead_code)]
+pub fn until<T>(what: &str, mut done: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(value) = done() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Three cluster nodes on loopback sharing `secret` (the first makes the cluster, the others
+/// join it), returned once each of them counts three members.
+#[allow(dead_code)]
+pub fn start_three_nodes(dirs: [&Path; 3], secret: &str) -> [Server; 3] {
+    let first = start_cluster_node(dirs[0], secret, None);
+    let join = cluster_addr(&first);
+    let nodes = [
+        first,
+        start_cluster_node(dirs[1], secret, Some(&join)),
+        start_cluster_node(dirs[2], secret, Some(&join)),
+    ];
+    for node in &nodes {
+        until("three members", || {
+            let mut client = Client::connect(&node.addr).ok()?;
+            let (_, body) = client.call("GET", "/_node/_local/_cluster", None);
+            (body["members"].as_array().map(Vec::len) == Some(3)).then_some(())
+        });
+    }
+    nodes
+}

@@ -1,0 +1,127 @@
+//! Forwarded HTTP document requests (kinds 0x20 `ForwardHttp` / 0x21 `ForwardHttpReply`,
+//! docs/format/cluster-transport.md) on the cluster port: the server hands a decoded request to
+//! the node's [`ForwardHandler`] (the binary's, which runs it through the HTTP door as the
+//! identity it carries), and [`crate::TcpTransport::forward`] sends one over the pooled
+//! connections. The bodies' codec is `settee-forward-wire`; this file only frames them.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use settee_cluster::map::NodeId;
+use settee_cluster::wire::{self, ErrorCode};
+pub use settee_forward_wire::{
+    AuthMethod, ForwardHttp, ForwardHttpReply, Identity, KIND_FORWARD_HTTP, KIND_FORWARD_HTTP_REPLY,
+};
+
+use crate::frame;
+use crate::stream::FrameStream;
+use crate::NetError;
+
+/// How long a sender waits for a forwarded request's reply (dial and handshake included).
+pub const FORWARD_TIMEOUT_MS: u64 = 30_000;
+
+/// Why the receiver did not run a forwarded request: an Error frame's code and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Refusal {
+        Refusal {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+pub type ForwardFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<ForwardHttpReply, Refusal>> + Send + 'a>>;
+
+/// Runs forwarded requests on the receiving node (the binary implements it).
+pub trait ForwardHandler: Send + Sync + 'static {
+    /// `from` is the node id the sender proved in the handshake.
+    fn forward(&self, from: NodeId, request: ForwardHttp) -> ForwardFuture<'_>;
+}
+
+/// Answers one ForwardHttp frame on `connection`: a body that does not decode is Error 1 and
+/// ends the connection (`Err`); a refusal is its Error frame and the connection goes on.
+pub(crate) async fn answer(
+    connection: &mut FrameStream,
+    handler: Option<&dyn ForwardHandler>,
+    from: NodeId,
+    request_id: u64,
+    body: &[u8],
+) -> Result<(), NetError> {
+    let request = match ForwardHttp::decode(body) {
+        Ok(request) => request,
+        Err(error) => {
+            let body = wire::encode_error(ErrorCode::BadFrame, &error.to_string());
+            let _ = connection
+                .write_frame(wire::KIND_ERROR, request_id, &body)
+                .await;
+            return Err(NetError::Handshake(format!("a ForwardHttp body: {error}")));
+        }
+    };
+    let Some(handler) = handler else {
+        let body = wire::encode_error(ErrorCode::UnknownKind, "this node does not forward");
+        return connection
+            .write_frame(wire::KIND_ERROR, request_id, &body)
+            .await;
+    };
+    let reply = handler.forward(from, request).await.and_then(|reply| {
+        let encoded = reply.encode();
+        match reply.check() {
+            Ok(()) if frame::fits(encoded.len()) => Ok(encoded),
+            _ => Err(Refusal::new(
+                ErrorCode::Refused,
+                format!(
+                    "reply too large to forward ({} body bytes)",
+                    reply.body.len()
+                ),
+            )),
+        }
+    });
+    match reply {
+        Ok(encoded) => {
+            connection
+                .write_frame(KIND_FORWARD_HTTP_REPLY, request_id, &encoded)
+                .await
+        }
+        Err(refusal) => {
+            let body = wire::encode_error(refusal.code, &refusal.message);
+            connection
+                .write_frame(wire::KIND_ERROR, request_id, &body)
+                .await
+        }
+    }
+}
+
+/// What the sender got back: the reply, or the receiver's refusal (its Error frame).
+pub type Forwarded = Result<ForwardHttpReply, Refusal>;
+
+/// A reply frame's meaning for the sender.
+pub(crate) fn decode_reply(kind: u8, body: &[u8]) -> Result<Forwarded, NetError> {
+    match kind {
+        KIND_FORWARD_HTTP_REPLY => ForwardHttpReply::decode(body)
+            .map(Ok)
+            .map_err(|error| NetError::Handshake(format!("a ForwardHttpReply body: {error}"))),
+        wire::KIND_ERROR => {
+            let (code, message) =
+                wire::decode_error(body).map_err(|error| NetError::Handshake(error.to_string()))?;
+            match ErrorCode::from_u16(code) {
+                Some(
+                    code @ (ErrorCode::StaleEpoch
+                    | ErrorCode::NotMyVbucket
+                    | ErrorCode::Refused
+                    | ErrorCode::UnknownKind),
+                ) => Ok(Err(Refusal { code, message })),
+                _ => Err(NetError::Remote { code, message }),
+            }
+        }
+        other => Err(NetError::Handshake(format!(
+            "reply kind {other:#04x} to a ForwardHttp"
+        ))),
+    }
+}

@@ -1,0 +1,19 @@
+//! Any bytes a peer can put in a ForwardHttp or ForwardHttpReply body (the cluster port's
+//! kinds 0x20 and 0x21; the frame around them is `crates/cluster-net/fuzz` `cluster_frames`):
+//! nothing may panic, whatever decodes is within the encoder's bounds, and it re-encodes to
+//! the same bytes.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use settee_forward_wire::{ForwardHttp, ForwardHttpReply};
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(request) = ForwardHttp::decode(data) {
+        assert_eq!(request.check(), Ok(()));
+        assert_eq!(request.encode(), data);
+    }
+    if let Ok(reply) = ForwardHttpReply::decode(data) {
+        assert_eq!(reply.check(), Ok(()));
+        assert_eq!(reply.encode(), data);
+    }
+});

@@ -1,0 +1,434 @@
+//! Single-document requests answered by the document's active node (docs/format/
+//! cluster-transport.md, "Forwarded HTTP document requests").
+//!
+//! The front node: [`forward_if_elsewhere`] picks the requests that name one document
+//! ([`document_route`]), asks the binary's [`crate::ClusterView`] whether that document's
+//! vbucket is active here and, when it is not, reads the body, sends the request with the
+//! authenticated user to the active and turns its reply into the response. The active:
+//! [`answer_forwarded`] runs a [`ForwardHttp`] through the same router as that user (no second
+//! authentication; the cluster secret authenticated the connection) and reads the answer
+//! whole. The HTTP door still knows nothing of the map: which node, which epoch, the retry on a
+//! stale map are the binary's, behind the `ClusterView` seam.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use hyper::Method;
+pub use settee_forward_wire::{AuthMethod, ForwardHttp, ForwardHttpReply, Identity};
+
+use crate::auth::UserCtx;
+use crate::error::{ApiError, ApiResult};
+use crate::request::{parse_query, split_path, Req, RequestBody};
+use crate::response::{self, HttpResponse};
+use crate::HttpState;
+
+/// Headers that describe one hop, or carry the credentials the front node already resolved:
+/// never forwarded, never copied back from a reply (`content-length` is, for HEAD).
+const HOP_HEADERS: &[&str] = &[
+    "authorization",
+    "cookie",
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "proxy-connection",
+];
+
+/// Path segments after the document id that are design functions or views, not attachments:
+/// answered where the request arrives.
+const DESIGN_FUNCTIONS: &[&str] = &["_view", "_info", "_show", "_update", "_list", "_rewrite"];
+
+/// Which document a request is about, when it is about exactly one that lives in a vbucket.
+#[derive(Debug, PartialEq, Eq)]
+pub enum DocumentRoute<'a> {
+    /// `/db/docid...`: the database segment and the document id.
+    Document { db: &'a str, id: String },
+    /// `POST /db`: a new document, whose id is in its body or made by the front node.
+    NewDocument { db: &'a str },
+}
+
+/// The document a request names (decoded path segments), or `None` for anything else: database
+/// and server requests, `_local` documents (kept per node), design functions and views,
+/// whole-database requests (`_all_docs`, `_changes`, `_find`...).
+pub fn document_route<'a>(method: &Method, segments: &'a [String]) -> Option<DocumentRoute<'a>> {
+    let (db, rest) = segments.split_first()?;
+    let db = db.as_str();
+    match rest {
+        [] if *method == Method::POST => Some(DocumentRoute::NewDocument { db }),
+        [] => None,
+        [design, name, more @ ..] if design == "_design" => match more.first() {
+            Some(segment) if DESIGN_FUNCTIONS.contains(&segment.as_str()) => None,
+            _ => Some(DocumentRoute::Document {
+                db,
+                id: format!("_design/{name}"),
+            }),
+        },
+        [id, more @ ..] => {
+            let design = id
+                .strip_prefix("_design/")
+                .is_some_and(|name| !name.is_empty());
+            if id.is_empty() || (id.starts_with('_') && !design) {
+                return None;
+            }
+            if design
+                && more
+                    .first()
+                    .is_some_and(|s| DESIGN_FUNCTIONS.contains(&s.as_str()))
+            {
+                return None;
+            }
+            Some(DocumentRoute::Document { db, id: id.clone() })
+        }
+    }
+}
+
+/// The database and document a forwarded request is about, as the active checks it against
+/// the vbucket the sender named: the path's document, or for `POST /db` the body's `_id`.
+pub fn forwarded_document(request: &ForwardHttp, plus_to_space: bool) -> Option<(String, String)> {
+    let method = Method::from_bytes(request.method.as_bytes()).ok()?;
+    let uri: hyper::Uri = request.target.parse().ok()?;
+    let segments = split_path(uri.path(), plus_to_space).ok()?;
+    match document_route(&method, &segments)? {
+        DocumentRoute::Document { db, id } => Some((db.to_owned(), id)),
+        DocumentRoute::NewDocument { db } => {
+            let body: serde_json::Value = serde_json::from_slice(&request.body).ok()?;
+            let id = body.get("_id")?.as_str()?.to_owned();
+            Some((db.to_owned(), id))
+        }
+    }
+}
+
+/// The answer of the document's active node when it is another node; `None` when this node
+/// answers (not clustered, not a document request, a database outside the map, the vbucket
+/// active here, or a request another node forwarded here).
+pub async fn forward_if_elsewhere(
+    state: &HttpState,
+    req: &mut Req,
+) -> Option<ApiResult<HttpResponse>> {
+    if req.forwarded {
+        return None;
+    }
+    let cluster = state.cluster.get()?;
+    let route = match document_route(&req.method, &req.path)? {
+        DocumentRoute::Document { db, id } => Some((db.to_owned(), id)),
+        DocumentRoute::NewDocument { .. } => None,
+    };
+    let (db, id, body) = match route {
+        Some((db, id)) => {
+            if cluster.serves_here(&db, &id) {
+                return None;
+            }
+            let body = req
+                .sent_body_bytes(state.config.max_request_size_bytes)
+                .await;
+            (db, id, body)
+        }
+        None => {
+            let db = req.db_segment().to_owned();
+            let (id, body) = match new_document(state, req).await? {
+                Ok(routed) => routed,
+                Err(error) => return Some(Err(error)),
+            };
+            if cluster.serves_here(&db, &id) {
+                req.body = Some(RequestBody::Whole(body));
+                return None;
+            }
+            (db, id, Ok(body))
+        }
+    };
+    let body = match body {
+        Ok(body) => body,
+        Err(error) => return Some(Err(error)),
+    };
+    let request = ForwardHttp {
+        // The cluster side fills in where the document lives.
+        revision: 0,
+        epoch: 0,
+        bucket: String::new(),
+        vbucket: 0,
+        method: req.method.as_str().to_owned(),
+        target: req.uri.path_and_query().map_or_else(
+            || req.uri.path().to_owned(),
+            |target| target.as_str().to_owned(),
+        ),
+        identity: identity(&req.user),
+        headers: request_headers(&req.headers),
+        body: body.to_vec(),
+    };
+    Some(match cluster.forward(&db, &id, request).await {
+        Ok(reply) => Ok(reply_response(reply)),
+        Err(refusal) => Err(refusal.into()),
+    })
+}
+
+/// `POST /db`'s document id and body: the body's `_id`, or one this node makes (written into
+/// the body, so the active stores exactly that id). `None`: not a JSON object with a JSON
+/// content type, answered here as any malformed request is (the body put back).
+async fn new_document(state: &HttpState, req: &mut Req) -> Option<ApiResult<(String, Bytes)>> {
+    req.require_json_content_type().ok()?;
+    let body = match req.body_bytes(state.config.max_request_size_bytes).await {
+        Ok(body) => body,
+        Err(error) => return Some(Err(error)),
+    };
+    // The body is decoded now: what goes on (forwarded or served here) is the plain JSON.
+    req.headers.remove(hyper::header::CONTENT_ENCODING);
+    let parsed = crate::request::parse_json(&body, state.config.max_json_depth);
+    let Ok(serde_json::Value::Object(members)) = parsed else {
+        req.body = Some(RequestBody::Whole(body));
+        return None;
+    };
+    match members.get("_id") {
+        // `_local` documents stay on the node that has them, however they are written.
+        Some(serde_json::Value::String(id)) if !id.starts_with("_local/") => {
+            Some(Ok((id.clone(), body)))
+        }
+        Some(_) => {
+            req.body = Some(RequestBody::Whole(body));
+            None
+        }
+        None => {
+            let id = state.uuids.configured(&req.settings);
+            Some(Ok((id.clone(), with_id(&body, &id, members.is_empty()))))
+        }
+    }
+}
+
+/// `body` (a JSON object) with `"_id": id` as its first member.
+fn with_id(body: &[u8], id: &str, empty: bool) -> Bytes {
+    let open = body.iter().position(|&byte| byte == b'{').unwrap_or(0);
+    let member = format!(
+        "\"_id\":{}{}",
+        serde_json::Value::String(id.to_owned()),
+        if empty { "" } else { "," }
+    );
+    let mut spliced = Vec::with_capacity(body.len() + member.len());
+    spliced.extend_from_slice(&body[..=open.min(body.len().saturating_sub(1))]);
+    spliced.extend_from_slice(member.as_bytes());
+    spliced.extend_from_slice(body.get(open + 1..).unwrap_or_default());
+    Bytes::from(spliced)
+}
+
+fn identity(user: &UserCtx) -> Identity {
+    Identity {
+        name: user.name.clone(),
+        roles: user.roles.clone(),
+        auth: match user.authenticated {
+            Some("cookie") => AuthMethod::Cookie,
+            Some(_) => AuthMethod::Basic,
+            None => AuthMethod::None,
+        },
+    }
+}
+
+fn user(identity: Identity) -> UserCtx {
+    UserCtx {
+        name: identity.name,
+        roles: identity.roles,
+        authenticated: match identity.auth {
+            AuthMethod::Cookie => Some("cookie"),
+            AuthMethod::Basic => Some("default"),
+            AuthMethod::None => None,
+        },
+    }
+}
+
+fn is_hop_header(name: &str) -> bool {
+    HOP_HEADERS.contains(&name)
+}
+
+fn request_headers(headers: &HeaderMap) -> Vec<(String, Vec<u8>)> {
+    headers
+        .iter()
+        .filter(|(name, _)| !is_hop_header(name.as_str()) && *name != hyper::header::CONTENT_LENGTH)
+        .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+        .collect()
+}
+
+fn header_map(headers: Vec<(String, Vec<u8>)>) -> HeaderMap {
+    let mut map = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        if is_hop_header(&name) {
+            continue;
+        }
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_bytes(&value),
+        ) {
+            map.append(name, value);
+        }
+    }
+    map
+}
+
+fn reply_response(reply: ForwardHttpReply) -> HttpResponse {
+    let mut response = hyper::Response::new(response::full(reply.body));
+    *response.status_mut() =
+        hyper::StatusCode::from_u16(reply.status).unwrap_or(hyper::StatusCode::BAD_GATEWAY);
+    *response.headers_mut() = header_map(reply.headers);
+    response
+}
+
+/// Runs a request another node forwarded, as the user it names, and reads the answer whole
+/// (at most `reply_body_bytes_max` bytes of body, else `Err` with the reason). The front node
+/// adds its own request id, CORS and JSONP; nothing of that is done here.
+pub async fn answer_forwarded(
+    state: Arc<HttpState>,
+    request: ForwardHttp,
+    reply_body_bytes_max: usize,
+) -> Result<ForwardHttpReply, String> {
+    let response = forwarded_response(&state, request).await;
+    let (parts, body) = response.into_parts();
+    let body = Limited::new(body, reply_body_bytes_max)
+        .collect()
+        .await
+        .map_err(|error| format!("reply too large to forward or unreadable: {error}"))?
+        .to_bytes();
+    let headers = parts
+        .headers
+        .iter()
+        .filter(|(name, _)| !is_hop_header(name.as_str()))
+        .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+        .collect();
+    Ok(ForwardHttpReply {
+        status: parts.status.as_u16(),
+        headers,
+        body: body.to_vec(),
+    })
+}
+
+async fn forwarded_response(state: &HttpState, request: ForwardHttp) -> HttpResponse {
+    let settings = state.node_config.settings();
+    let (Ok(method), Ok(uri)) = (
+        Method::from_bytes(request.method.as_bytes()),
+        request.target.parse::<hyper::Uri>(),
+    ) else {
+        return response::error(&ApiError::BadRequest(
+            "a forwarded request's method or target does not parse".into(),
+        ));
+    };
+    let path = match split_path(uri.path(), settings.decode_plus_to_space) {
+        Ok(path) => path,
+        Err(invalid) => return response::error(&invalid.error()),
+    };
+    let mut req = Req {
+        method,
+        path,
+        query: parse_query(uri.query()),
+        headers: header_map(request.headers),
+        uri,
+        body: Some(RequestBody::Whole(Bytes::from(request.body))),
+        user: user(request.identity),
+        peer: None,
+        body_timeout: state.config.body_timeout,
+        settings,
+        forwarded: true,
+    };
+    match crate::router::route(state, &mut req).await {
+        Ok(response) => response,
+        Err(error) => response::error(&error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segments(path: &str) -> Vec<String> {
+        split_path(path, false).expect("utf-8")
+    }
+
+    fn doc(path: &str, method: Method) -> Option<(String, String)> {
+        let segments = segments(path);
+        match document_route(&method, &segments)? {
+            DocumentRoute::Document { db, id } => Some((db.to_owned(), id)),
+            DocumentRoute::NewDocument { db } => Some((db.to_owned(), String::new())),
+        }
+    }
+
+    #[test]
+    fn documents_attachments_and_design_documents_are_routed_by_their_id() {
+        let pair = |db: &str, id: &str| Some((db.to_owned(), id.to_owned()));
+        assert_eq!(doc("/db/a", Method::GET), pair("db", "a"));
+        assert_eq!(doc("/db/a/file.txt", Method::PUT), pair("db", "a"));
+        assert_eq!(doc("/db/a/dir/file.txt", Method::GET), pair("db", "a"));
+        assert_eq!(doc("/db/a/_lookup", Method::POST), pair("db", "a"));
+        assert_eq!(doc("/db/_design/x", Method::PUT), pair("db", "_design/x"));
+        assert_eq!(doc("/db/_design%2Fx", Method::GET), pair("db", "_design/x"));
+        assert_eq!(
+            doc("/db/_design/x/att", Method::GET),
+            pair("db", "_design/x")
+        );
+        assert_eq!(doc("/b$s$c/k", Method::GET), pair("b$s$c", "k"));
+        assert_eq!(doc("/db", Method::POST), pair("db", ""));
+    }
+
+    #[test]
+    fn whole_database_requests_local_documents_and_design_functions_stay_here() {
+        for path in [
+            "/db",
+            "/",
+            "/db/_all_docs",
+            "/db/_changes",
+            "/db/_find",
+            "/db/_local/x",
+            "/db/_local%2Fx",
+            "/db/_design/x/_view/v",
+            "/db/_design/x/_show/s/id",
+            "/db/_design%2Fx/_info",
+            "/db/_bulk_docs",
+        ] {
+            let method = if path == "/db/_bulk_docs" {
+                Method::POST
+            } else {
+                Method::GET
+            };
+            assert_eq!(doc(path, method), None, "{path}");
+        }
+    }
+
+    #[test]
+    fn a_generated_id_becomes_the_first_member_of_the_body() {
+        assert_eq!(
+            &with_id(br#" {"a":1}"#, "x1", false)[..],
+            br#" {"_id":"x1","a":1}"#
+        );
+        assert_eq!(&with_id(b"{}", "x1", true)[..], br#"{"_id":"x1"}"#);
+        let request = ForwardHttp {
+            revision: 1,
+            epoch: 1,
+            bucket: "db".into(),
+            vbucket: 0,
+            method: "POST".into(),
+            target: "/db?batch=ok".into(),
+            identity: identity(&UserCtx::default()),
+            headers: vec![],
+            body: with_id(br#"{"a":1}"#, "x1", false).to_vec(),
+        };
+        assert_eq!(
+            forwarded_document(&request, false),
+            Some(("db".to_owned(), "x1".to_owned()))
+        );
+    }
+
+    #[test]
+    fn credentials_and_hop_headers_are_not_forwarded() {
+        let mut headers = HeaderMap::new();
+        headers.insert("authorization", HeaderValue::from_static("Basic eDp5"));
+        headers.insert("cookie", HeaderValue::from_static("AuthSession=abc"));
+        headers.insert("content-length", HeaderValue::from_static("7"));
+        headers.insert("host", HeaderValue::from_static("a:1"));
+        headers.insert("if-match", HeaderValue::from_static("1-x"));
+        let names: Vec<String> = request_headers(&headers)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(names, vec!["host".to_owned(), "if-match".to_owned()]);
+    }
+}

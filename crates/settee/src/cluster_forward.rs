@@ -1,0 +1,319 @@
+//! Single-document HTTP requests answered by the document's active node, over the cluster
+//! transport (docs/format/cluster-transport.md, "Forwarded HTTP document requests").
+//!
+//! The HTTP door decides which requests name one document (settee-http `forward.rs`) and asks
+//! through its `ClusterView` ([`Forwarder`]): where does this document live, and send it there.
+//! [`ForwardServer`] is the other end, on the cluster port: it fences the request against its
+//! own map (not the active: "not my vbucket"; an older entry than its own: "stale epoch"; a
+//! newer one: it waits to catch up) and runs it through the HTTP door as the user it carries.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use settee_cluster::map::{ClusterMap, NodeId};
+use settee_cluster::node::ClusterNode;
+use settee_cluster::wire::ErrorCode;
+use settee_cluster_net::forward::{ForwardFuture, ForwardHandler, ForwardHttp, Refusal};
+use settee_cluster_net::TcpTransport;
+use settee_http::forward::ForwardHttpReply;
+use settee_http::{ClusterRefusal, HttpState};
+
+/// The front node, refused for a stale map, waits this long for its map to move before it
+/// routes the request again (once).
+const STALE_MAP_WAIT_MS: u64 = 1_000;
+/// The active, sent a request made on a newer map than its own, waits this long to apply it.
+const BEHIND_WAIT_MS: u64 = 2_000;
+/// A reply's body at most: what leaves room in one frame for its status and headers.
+const REPLY_BODY_BYTES_MAX: usize = settee_cluster_net::frame::FRAME_BYTES_MAX - (1 << 20);
+
+/// Where a document of a bucket in the map lives, as one map says.
+#[derive(Debug, PartialEq, Eq)]
+struct Placement {
+    /// The vbucket's active node.
+    node: NodeId,
+    /// Its cluster address.
+    addr: String,
+    revision: u64,
+    /// The vbucket entry's epoch.
+    epoch: u64,
+    bucket: String,
+    vbucket: u16,
+}
+
+/// The map's bucket behind a database name: the bucket's own name, or the bucket part of a
+/// collection's `bucket$scope$collection`.
+fn bucket_name<'a>(map: &ClusterMap, db: &'a str) -> Option<&'a str> {
+    if map.buckets.contains_key(db) {
+        return Some(db);
+    }
+    let door = settee_manifest::split_door_name(db)?;
+    map.buckets.contains_key(door.bucket).then_some(door.bucket)
+}
+
+/// Where `doc_id` of `db` lives at `map`: `Ok(None)` for a database the map does not hold
+/// (served by whichever node has it), `Err` for a vbucket without an active node.
+fn place(map: &ClusterMap, db: &str, doc_id: &str) -> Result<Option<Placement>, String> {
+    let Some(name) = bucket_name(map, db) else {
+        return Ok(None);
+    };
+    let Some(bucket) = map.buckets.get(name) else {
+        return Ok(None);
+    };
+    let vbucket = settee_engine::vbucket::vbucket_of(doc_id.as_bytes(), bucket.vbucket_count);
+    let entry = bucket
+        .vbuckets
+        .get(usize::from(vbucket))
+        .ok_or_else(|| format!("vbucket {vbucket} of {name} is not in the map"))?;
+    let node = entry
+        .active
+        .ok_or_else(|| format!("vbucket {vbucket} of {name} has no active node"))?;
+    let addr = map
+        .members
+        .get(&node)
+        .map(|member| member.cluster_addr.clone())
+        .ok_or_else(|| format!("node {node} is not a member"))?;
+    Ok(Some(Placement {
+        node,
+        addr,
+        revision: map.revision,
+        epoch: entry.epoch,
+        bucket: name.to_owned(),
+        vbucket,
+    }))
+}
+
+/// The front node's side, behind the HTTP door's `ClusterView`.
+pub struct Forwarder {
+    pub node: Arc<ClusterNode>,
+    pub transport: TcpTransport,
+}
+
+impl Forwarder {
+    pub fn serves_here(&self, db: &str, doc_id: &str) -> bool {
+        match place(&self.node.map(), db, doc_id) {
+            Ok(Some(placement)) => placement.node == self.node.id(),
+            // Outside the map: this node's own database. No active: the local engine answers
+            // as it does for a vbucket it does not hold (503).
+            Ok(None) | Err(_) => true,
+        }
+    }
+
+    /// Sends `request` to the active of `doc_id`'s vbucket; refused for a stale map, routes
+    /// once more after its own map moved. The active may by then be this node: the request
+    /// goes to its own cluster port, fenced there like any other.
+    pub async fn forward(
+        &self,
+        db: &str,
+        doc_id: &str,
+        mut request: ForwardHttp,
+    ) -> Result<ForwardHttpReply, ClusterRefusal> {
+        // The bucket's name is filled in below; counted here at the map's longest.
+        let bucket_bytes_max = settee_cluster::map::BUCKET_NAME_BYTES_MAX;
+        if !settee_cluster_net::frame::fits(request.encoded_len() + bucket_bytes_max) {
+            return Err(ClusterRefusal::TooLarge);
+        }
+        let mut retried = false;
+        loop {
+            let map = self.node.map();
+            let placement = place(&map, db, doc_id)
+                .map_err(ClusterRefusal::Unavailable)?
+                .ok_or_else(|| ClusterRefusal::Unavailable(format!("{db} left the cluster map")))?;
+            request.revision = placement.revision;
+            request.epoch = placement.epoch;
+            request.bucket.clone_from(&placement.bucket);
+            request.vbucket = placement.vbucket;
+            let node = placement.node;
+            let refusal = match self
+                .transport
+                .forward(node, &placement.addr, &request)
+                .await
+            {
+                Ok(Ok(reply)) => return Ok(reply),
+                Ok(Err(refusal)) => refusal,
+                Err(error) => {
+                    return Err(ClusterRefusal::Unavailable(format!(
+                        "the active node {node} of this document could not be reached: {error}"
+                    )))
+                }
+            };
+            let stale = matches!(
+                refusal.code,
+                ErrorCode::StaleEpoch | ErrorCode::NotMyVbucket
+            );
+            if !stale || retried {
+                return Err(ClusterRefusal::Unavailable(format!(
+                    "node {node} refused the forwarded request: {}",
+                    refusal.message
+                )));
+            }
+            retried = true;
+            let mut maps = self.node.subscribe();
+            let moved = maps.wait_for(|newer| newer.revision > map.revision);
+            let _ = tokio::time::timeout(Duration::from_millis(STALE_MAP_WAIT_MS), moved).await;
+        }
+    }
+}
+
+/// The active's side: answers ForwardHttp frames on the cluster port.
+pub struct ForwardServer {
+    pub node: Arc<ClusterNode>,
+    pub state: Arc<HttpState>,
+}
+
+impl ForwardHandler for ForwardServer {
+    fn forward(&self, from: NodeId, request: ForwardHttp) -> ForwardFuture<'_> {
+        Box::pin(async move {
+            self.fence(&request).await.inspect_err(|refusal| {
+                tracing::debug!(from, code = ?refusal.code, message = %refusal.message,
+                    "forwarded request refused");
+            })?;
+            settee_http::forward::answer_forwarded(
+                self.state.clone(),
+                request,
+                REPLY_BODY_BYTES_MAX,
+            )
+            .await
+            .map_err(|reason| Refusal::new(ErrorCode::Refused, reason))
+        })
+    }
+}
+
+impl ForwardServer {
+    /// Whether this node may run `request`: its document is in the vbucket it names, this
+    /// node is that vbucket's active (after catching up with a sender whose entry for the
+    /// vbucket is newer), and the sender's entry is not older than this node's.
+    async fn fence(&self, request: &ForwardHttp) -> Result<(), Refusal> {
+        let plus_to_space = self.state.node_config.settings().decode_plus_to_space;
+        let (db, id) = settee_http::forward::forwarded_document(request, plus_to_space)
+            .ok_or_else(|| {
+                Refusal::new(
+                    ErrorCode::Refused,
+                    "a forwarded request must name one document",
+                )
+            })?;
+        let mut caught_up = false;
+        loop {
+            let map = self.node.map();
+            let placement = place(&map, &db, &id)
+                .map_err(|reason| Refusal::new(ErrorCode::NotMyVbucket, reason))?
+                .ok_or_else(|| {
+                    Refusal::new(
+                        ErrorCode::NotMyVbucket,
+                        format!("{db} is not a bucket of this node's cluster map"),
+                    )
+                })?;
+            if placement.bucket != request.bucket || placement.vbucket != request.vbucket {
+                return Err(Refusal::new(
+                    ErrorCode::Refused,
+                    format!(
+                        "document {id:?} is in vbucket {} of {}, not in vbucket {} of {}",
+                        placement.vbucket, placement.bucket, request.vbucket, request.bucket
+                    ),
+                ));
+            }
+            if request.epoch > placement.epoch {
+                if caught_up {
+                    return Err(Refusal::new(
+                        ErrorCode::Refused,
+                        format!(
+                            "this node's map (revision {}) is behind the sender's ({})",
+                            map.revision, request.revision
+                        ),
+                    ));
+                }
+                caught_up = true;
+                let mut maps = self.node.subscribe();
+                let reached = maps.wait_for(|newer| newer.revision >= request.revision);
+                let _ = tokio::time::timeout(Duration::from_millis(BEHIND_WAIT_MS), reached).await;
+                continue;
+            }
+            if placement.node != self.node.id() {
+                return Err(Refusal::new(
+                    ErrorCode::NotMyVbucket,
+                    format!(
+                        "vbucket {} of {} is active on node {}, not here",
+                        placement.vbucket, placement.bucket, placement.node
+                    ),
+                ));
+            }
+            if request.epoch < placement.epoch {
+                return Err(Refusal::new(
+                    ErrorCode::StaleEpoch,
+                    format!(
+                        "vbucket {} of {} changed at map revision {}; the request was made at \
+                         epoch {}",
+                        placement.vbucket, placement.bucket, placement.epoch, request.epoch
+                    ),
+                ));
+            }
+            return Ok(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use settee_cluster::map::{Bucket, Durability, Member, Vbucket};
+
+    fn map() -> ClusterMap {
+        let mut map = ClusterMap {
+            revision: 9,
+            ..ClusterMap::default()
+        };
+        for id in [1, 2] {
+            let member = Member::joining(id, format!("127.0.0.1:{id}"), "h", "k");
+            map.members.insert(id, member);
+        }
+        let vbuckets = (0..4u64)
+            .map(|vb| Vbucket {
+                active: (vb != 3).then_some(1 + vb % 2),
+                replicas: vec![],
+                epoch: 5 + vb,
+            })
+            .collect();
+        map.buckets.insert(
+            "db".into(),
+            Bucket {
+                name: "db".into(),
+                vbucket_count: 4,
+                replicas: 0,
+                durability_min: Durability::None,
+                manifest_uid: 0,
+                vbuckets,
+            },
+        );
+        map
+    }
+
+    #[test]
+    fn a_document_is_placed_on_its_vbuckets_active_with_that_entrys_epoch() {
+        let map = map();
+        let id = (0..)
+            .map(|n| format!("doc{n}"))
+            .find(|id| settee_engine::vbucket::vbucket_of(id.as_bytes(), 4) == 1)
+            .expect("some id lands in vbucket 1");
+        let placed = place(&map, "db", &id).expect("placed").expect("in the map");
+        assert_eq!(
+            placed,
+            Placement {
+                node: 2,
+                addr: "127.0.0.1:2".into(),
+                revision: 9,
+                epoch: 6,
+                bucket: "db".into(),
+                vbucket: 1
+            }
+        );
+        let collection = place(&map, "db$s$c", &id)
+            .expect("placed")
+            .expect("in the map");
+        assert_eq!(collection, placed, "a collection is routed by its bucket");
+        assert_eq!(place(&map, "other", &id), Ok(None));
+        let orphan = (0..)
+            .map(|n| format!("doc{n}"))
+            .find(|id| settee_engine::vbucket::vbucket_of(id.as_bytes(), 4) == 3)
+            .expect("some id lands in vbucket 3");
+        assert!(place(&map, "db", &orphan).is_err());
+    }
+}
