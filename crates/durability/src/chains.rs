@@ -29,7 +29,8 @@ pub struct Chains {
 /// Nodes that must hold a write for it to be durable in a chain of `replicas + 1` nodes:
 /// Couchbase's `floor(n / 2) + 1`, the active included.
 pub fn majority(replicas: u8) -> usize {
-    (usize::from(replicas) + 1) / 2 + 1
+    // floor((replicas + 1) / 2) == ceil(replicas / 2).
+    usize::from(replicas).div_ceil(2) + 1
 }
 
 impl Chains {

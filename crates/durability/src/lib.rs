@@ -130,6 +130,11 @@ impl Tracker {
         self.publish(&held, 0..vbuckets);
     }
 
+    /// The bucket's configured replica count (0 outside a cluster).
+    pub fn replicas(&self) -> u8 {
+        self.chains.lock().replicas()
+    }
+
     /// The bucket's minimum level.
     pub fn min_level(&self) -> Level {
         Level::from_wire(self.min_level.load(Ordering::Relaxed)).unwrap_or_default()

@@ -556,14 +556,32 @@ fn mutation(
         let mut out = Vec::new();
         let key = &key_bytes[..];
         match job {
-            Job::Mutate(mutation) => match ctx
-                .bucket
-                .kv_mutate(ctx.doc(key), mutation, &ctx.writer)
-                .await
-            {
-                Ok(outcome) => ctx.outcome_reply(&mut out, key, outcome),
-                Err(error) => ctx.engine_error(&mut out, &error),
-            },
+            Job::Mutate(mutation) => {
+                let write = async {
+                    let mut out = Vec::new();
+                    let stored = match ctx
+                        .bucket
+                        .kv_mutate(ctx.doc(key), mutation, &ctx.writer)
+                        .await
+                    {
+                        Ok(outcome) => {
+                            let stored = match outcome {
+                                KvOutcome::Stored { seqno, .. }
+                                | KvOutcome::Counted { seqno, .. } => Some(seqno),
+                                _ => None,
+                            };
+                            ctx.outcome_reply(&mut out, key, outcome);
+                            stored
+                        }
+                        Err(error) => {
+                            ctx.engine_error(&mut out, &error);
+                            None
+                        }
+                    };
+                    (out, stored)
+                };
+                out = crate::sync_write::run(&ctx, key, write).await;
+            }
             Job::GetAndTouch(expiry) => {
                 match ctx
                     .bucket

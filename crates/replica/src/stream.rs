@@ -107,6 +107,8 @@ pub(crate) struct VbStream {
     pub reached: u64,
     /// True once the vbucket's STREAM_REQ was accepted.
     pub open: bool,
+    /// The persisted seqno last acknowledged on this connection (SEQNO_ACKNOWLEDGED).
+    pub acknowledged: Option<u64>,
 }
 
 impl VbStream {

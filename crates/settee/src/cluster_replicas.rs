@@ -26,6 +26,7 @@ use std::sync::{Arc, OnceLock};
 use settee_cluster::failover::ReplicaSeqno;
 use settee_cluster::map::{ClusterMap, NodeId};
 use settee_cluster::orchestrator::SeqnoSource;
+use settee_engine::durability::Level;
 use settee_engine::{Engine, VbRole};
 use settee_replica::{ReplicaConfig, Replicator, ReplicatorHandle};
 use tokio::sync::{watch, Mutex};
@@ -76,6 +77,44 @@ pub fn plan(
     (roles, sources)
 }
 
+/// For each vbucket of `bucket` active on `this` node, the replica nodes whose
+/// acknowledgements count for its sync writes: the chain's active members, at most `replicas`
+/// of them (a failed node appended by a failover is not one); empty for the other vbuckets
+/// (docs/format/replica.md, "Sync writes on the active").
+pub fn sync_chains(
+    map: &ClusterMap,
+    this: NodeId,
+    bucket: &settee_cluster::map::Bucket,
+) -> Vec<Vec<NodeId>> {
+    bucket
+        .vbuckets
+        .iter()
+        .map(|entry| {
+            if entry.active != Some(this) {
+                return Vec::new();
+            }
+            entry
+                .replicas
+                .iter()
+                .copied()
+                .filter(|node| map.is_active_member(*node))
+                .take(usize::from(bucket.replicas))
+                .collect()
+        })
+        .collect()
+}
+
+/// The map's minimum durability as the engine's level.
+pub fn level_of(durability: settee_cluster::map::Durability) -> Level {
+    use settee_cluster::map::Durability;
+    match durability {
+        Durability::None => Level::None,
+        Durability::Majority => Level::Majority,
+        Durability::MajorityAndPersistActive => Level::MajorityAndPersistActive,
+        Durability::PersistToMajority => Level::PersistToMajority,
+    }
+}
+
 impl ClusterReplicas {
     pub fn new(engine: Arc<Engine>, this: NodeId, secret: String, node_name: String) -> Self {
         ClusterReplicas {
@@ -100,6 +139,11 @@ impl ClusterReplicas {
                 continue;
             }
             counts.insert(name.clone(), bucket.vbucket_count);
+            local.durability().set_topology(
+                bucket.replicas,
+                &sync_chains(map, self.this, bucket),
+                level_of(bucket.durability_min),
+            );
             let (bucket_roles, sources) = plan(map, self.this, bucket);
             for (source, vbuckets) in sources {
                 let Some(member) = map.members.get(&source) else {
@@ -154,6 +198,7 @@ impl ClusterReplicas {
                 secret: self.secret.clone(),
                 node_name: self.node_name.clone(),
                 vbucket_count: counts.get(&key.0).copied(),
+                node_id: Some(self.this),
             };
             tracing::info!(bucket = %key.0, source = key.1, %kv_addr, vbuckets = vbuckets.len(),
                 "replica stream started");
