@@ -115,6 +115,17 @@ pub fn level_of(durability: settee_cluster::map::Durability) -> Level {
     }
 }
 
+/// A `durabilityMinLevel` as the cluster map records it.
+pub fn durability_of(level: Level) -> settee_cluster::map::Durability {
+    use settee_cluster::map::Durability;
+    match level {
+        Level::None => Durability::None,
+        Level::Majority => Durability::Majority,
+        Level::MajorityAndPersistActive => Durability::MajorityAndPersistActive,
+        Level::PersistToMajority => Durability::PersistToMajority,
+    }
+}
+
 impl ClusterReplicas {
     pub fn new(engine: Arc<Engine>, this: NodeId, secret: String, node_name: String) -> Self {
         ClusterReplicas {
@@ -340,5 +351,40 @@ mod tests {
         let (roles, sources) = plan(&map, 3, &bucket);
         assert_eq!(roles, [VbRole::Dead; 4]);
         assert!(sources.is_empty());
+    }
+
+    #[test]
+    fn sync_chains_hold_the_active_members_of_this_nodes_actives() {
+        let mut map = ClusterMap::default();
+        for id in [1, 2, 3] {
+            map.members.insert(id, Member::joining(id, "", "", ""));
+        }
+        let entry = |active: Option<NodeId>, replicas: Vec<NodeId>| Vbucket {
+            active,
+            replicas,
+            epoch: 0,
+        };
+        let bucket = Bucket {
+            name: "db".into(),
+            vbucket_count: 3,
+            replicas: 1,
+            durability_min: Durability::Majority,
+            manifest_uid: 0,
+            // vb 2: a failover appended the failed active 3 after the promoted replica's slot.
+            vbuckets: vec![
+                entry(Some(1), vec![2]),
+                entry(Some(2), vec![1]),
+                entry(Some(1), vec![2, 3]),
+            ],
+        };
+        assert_eq!(sync_chains(&map, 1, &bucket), [vec![2], vec![], vec![2]]);
+        map.members.get_mut(&2).expect("member").state = MemberState::Failed;
+        assert_eq!(
+            sync_chains(&map, 1, &bucket),
+            [Vec::<NodeId>::new(), vec![], vec![3]]
+        );
+        for level in Level::ALL {
+            assert_eq!(level_of(durability_of(level)), level);
+        }
     }
 }

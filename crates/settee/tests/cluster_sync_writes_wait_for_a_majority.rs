@@ -60,6 +60,10 @@ fn until<T>(what: &str, mut done: impl FnMut() -> Option<T>) -> T {
 
 /// A KV connection to the bucket with framing extras and mutation tokens negotiated.
 fn kv(server: &Server) -> Kv {
+    kv_to(server, "db")
+}
+
+fn kv_to(server: &Server, bucket: &str) -> Kv {
     let mut kv = Kv::connect(&server.kv_addr);
     kv.hello(&[
         feature::XERROR,
@@ -70,7 +74,7 @@ fn kv(server: &Server) -> Kv {
         feature::SYNC_REPLICATION,
     ]);
     assert_eq!(kv.auth("admin", "secret"), 0);
-    let selected = kv.call(opcode::SELECT_BUCKET, b"db", &[], &[], 0);
+    let selected = kv.call(opcode::SELECT_BUCKET, bucket.as_bytes(), &[], &[], 0);
     assert_eq!(selected.status, status::SUCCESS);
     kv
 }
@@ -105,9 +109,10 @@ fn durable_set(kv: &mut Kv, key: &[u8], value: &[u8], durability: (u8, u16)) -> 
     reply
 }
 
-/// The high seqno of each vbucket a node holds in `state` (1 active, 2 replica).
-fn seqnos(server: &Server, state: u32) -> BTreeMap<u16, u64> {
-    let reply = kv(server).call(opcode::GET_ALL_VB_SEQNOS, &[], &state.to_be_bytes(), &[], 0);
+/// The high seqno of each vbucket of `bucket` a node holds in `state` (1 active, 2 replica).
+fn seqnos(server: &Server, bucket: &str, state: u32) -> BTreeMap<u16, u64> {
+    let reply =
+        kv_to(server, bucket).call(opcode::GET_ALL_VB_SEQNOS, &[], &state.to_be_bytes(), &[], 0);
     assert_eq!(reply.status, status::SUCCESS);
     reply
         .value
@@ -182,6 +187,33 @@ fn sync_writes_wait_for_a_majority_of_the_chain() {
             (http(node, "GET", "/db", None).0 == 200).then_some(())
         });
     }
+    // A bucket whose minimum durability raises every write (ns_server's form, on any node).
+    let form =
+        format!("name=strict&replicaNumber=1&numVBuckets={VBUCKETS}&durabilityMinLevel=majority");
+    let mut mgmt = Client::connect(&nodes[1].mgmt_addr).expect("connect");
+    let created = mgmt
+        .request_with(
+            "POST",
+            "/pools/default/buckets",
+            &[("Content-Type", "application/x-www-form-urlencoded")],
+            Some(form.as_bytes()),
+        )
+        .expect("POST");
+    assert_eq!(
+        created.status,
+        202,
+        "{}",
+        String::from_utf8_lossy(&created.body)
+    );
+    for node in &nodes {
+        until("the strict bucket everywhere", || {
+            let mut mgmt = Client::connect(&node.mgmt_addr).expect("connect");
+            let info = mgmt
+                .request("GET", "/pools/default/buckets/strict", None)
+                .expect("GET");
+            (info.status == 200 && info.json()["durabilityMinLevel"] == "majority").then_some(())
+        });
+    }
     let (servers, rows) = placement(&nodes);
     let copies_of = |key: &[u8]| {
         let row = &rows[usize::from(settee_engine::vbucket::vbucket_of(key, VBUCKETS))];
@@ -220,7 +252,33 @@ fn sync_writes_wait_for_a_majority_of_the_chain() {
         });
         let seqno = u64::from_be_bytes(reply.extras[8..16].try_into().expect("a token"));
         let vbucket = settee_engine::vbucket::vbucket_of(&key, VBUCKETS);
-        let persisted = seqnos(&nodes[replica], 2)[&vbucket];
+        let persisted = seqnos(&nodes[replica], "db", 2)[&vbucket];
+        assert!(
+            persisted >= seqno,
+            "replica at {persisted}, write at {seqno}"
+        );
+    }
+
+    // Writes without durability to the strict bucket wait for the replica too.
+    let mut strict: Vec<Kv> = nodes.iter().map(|node| kv_to(node, "strict")).collect();
+    for index in 0..10 {
+        let key = format!("strict-{index}").into_bytes();
+        let (active, replica) = copies_of(&key);
+        let reply = until("a write raised to majority", || {
+            let reply = strict[active].call(opcode::SET, &key, &store_extras(0, 0), b"{}", 0);
+            assert!(
+                matches!(
+                    reply.status,
+                    status::SUCCESS | status::NOT_MY_VBUCKET | status::DURABILITY_IMPOSSIBLE
+                ),
+                "SET status {:#x}",
+                reply.status
+            );
+            (reply.status == status::SUCCESS).then_some(reply)
+        });
+        let seqno = u64::from_be_bytes(reply.extras[8..16].try_into().expect("a token"));
+        let vbucket = settee_engine::vbucket::vbucket_of(&key, VBUCKETS);
+        let persisted = seqnos(&nodes[replica], "strict", 2)[&vbucket];
         assert!(
             persisted >= seqno,
             "replica at {persisted}, write at {seqno}"
@@ -313,6 +371,9 @@ fn sync_writes_wait_for_a_majority_of_the_chain() {
     });
     let plain = connections[active].call(opcode::SET, &key, &store_extras(0, 0), b"{}", 0);
     assert_eq!(plain.status, status::SUCCESS);
+    // In the strict bucket the same write is raised to majority: impossible now.
+    let raised = strict[active].call(opcode::SET, &key, &store_extras(0, 0), b"{}", 0);
+    assert_eq!(raised.status, status::DURABILITY_IMPOSSIBLE);
     // HTTP writes to documents whose replica was the killed node: written, quorum unmet,
     // unless w=1.
     let mut orphans = (0..)
