@@ -368,15 +368,8 @@ async fn mutate_reply(
             cas, seqno, values, ..
         }) => {
             stored = Some(seqno);
-            let mut extras = [0u8; 16];
-            let extras: &[u8] = if ctx.features.mutation_seqno {
-                let vbucket = ctx.bucket.vbucket_of(key);
-                extras[..8].copy_from_slice(&ctx.bucket.vbucket_uuid(vbucket).to_be_bytes());
-                extras[8..].copy_from_slice(&seqno.to_be_bytes());
-                &extras
-            } else {
-                &[]
-            };
+            let (token, len) = ctx.token_extras(key, seqno);
+            let extras = &token[..len];
             let mut body = Vec::new();
             if single {
                 if let Some((_, value)) = values.first() {

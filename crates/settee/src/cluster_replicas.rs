@@ -305,30 +305,38 @@ mod tests {
     use super::*;
     use settee_cluster::map::{Bucket, Durability, Member, MemberState, Vbucket};
 
-    #[test]
-    fn roles_and_sources_follow_the_map() {
+    /// A map of members 1, 2 and 3.
+    fn three_members() -> ClusterMap {
         let mut map = ClusterMap::default();
         for id in [1, 2, 3] {
             map.members.insert(id, Member::joining(id, "", "", ""));
         }
-        let entry = |active: Option<NodeId>, replicas: Vec<NodeId>| Vbucket {
-            active,
-            replicas,
-            epoch: 0,
-        };
-        let bucket = Bucket {
+        map
+    }
+
+    /// A bucket with one replica and these (active, replica chain) vbuckets.
+    fn bucket_of(vbuckets: &[(NodeId, &[NodeId])]) -> Bucket {
+        Bucket {
             name: "db".into(),
-            vbucket_count: 4,
+            vbucket_count: u16::try_from(vbuckets.len()).expect("a few"),
             replicas: 1,
             durability_min: Durability::None,
             manifest_uid: 0,
-            vbuckets: vec![
-                entry(Some(1), vec![2]),
-                entry(Some(2), vec![1]),
-                entry(Some(3), vec![1]),
-                entry(Some(2), vec![3]),
-            ],
-        };
+            vbuckets: vbuckets
+                .iter()
+                .map(|(active, replicas)| Vbucket {
+                    active: Some(*active),
+                    replicas: replicas.to_vec(),
+                    epoch: 0,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn roles_and_sources_follow_the_map() {
+        let mut map = three_members();
+        let bucket = bucket_of(&[(1, &[2]), (2, &[1]), (3, &[1]), (2, &[3])]);
         let (roles, sources) = plan(&map, 1, &bucket);
         assert_eq!(
             roles,
@@ -355,28 +363,9 @@ mod tests {
 
     #[test]
     fn sync_chains_hold_the_active_members_of_this_nodes_actives() {
-        let mut map = ClusterMap::default();
-        for id in [1, 2, 3] {
-            map.members.insert(id, Member::joining(id, "", "", ""));
-        }
-        let entry = |active: Option<NodeId>, replicas: Vec<NodeId>| Vbucket {
-            active,
-            replicas,
-            epoch: 0,
-        };
-        let bucket = Bucket {
-            name: "db".into(),
-            vbucket_count: 3,
-            replicas: 1,
-            durability_min: Durability::Majority,
-            manifest_uid: 0,
-            // vb 2: a failover appended the failed active 3 after the promoted replica's slot.
-            vbuckets: vec![
-                entry(Some(1), vec![2]),
-                entry(Some(2), vec![1]),
-                entry(Some(1), vec![2, 3]),
-            ],
-        };
+        let mut map = three_members();
+        // vb 2: a failover appended the failed active 3 after the promoted replica's slot.
+        let bucket = bucket_of(&[(1, &[2]), (2, &[1]), (1, &[2, 3])]);
         assert_eq!(sync_chains(&map, 1, &bucket), [vec![2], vec![], vec![2]]);
         map.members.get_mut(&2).expect("member").state = MemberState::Failed;
         assert_eq!(

@@ -10,12 +10,11 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use settee_kv_codec::{opcode, status};
-use support::kv::{store_extras, Kv};
-use support::{cluster_addr, Client, Server};
+use support::kv::{all_vb_seqnos, store_extras, Kv};
+use support::{cluster_addr, http_json as http, until, Client, Server};
 
 const SECRET: &str = "the secret of the failover test";
 const DOCS: usize = 300;
@@ -25,70 +24,18 @@ fn start(dir: &Path, join: Option<&str>) -> Server {
     support::start_cluster_node(dir, SECRET, join)
 }
 
-fn http(server: &Server, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
-    let mut client = Client::connect(&server.addr).expect("connect");
-    let response = client
-        .request(method, path, body.map(str::as_bytes))
-        .expect("request");
-    (response.status, response.json())
-}
-
-/// Polls (bounded) until `done` holds.
-fn until<T>(what: &str, mut done: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(value) = done() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn kv(server: &Server) -> Kv {
     Kv::open(&server.kv_addr, "admin", "secret", "db")
 }
 
 /// (serverList as KV addresses, each vbucket's row) of a node's terse config.
 fn vbucket_map(server: &Server) -> (Vec<String>, Vec<Vec<i64>>) {
-    let reply = kv(server).call(opcode::GET_CLUSTER_CONFIG, b"", &[], &[], 0);
-    assert_eq!(reply.status, status::SUCCESS);
-    let config: Value = serde_json::from_slice(&reply.value).expect("a JSON config");
-    let map = &config["vBucketServerMap"];
-    let servers = map["serverList"]
-        .as_array()
-        .expect("serverList")
-        .iter()
-        .map(|entry| entry.as_str().expect("host:port").to_string())
-        .collect();
-    let rows = map["vBucketMap"]
-        .as_array()
-        .expect("vBucketMap")
-        .iter()
-        .map(|row| {
-            row.as_array()
-                .expect("a row")
-                .iter()
-                .map(|slot| slot.as_i64().expect("an index"))
-                .collect()
-        })
-        .collect();
-    (servers, rows)
+    support::kv::vbucket_map(&mut kv(server))
 }
 
 /// The high seqno of each vbucket a node holds in `state` (1 active, 2 replica).
 fn seqnos(server: &Server, state: u32) -> BTreeMap<u16, u64> {
-    let reply = kv(server).call(opcode::GET_ALL_VB_SEQNOS, &[], &state.to_be_bytes(), &[], 0);
-    assert_eq!(reply.status, status::SUCCESS);
-    reply
-        .value
-        .chunks_exact(10)
-        .map(|entry| {
-            let vbucket = u16::from_be_bytes([entry[0], entry[1]]);
-            let seqno = u64::from_be_bytes(entry[2..].try_into().expect("8 bytes"));
-            (vbucket, seqno)
-        })
-        .collect()
+    all_vb_seqnos(&mut kv(server), state)
 }
 
 /// Which of our nodes listens on `kv_addr`.

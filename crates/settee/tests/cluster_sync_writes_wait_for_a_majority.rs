@@ -22,12 +22,11 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use settee_kv_codec::{encode_request, feature, opcode, status, FramingExtras};
-use support::kv::{store_extras, Kv, Reply};
-use support::{cluster_addr, Client, Server};
+use support::kv::{all_vb_seqnos, store_extras, Kv, Reply};
+use support::{cluster_addr, http_json as http, until, Client, Server};
 
 const SECRET: &str = "the secret of the sync write test";
 const VBUCKETS: u16 = 64;
@@ -36,26 +35,6 @@ const PERSIST_TO_MAJORITY: u8 = 3;
 
 fn start(dir: &Path, join: Option<&str>) -> Server {
     support::start_cluster_node(dir, SECRET, join)
-}
-
-fn http(server: &Server, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
-    let mut client = Client::connect(&server.addr).expect("connect");
-    let response = client
-        .request(method, path, body.map(str::as_bytes))
-        .expect("request");
-    (response.status, response.json())
-}
-
-/// Polls (bounded) until `done` holds.
-fn until<T>(what: &str, mut done: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(value) = done() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// A KV connection to the bucket with framing extras and mutation tokens negotiated.
@@ -111,50 +90,57 @@ fn durable_set(kv: &mut Kv, key: &[u8], value: &[u8], durability: (u8, u16)) -> 
 
 /// The high seqno of each vbucket of `bucket` a node holds in `state` (1 active, 2 replica).
 fn seqnos(server: &Server, bucket: &str, state: u32) -> BTreeMap<u16, u64> {
-    let reply =
-        kv_to(server, bucket).call(opcode::GET_ALL_VB_SEQNOS, &[], &state.to_be_bytes(), &[], 0);
-    assert_eq!(reply.status, status::SUCCESS);
-    reply
-        .value
-        .chunks_exact(10)
-        .map(|entry| {
-            let vbucket = u16::from_be_bytes([entry[0], entry[1]]);
-            let seqno = u64::from_be_bytes(entry[2..].try_into().expect("8 bytes"));
-            (vbucket, seqno)
-        })
-        .collect()
+    all_vb_seqnos(&mut kv_to(server, bucket), state)
 }
 
-/// Each vbucket's row (indexes into the serverList) and the serverList's node of ours.
-fn placement(nodes: &[Server]) -> (Vec<usize>, Vec<Vec<i64>>) {
-    let reply = kv(&nodes[0]).call(opcode::GET_CLUSTER_CONFIG, b"", &[], &[], 0);
-    assert_eq!(reply.status, status::SUCCESS);
-    let config: Value = serde_json::from_slice(&reply.value).expect("a JSON config");
-    let map = &config["vBucketServerMap"];
-    let servers = map["serverList"]
-        .as_array()
-        .expect("serverList")
+/// A bucket's vbucket rows (indexes into the serverList) and the serverList's nodes of ours.
+fn placement(nodes: &[Server], bucket: &str) -> (Vec<usize>, Vec<Vec<i64>>) {
+    let (servers, rows) = support::kv::vbucket_map(&mut kv_to(&nodes[0], bucket));
+    let servers = servers
         .iter()
         .map(|addr| {
-            let addr = addr.as_str().expect("host:port");
-            nodes
-                .iter()
-                .position(|node| node.kv_addr == addr)
-                .expect("one of ours")
-        })
-        .collect();
-    let rows = map["vBucketMap"]
-        .as_array()
-        .expect("vBucketMap")
-        .iter()
-        .map(|row| {
-            let row = row.as_array().expect("a row");
-            row.iter()
-                .map(|slot| slot.as_i64().expect("an index"))
-                .collect()
+            let ours = nodes.iter().position(|node| node.kv_addr == *addr);
+            ours.expect("one of ours")
         })
         .collect();
     (servers, rows)
+}
+
+/// The (active, replica) nodes of `key` by [`placement`].
+fn copies(servers: &[usize], rows: &[Vec<i64>], key: &[u8]) -> (usize, usize) {
+    let row = &rows[usize::from(settee_engine::vbucket::vbucket_of(key, VBUCKETS))];
+    let at = |slot: i64| servers[usize::try_from(slot).expect("placed")];
+    (at(row[0]), at(row[1]))
+}
+
+/// Writes `key` with `write` until it succeeds (before that, the nodes may not route the new
+/// bucket yet, or its replica stream may not be open: NOT_MY_VBUCKET, DURABILITY_IMPOSSIBLE),
+/// then checks that `replica` had persisted the write's seqno when the answer came.
+fn on_the_replica_when_answered(
+    replica: &Server,
+    bucket: &str,
+    key: &[u8],
+    mut write: impl FnMut() -> Reply,
+) {
+    let reply = until("a durable write", || {
+        let reply = write();
+        assert!(
+            matches!(
+                reply.status,
+                status::SUCCESS | status::NOT_MY_VBUCKET | status::DURABILITY_IMPOSSIBLE
+            ),
+            "SET status {:#x}",
+            reply.status
+        );
+        (reply.status == status::SUCCESS).then_some(reply)
+    });
+    let seqno = u64::from_be_bytes(reply.extras[8..16].try_into().expect("a token"));
+    let vbucket = settee_engine::vbucket::vbucket_of(key, VBUCKETS);
+    let persisted = seqnos(replica, bucket, 2)[&vbucket];
+    assert!(
+        persisted >= seqno,
+        "replica at {persisted}, write at {seqno}"
+    );
 }
 
 fn signal(server: &Server, name: &str) {
@@ -214,12 +200,8 @@ fn sync_writes_wait_for_a_majority_of_the_chain() {
             (info.status == 200 && info.json()["durabilityMinLevel"] == "majority").then_some(())
         });
     }
-    let (servers, rows) = placement(&nodes);
-    let copies_of = |key: &[u8]| {
-        let row = &rows[usize::from(settee_engine::vbucket::vbucket_of(key, VBUCKETS))];
-        let at = |slot: i64| servers[usize::try_from(slot).expect("placed")];
-        (at(row[0]), at(row[1]))
-    };
+    let (servers, rows) = placement(&nodes, "db");
+    let copies_of = |key: &[u8]| copies(&servers, &rows, key);
 
     // Majority and persistToMajority: the replica has persisted the write when it is answered.
     let mut connections: Vec<Kv> = nodes.iter().map(kv).collect();
@@ -231,58 +213,23 @@ fn sync_writes_wait_for_a_majority_of_the_chain() {
         } else {
             PERSIST_TO_MAJORITY
         };
-        let reply = until("a durable write", || {
-            let reply = durable_set(
-                &mut connections[active],
-                &key,
-                b"{\"v\":1}",
-                (level, 10_000),
-            );
-            // While the nodes follow the new bucket's map: not routed yet, or its replica
-            // stream not open yet.
-            assert!(
-                matches!(
-                    reply.status,
-                    status::SUCCESS | status::NOT_MY_VBUCKET | status::DURABILITY_IMPOSSIBLE
-                ),
-                "durable SET status {:#x}",
-                reply.status
-            );
-            (reply.status == status::SUCCESS).then_some(reply)
+        let connection = &mut connections[active];
+        on_the_replica_when_answered(&nodes[replica], "db", &key, || {
+            durable_set(connection, &key, b"{\"v\":1}", (level, 10_000))
         });
-        let seqno = u64::from_be_bytes(reply.extras[8..16].try_into().expect("a token"));
-        let vbucket = settee_engine::vbucket::vbucket_of(&key, VBUCKETS);
-        let persisted = seqnos(&nodes[replica], "db", 2)[&vbucket];
-        assert!(
-            persisted >= seqno,
-            "replica at {persisted}, write at {seqno}"
-        );
     }
 
     // Writes without durability to the strict bucket wait for the replica too.
+    let (strict_servers, strict_rows) = placement(&nodes, "strict");
+    let strict_copies_of = |key: &[u8]| copies(&strict_servers, &strict_rows, key);
     let mut strict: Vec<Kv> = nodes.iter().map(|node| kv_to(node, "strict")).collect();
     for index in 0..10 {
         let key = format!("strict-{index}").into_bytes();
-        let (active, replica) = copies_of(&key);
-        let reply = until("a write raised to majority", || {
-            let reply = strict[active].call(opcode::SET, &key, &store_extras(0, 0), b"{}", 0);
-            assert!(
-                matches!(
-                    reply.status,
-                    status::SUCCESS | status::NOT_MY_VBUCKET | status::DURABILITY_IMPOSSIBLE
-                ),
-                "SET status {:#x}",
-                reply.status
-            );
-            (reply.status == status::SUCCESS).then_some(reply)
+        let (active, replica) = strict_copies_of(&key);
+        let connection = &mut strict[active];
+        on_the_replica_when_answered(&nodes[replica], "strict", &key, || {
+            connection.call(opcode::SET, &key, &store_extras(0, 0), b"{}", 0)
         });
-        let seqno = u64::from_be_bytes(reply.extras[8..16].try_into().expect("a token"));
-        let vbucket = settee_engine::vbucket::vbucket_of(&key, VBUCKETS);
-        let persisted = seqnos(&nodes[replica], "strict", 2)[&vbucket];
-        assert!(
-            persisted >= seqno,
-            "replica at {persisted}, write at {seqno}"
-        );
     }
 
     // The HTTP door: CouchDB's default quorum is met, w=3 asks for more copies than there are.

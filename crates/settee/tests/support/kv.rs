@@ -179,3 +179,48 @@ pub fn counter_extras(delta: u64, initial: u64, expiry: u32) -> Vec<u8> {
     extras.extend_from_slice(&expiry.to_be_bytes());
     extras
 }
+
+/// GET_ALL_VB_SEQNOS for vbuckets in `state` (0 any, 1 active, 2 replica): vbucket -> high seqno.
+#[allow(dead_code)]
+pub fn all_vb_seqnos(kv: &mut Kv, state: u32) -> std::collections::BTreeMap<u16, u64> {
+    let reply = kv.call(opcode::GET_ALL_VB_SEQNOS, &[], &state.to_be_bytes(), &[], 0);
+    assert_eq!(reply.status, status::SUCCESS);
+    reply
+        .value
+        .chunks_exact(10)
+        .map(|entry| {
+            let vbucket = u16::from_be_bytes([entry[0], entry[1]]);
+            let seqno = u64::from_be_bytes(entry[2..].try_into().expect("8 bytes"));
+            (vbucket, seqno)
+        })
+        .collect()
+}
+
+/// (serverList as KV addresses, each vbucket's row of serverList indexes) of the terse config
+/// of the connection's bucket.
+#[allow(dead_code)]
+pub fn vbucket_map(kv: &mut Kv) -> (Vec<String>, Vec<Vec<i64>>) {
+    let reply = kv.call(opcode::GET_CLUSTER_CONFIG, b"", &[], &[], 0);
+    assert_eq!(reply.status, status::SUCCESS);
+    let config: serde_json::Value = serde_json::from_slice(&reply.value).expect("a JSON config");
+    let map = &config["vBucketServerMap"];
+    let servers = map["serverList"]
+        .as_array()
+        .expect("serverList")
+        .iter()
+        .map(|entry| entry.as_str().expect("host:port").to_string())
+        .collect();
+    let rows = map["vBucketMap"]
+        .as_array()
+        .expect("vBucketMap")
+        .iter()
+        .map(|row| {
+            row.as_array()
+                .expect("a row")
+                .iter()
+                .map(|slot| slot.as_i64().expect("an index"))
+                .collect()
+        })
+        .collect();
+    (servers, rows)
+}

@@ -409,3 +409,31 @@ pub fn cluster_addr(server: &Server) -> String {
     let addr = line.split_whitespace().nth(5).expect("address");
     addr.trim_end_matches(':').to_string()
 }
+
+/// One request as the admin on a fresh connection to `server`'s HTTP door: (status, JSON).
+#[allow(dead_code)]
+pub fn http_json(
+    server: &Server,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> (u16, serde_json::Value) {
+    let mut client = Client::connect(&server.addr).expect("connect");
+    let response = client
+        .request(method, path, body.map(str::as_bytes))
+        .expect("request");
+    (response.status, response.json())
+}
+
+/// Polls (bounded: a minute) until `done` holds, and returns what it gave.
+#[allow(dead_code)]
+pub fn until<T>(what: &str, mut done: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(value) = done() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
