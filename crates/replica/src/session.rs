@@ -157,6 +157,10 @@ impl<'a> Session<'a> {
                 return self.connection.write(&out).await;
             }
             Message::SnapshotMarker { start, end, .. } => {
+                if self.stream(vbucket)?.ends_snapshot() {
+                    // The previous snapshot waits for flush_all: apply it first.
+                    self.flush(vbucket).await?;
+                }
                 let stream = self.stream(vbucket)?;
                 if !stream.items.is_empty() || start > end {
                     return Err(ReplicaError::Protocol(
@@ -255,12 +259,21 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// Applies every vbucket's pending items, then acknowledges the bytes behind them and,
-    /// with sync replication, each open stream's persisted seqno that rose (replica.md).
+    /// Applies every vbucket's pending items — all at once, so their writes share the group
+    /// commit's fsyncs — then acknowledges the bytes behind them and, with sync replication,
+    /// each open stream's persisted seqno that rose (replica.md).
     async fn flush_all(&mut self) -> Result<(), ReplicaError> {
-        let vbuckets: Vec<u16> = self.streams.keys().copied().collect();
-        for vbucket in vbuckets {
-            self.flush(vbucket).await?;
+        let bucket = &self.bucket;
+        let applied = futures_util::future::join_all(
+            self.streams
+                .iter_mut()
+                .map(|(&vbucket, stream)| stream.flush(bucket, vbucket)),
+        )
+        .await;
+        for items in applied {
+            if items? > 0 {
+                self.streamed = true;
+            }
         }
         let mut out = Vec::new();
         if self.acknowledges {
