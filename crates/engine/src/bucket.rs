@@ -216,6 +216,9 @@ pub struct Bucket {
     pub(crate) compacting: std::sync::atomic::AtomicBool,
     /// `GET_LOCKED` locks by key; in memory only (a restart releases them, as on Couchbase).
     pub(crate) kv_locks: Mutex<std::collections::HashMap<Vec<u8>, crate::kv::KvLock>>,
+    /// Sync writes (settee-durability): the replica chains and acknowledgements the cluster
+    /// node and the DCP producer report, asked by both doors for durable writes. In memory.
+    durability: Arc<settee_durability::Tracker>,
     /// `kv_locks.len()`, readable without the mutex on every GET.
     pub(crate) kv_lock_count: std::sync::atomic::AtomicUsize,
     /// The node's document limits (engine-wide, set at open).
@@ -360,6 +363,7 @@ impl Bucket {
             compacting: std::sync::atomic::AtomicBool::new(false),
             kv_locks: Mutex::new(std::collections::HashMap::new()),
             kv_lock_count: std::sync::atomic::AtomicUsize::new(0),
+            durability: Arc::new(settee_durability::Tracker::new(config.vbuckets)),
             limits,
             skips: Skips::new(skip_total),
             live_bits: std::sync::atomic::AtomicU64::new(crate::collections::live_bits(
@@ -479,6 +483,11 @@ impl Bucket {
     /// A CouchDB partitioned database: ids are `partition:id`.
     pub fn is_partitioned(&self) -> bool {
         self.partitioned
+    }
+
+    /// The bucket's sync writes (docs/format/replica.md, "Sync writes on the active").
+    pub fn durability(&self) -> &Arc<settee_durability::Tracker> {
+        &self.durability
     }
 
     pub fn created_ms(&self) -> u64 {

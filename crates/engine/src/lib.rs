@@ -19,6 +19,7 @@ mod bucket;
 mod change_entry;
 mod changes;
 mod changes_descending;
+pub use settee_durability as durability;
 pub use settee_record::clock;
 pub mod collections;
 use settee_record::doc_key;

@@ -10,9 +10,6 @@ use hyper::Method;
 use crate::auth::UserCtx;
 use crate::error::{ApiError, ApiResult};
 
-/// Copies of each document the node keeps (CouchDB's `n` of a single node).
-pub const WRITE_COPIES: i64 = 1;
-
 pub struct Req {
     pub method: Method,
     /// Percent-decoded path segments (`/db/_design%2Fx` gives `["db", "_design/x"]`).
@@ -81,11 +78,10 @@ impl Req {
         }
     }
 
-    /// Whether the write asks for more copies than the node keeps: a `w` (write quorum) above
-    /// one. A single CouchDB node with `n=1` answers such writes 202 Accepted (written, but not
-    /// to as many copies as asked), and so does settee, whose node keeps one copy. A `w` that
-    /// is not an integer is ignored (CouchDB fails with a 500 `badarg`).
-    pub fn write_quorum_unmet(&self, body_w: Option<&serde_json::Value>) -> bool {
+    /// The write quorum `w` a document write asks for: the query parameter, else the
+    /// `_bulk_docs` body's. A `w` that is not an integer is ignored (CouchDB fails with a 500
+    /// `badarg`). What it means is settee-http's `write_quorum`.
+    pub fn write_quorum(&self, body_w: Option<&serde_json::Value>) -> Option<i64> {
         let query = self
             .param("w")
             .and_then(|text| text.trim().parse::<i64>().ok());
@@ -94,7 +90,7 @@ impl Req {
             serde_json::Value::String(text) => text.trim().parse().ok(),
             _ => None,
         });
-        query.or(body).is_some_and(|w| w > WRITE_COPIES)
+        query.or(body)
     }
 
     pub fn u64_param(&self, name: &str) -> ApiResult<Option<u64>> {

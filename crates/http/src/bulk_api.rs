@@ -100,7 +100,6 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
         return Err(ApiError::RequestTooLarge);
     }
     let new_edits = body_new_edits && req.flag("new_edits", true);
-    let short_of_copies = req.write_quorum_unmet(body.w.as_ref());
     let mut updates = Vec::with_capacity(docs.len());
     let mut slots: Vec<(String, Slot)> = Vec::with_capacity(docs.len());
     let mut room = crate::partition_api::PartitionRoom::new(req, &keyspace);
@@ -139,6 +138,18 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
         .filter(|outcome| matches!(outcome, UpdateOutcome::Saved { .. }))
         .count();
     state.metrics.http.database_writes.add(saved as u64);
+    let written: Vec<(&[u8], u64)> = slots
+        .iter()
+        .filter_map(|(id, slot)| match slot {
+            Slot::Update(index) => match &outcomes[*index] {
+                UpdateOutcome::Saved { seqno, .. } => Some((id.as_bytes(), *seqno)),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    let short_of_copies =
+        crate::write_quorum::unmet(req, body.w.as_ref(), keyspace.bucket(), &written).await;
     let mut rows = Vec::with_capacity(slots.len());
     for (id, slot) in slots {
         match slot {

@@ -296,6 +296,7 @@ pub async fn save(
     rev: Option<RevId>,
 ) -> ApiResult<HttpResponse> {
     let outcome = store(state, req, keyspace, id, doc, rev).await?;
+    let seqno = saved_seqno(&outcome);
     let batched = req.param("batch") == Some("ok");
     if batched && matches!(outcome, UpdateOutcome::Conflict) {
         // CouchDB acknowledges a batched write before trying it, so a conflict is never
@@ -308,7 +309,8 @@ pub async fn save(
         // to report; settee has written it already, and answers as CouchDB does.
         return Ok(json(StatusCode::ACCEPTED, &json!({"ok": true, "id": id})));
     }
-    let status = if req.write_quorum_unmet(None) {
+    let saved = [(id.as_bytes(), seqno)];
+    let status = if crate::write_quorum::unmet(req, None, keyspace.bucket(), &saved).await {
         StatusCode::ACCEPTED
     } else {
         StatusCode::CREATED
@@ -387,6 +389,14 @@ pub fn validate_attachment_name(name: &str) -> ApiResult<()> {
             "Attachment name '_{rest}' starts with prohibited character '_'"
         ))),
         None => Ok(()),
+    }
+}
+
+/// The seqno a saved write got (0 for one not saved: nothing to wait for).
+fn saved_seqno(outcome: &UpdateOutcome) -> u64 {
+    match outcome {
+        UpdateOutcome::Saved { seqno, .. } => *seqno,
+        _ => 0,
     }
 }
 
@@ -472,13 +482,12 @@ async fn delete(req: &Req, keyspace: &Keyspace, id: &str) -> ApiResult<HttpRespo
         body: Bytes::from_static(b"{}"),
         attachments: Vec::new(),
     };
-    let rev = outcome_rev(
-        keyspace
-            .update_doc(update, true, &req.user.writer())
-            .await?,
-        id,
-    )?;
-    let status = if req.write_quorum_unmet(None) {
+    let outcome = keyspace
+        .update_doc(update, true, &req.user.writer())
+        .await?;
+    let saved = [(id.as_bytes(), saved_seqno(&outcome))];
+    let rev = outcome_rev(outcome, id)?;
+    let status = if crate::write_quorum::unmet(req, None, keyspace.bucket(), &saved).await {
         StatusCode::ACCEPTED
     } else {
         StatusCode::OK

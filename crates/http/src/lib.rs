@@ -42,6 +42,7 @@ pub use settee_http_wire::uuids;
 pub mod view_api;
 pub mod view_params;
 pub mod view_rows;
+pub mod write_quorum;
 
 use std::convert::Infallible;
 use std::sync::Arc;

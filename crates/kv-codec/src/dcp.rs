@@ -134,6 +134,10 @@ pub enum Control {
     IncludeDeletedUserXattrs,
     /// Node to node only: documents carry their stored record (replica.md).
     SetteeRecords(bool),
+    /// Node to node only: the consumer's node id (decimal), who acknowledges (replica.md).
+    ConsumerName(u64),
+    /// Node to node only: SEQNO_ACKNOWLEDGED from this connection counts (replica.md).
+    EnableSyncWrites(bool),
     /// Accepted, changes nothing here.
     NoEffect,
 }
@@ -196,9 +200,15 @@ impl Control {
                 b"round-robin" | b"sequential" => Control::NoEffect,
                 _ => return Err((EINVAL, "backfill_order must be round-robin or sequential")),
             },
+            b"consumer_name" => Control::ConsumerName(
+                std::str::from_utf8(value)
+                    .ok()
+                    .filter(|text| text.bytes().all(|byte| byte.is_ascii_digit()))
+                    .and_then(|text| text.parse::<u64>().ok())
+                    .ok_or((EINVAL, "consumer_name must be a node id in decimal"))?,
+            ),
+            b"enable_sync_writes" => Control::EnableSyncWrites(boolean(value)?),
             b"enable_stream_id"
-            | b"enable_sync_writes"
-            | b"consumer_name"
             | b"enable_out_of_order_snapshots"
             | b"force_value_compression"
             | b"flatbuffers_system_events"
@@ -342,6 +352,14 @@ pub fn parse_buffer_ack(frame: &Frame<'_>) -> Result<u32, Refusal> {
             EINVAL,
             "BUFFER_ACKNOWLEDGEMENT takes 4 bytes of extras only",
         )),
+    }
+}
+
+/// SEQNO_ACKNOWLEDGED's prepared seqno (the vbucket is the header's): 8 bytes of extras only.
+pub fn parse_seqno_ack(frame: &Frame<'_>) -> Result<u64, Refusal> {
+    match (frame.extras.len(), u64_at(frame.extras, 0)) {
+        (8, Some(seqno)) if frame.key.is_empty() && frame.value.is_empty() => Ok(seqno),
+        _ => Err((EINVAL, "SEQNO_ACKNOWLEDGED takes 8 bytes of extras only")),
     }
 }
 
@@ -742,13 +760,42 @@ mod tests {
         assert_eq!(parse(b"no_such_key", b"true").map_err(|e| e.0), Err(EINVAL));
         assert_eq!(parse(b"enable_noop", b"yes").map_err(|e| e.0), Err(EINVAL));
         assert_eq!(
-            parse(b"enable_sync_writes", b"true").map_err(|e| e.0),
+            parse(b"enable_sync_writes", b"true"),
+            Ok(Control::EnableSyncWrites(true))
+        );
+        assert_eq!(
+            parse(b"consumer_name", b"17"),
+            Ok(Control::ConsumerName(17))
+        );
+        for name in [&b"+17"[..], b"node-1", b"18446744073709551616"] {
+            assert_eq!(parse(b"consumer_name", name).map_err(|e| e.0), Err(EINVAL));
+        }
+        assert_eq!(
+            parse(b"enable_stream_id", b"true").map_err(|e| e.0),
             Err(NOT_SUPPORTED)
         );
         assert_eq!(
             parse(b"connection_buffer_size", b"-1").map_err(|e| e.0),
             Err(EINVAL)
         );
+    }
+
+    #[test]
+    fn seqno_acknowledgements_take_eight_bytes_of_extras_only() {
+        let ack = request_bytes(
+            opcode::DCP_SEQNO_ACKNOWLEDGED,
+            &4u64.to_be_bytes(),
+            b"",
+            b"",
+        );
+        assert_eq!(parse_seqno_ack(&frame_of(&ack)), Ok(4));
+        for (extras, key) in [(&[0u8; 4][..], &b""[..]), (&[0; 8], b"k"), (&[], b"")] {
+            let bytes = request_bytes(opcode::DCP_SEQNO_ACKNOWLEDGED, extras, key, b"");
+            assert_eq!(
+                parse_seqno_ack(&frame_of(&bytes)).map_err(|e| e.0),
+                Err(EINVAL)
+            );
+        }
     }
 
     fn stream_extras(flags: u32, fields: [u64; 5]) -> Vec<u8> {

@@ -407,6 +407,18 @@ pub fn error_map(version: u16) -> serde_json::Value {
             &["item-only"],
         ),
         (
+            status::SYNC_WRITE_IN_PROGRESS,
+            "SYNC_WRITE_IN_PROGRESS",
+            "Another sync write to the key is in progress",
+            &["temp", "item-locked", "retry-later"],
+        ),
+        (
+            status::SYNC_WRITE_AMBIGUOUS,
+            "SYNC_WRITE_AMBIGUOUS",
+            "The sync write was not acknowledged by a majority in time; it may or may not be durable",
+            &["special-handling"],
+        ),
+        (
             status::SUBDOC_PATH_ENOENT,
             "SUBDOC_PATH_ENOENT",
             "Subdoc: Path not does not exist",

@@ -34,6 +34,7 @@ mod queue;
 pub mod routing;
 mod session;
 mod subdoc;
+mod sync_write;
 mod timings;
 
 use std::net::SocketAddr;

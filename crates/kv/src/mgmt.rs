@@ -133,6 +133,7 @@ fn bucket_info(state: &KvState, bucket: &Bucket, host: &str) -> serde_json::Valu
     info["bucketType"] = "membase".into();
     info["authType"] = "sasl".into();
     info["saslPassword"] = "".into();
+    info["durabilityMinLevel"] = bucket.durability().min_level().name().into();
     info["nodes"] = node_list(state);
     with_host(info, host)
 }

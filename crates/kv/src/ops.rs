@@ -188,20 +188,35 @@ impl OpCtx {
         );
     }
 
+    /// A mutation reply's extras: the mutation token (vbucket uuid, seqno) when MutationSeqno
+    /// was negotiated, else none.
+    pub(crate) fn token_extras(&self, key: &[u8], seqno: u64) -> ([u8; 16], usize) {
+        let mut extras = [0u8; 16];
+        if !self.features.mutation_seqno {
+            return (extras, 0);
+        }
+        let vbucket = self.bucket.vbucket_of(key);
+        extras[..8].copy_from_slice(&self.bucket.vbucket_uuid(vbucket).to_be_bytes());
+        extras[8..].copy_from_slice(&seqno.to_be_bytes());
+        (extras, 16)
+    }
+
     fn mutation_reply(&self, out: &mut Vec<u8>, key: &[u8], cas: u64, seqno: u64, value: &[u8]) {
         if self.quiet {
             return;
         }
-        let mut extras = [0u8; 16];
-        let extras: &[u8] = if self.features.mutation_seqno {
-            let vbucket = self.bucket.vbucket_of(key);
-            extras[..8].copy_from_slice(&self.bucket.vbucket_uuid(vbucket).to_be_bytes());
-            extras[8..].copy_from_slice(&seqno.to_be_bytes());
-            &extras
-        } else {
-            &[]
-        };
-        reply(out, self.opcode, self.opaque, 0, cas, 0, extras, &[], value);
+        let (extras, len) = self.token_extras(key, seqno);
+        reply(
+            out,
+            self.opcode,
+            self.opaque,
+            0,
+            cas,
+            0,
+            &extras[..len],
+            &[],
+            value,
+        );
     }
 
     fn outcome_reply(&self, out: &mut Vec<u8>, key: &[u8], outcome: KvOutcome) {
@@ -556,14 +571,32 @@ fn mutation(
         let mut out = Vec::new();
         let key = &key_bytes[..];
         match job {
-            Job::Mutate(mutation) => match ctx
-                .bucket
-                .kv_mutate(ctx.doc(key), mutation, &ctx.writer)
-                .await
-            {
-                Ok(outcome) => ctx.outcome_reply(&mut out, key, outcome),
-                Err(error) => ctx.engine_error(&mut out, &error),
-            },
+            Job::Mutate(mutation) => {
+                let write = async {
+                    let mut out = Vec::new();
+                    let stored = match ctx
+                        .bucket
+                        .kv_mutate(ctx.doc(key), mutation, &ctx.writer)
+                        .await
+                    {
+                        Ok(outcome) => {
+                            let stored = match outcome {
+                                KvOutcome::Stored { seqno, .. }
+                                | KvOutcome::Counted { seqno, .. } => Some(seqno),
+                                _ => None,
+                            };
+                            ctx.outcome_reply(&mut out, key, outcome);
+                            stored
+                        }
+                        Err(error) => {
+                            ctx.engine_error(&mut out, &error);
+                            None
+                        }
+                    };
+                    (out, stored)
+                };
+                out = crate::sync_write::run(&ctx, key, write).await;
+            }
             Job::GetAndTouch(expiry) => {
                 match ctx
                     .bucket

@@ -345,112 +345,116 @@ fn mutate(
     };
     let single = request.single;
     Handled::Later(Box::pin(async move {
-        let mut out = Vec::new();
-        match ctx
-            .bucket
-            .mutate_in(ctx.doc(&key), mutate_in, &ctx.writer)
-            .await
-        {
-            Ok(MutateInOutcome::Done {
-                cas, seqno, values, ..
-            }) => {
-                let mut extras = [0u8; 16];
-                let extras: &[u8] = if ctx.features.mutation_seqno {
-                    let vbucket = ctx.bucket.vbucket_of(&key);
-                    extras[..8].copy_from_slice(&ctx.bucket.vbucket_uuid(vbucket).to_be_bytes());
-                    extras[8..].copy_from_slice(&seqno.to_be_bytes());
-                    &extras
-                } else {
-                    &[]
-                };
-                let mut body = Vec::new();
-                if single {
-                    if let Some((_, value)) = values.first() {
-                        body.extend_from_slice(value);
-                    }
-                } else {
-                    for (index, value) in &values {
-                        put_mutation_result(&mut body, *index, status::SUCCESS, Some(value));
-                    }
+        let write = mutate_reply(&ctx, single, &key, mutate_in);
+        crate::sync_write::run(&ctx, &key, write).await
+    }))
+}
+
+/// Runs a sub-document mutation: its reply, and the seqno it stored at.
+async fn mutate_reply(
+    ctx: &OpCtx,
+    single: bool,
+    key: &[u8],
+    mutate_in: MutateIn,
+) -> (Vec<u8>, Option<u64>) {
+    let mut out = Vec::new();
+    let mut stored = None;
+    match ctx
+        .bucket
+        .mutate_in(ctx.doc(key), mutate_in, &ctx.writer)
+        .await
+    {
+        Ok(MutateInOutcome::Done {
+            cas, seqno, values, ..
+        }) => {
+            stored = Some(seqno);
+            let (token, len) = ctx.token_extras(key, seqno);
+            let extras = &token[..len];
+            let mut body = Vec::new();
+            if single {
+                if let Some((_, value)) = values.first() {
+                    body.extend_from_slice(value);
                 }
-                let dt = if !body.is_empty() && single && ctx.features.json {
-                    datatype::JSON
-                } else {
-                    datatype::RAW
-                };
+            } else {
+                for (index, value) in &values {
+                    put_mutation_result(&mut body, *index, status::SUCCESS, Some(value));
+                }
+            }
+            let dt = if !body.is_empty() && single && ctx.features.json {
+                datatype::JSON
+            } else {
+                datatype::RAW
+            };
+            reply(
+                &mut out,
+                ctx.opcode,
+                ctx.opaque,
+                0,
+                cas,
+                dt,
+                extras,
+                &[],
+                &body,
+            );
+        }
+        Ok(MutateInOutcome::SpecFailed {
+            index,
+            status: outcome,
+        }) => {
+            let code = status_code(outcome);
+            if single {
+                ctx.error(&mut out, code, "Sub-document path failed");
+            } else {
+                let mut body = Vec::new();
+                put_mutation_result(&mut body, index, code, None);
                 reply(
                     &mut out,
                     ctx.opcode,
                     ctx.opaque,
+                    status::SUBDOC_MULTI_PATH_FAILURE,
                     0,
-                    cas,
-                    dt,
-                    extras,
+                    0,
+                    &[],
                     &[],
                     &body,
                 );
             }
-            Ok(MutateInOutcome::SpecFailed {
-                index,
-                status: outcome,
-            }) => {
-                let code = status_code(outcome);
-                if single {
-                    ctx.error(&mut out, code, "Sub-document path failed");
-                } else {
-                    let mut body = Vec::new();
-                    put_mutation_result(&mut body, index, code, None);
-                    reply(
-                        &mut out,
-                        ctx.opcode,
-                        ctx.opaque,
-                        status::SUBDOC_MULTI_PATH_FAILURE,
-                        0,
-                        0,
-                        &[],
-                        &[],
-                        &body,
-                    );
-                }
-            }
-            Ok(MutateInOutcome::NotFound) => ctx.error(&mut out, status::KEY_ENOENT, "Not found"),
-            Ok(MutateInOutcome::Exists) => {
-                ctx.error(&mut out, status::KEY_EEXISTS, "Document exists")
-            }
-            Ok(MutateInOutcome::CasMismatch) => {
-                ctx.error(&mut out, status::KEY_EEXISTS, "CAS mismatch")
-            }
-            Ok(MutateInOutcome::Locked) => {
-                ctx.error(&mut out, ctx.locked_status(), "Document is locked")
-            }
-            Ok(MutateInOutcome::NotJson) => ctx.error(
-                &mut out,
-                status::SUBDOC_DOC_NOT_JSON,
-                "Document is not JSON",
-            ),
-            Ok(MutateInOutcome::OverLimit(LimitError::TooLarge { .. })) => {
-                ctx.error(&mut out, status::E2BIG, "Document too big")
-            }
-            // kv_engine answers SUBDOC_DOC_E2DEEP for a document deeper than it can parse;
-            // the same status says a mutation would leave one deeper than the limit.
-            Ok(MutateInOutcome::OverLimit(LimitError::TooDeep { max })) => ctx.error(
-                &mut out,
-                status::SUBDOC_DOC_E2DEEP,
-                &format!("Document would nest deeper than {max} levels"),
-            ),
-            Ok(MutateInOutcome::OverLimit(LimitError::InvalidJson(reason))) => {
-                ctx.error(&mut out, status::EINVAL, reason)
-            }
-            Ok(MutateInOutcome::GenerationOverflow) => ctx.error(
-                &mut out,
-                status::EINVAL,
-                "The document's revision is at the largest generation",
-            ),
-            Ok(MutateInOutcome::Refused(refusal)) => ctx.refusal(&mut out, &refusal),
-            Err(error) => ctx.engine_error(&mut out, &error),
         }
-        out
-    }))
+        Ok(MutateInOutcome::NotFound) => ctx.error(&mut out, status::KEY_ENOENT, "Not found"),
+        Ok(MutateInOutcome::Exists) => ctx.error(&mut out, status::KEY_EEXISTS, "Document exists"),
+        Ok(MutateInOutcome::CasMismatch) => {
+            ctx.error(&mut out, status::KEY_EEXISTS, "CAS mismatch")
+        }
+        Ok(MutateInOutcome::Locked) => {
+            ctx.error(&mut out, ctx.locked_status(), "Document is locked")
+        }
+        Ok(MutateInOutcome::NotJson) => ctx.error(
+            &mut out,
+            status::SUBDOC_DOC_NOT_JSON,
+            "Document is not JSON",
+        ),
+        Ok(MutateInOutcome::OverLimit(LimitError::TooLarge { .. })) => {
+            ctx.error(&mut out, status::E2BIG, "Document too big")
+        }
+        // kv_engine answers SUBDOC_DOC_E2DEEP for a document deeper than it can parse;
+        // the same status says a mutation would leave one deeper than the limit.
+        Ok(MutateInOutcome::OverLimit(LimitError::TooDeep { max })) => ctx.error(
+            &mut out,
+            status::SUBDOC_DOC_E2DEEP,
+            &format!("Document would nest deeper than {max} levels"),
+        ),
+        Ok(MutateInOutcome::OverLimit(LimitError::InvalidJson(reason))) => {
+            ctx.error(&mut out, status::EINVAL, reason)
+        }
+        Ok(MutateInOutcome::GenerationOverflow) => ctx.error(
+            &mut out,
+            status::EINVAL,
+            "The document's revision is at the largest generation",
+        ),
+        Ok(MutateInOutcome::Refused(refusal)) => ctx.refusal(&mut out, &refusal),
+        Err(error) => ctx.engine_error(&mut out, &error),
+    }
+    (out, stored)
 }
 
 /// What one spec opcode allows.

@@ -226,7 +226,7 @@ impl Connection {
     }
 
     /// DCP_OPEN as a producer's consumer, then the controls of replica.md.
-    pub async fn open_dcp(&mut self, name: &str) -> Result<(), ReplicaError> {
+    pub async fn open_dcp(&mut self, name: &str, node_id: Option<u64>) -> Result<(), ReplicaError> {
         let flags =
             open_flags::PRODUCER | open_flags::INCLUDE_XATTRS | open_flags::INCLUDE_DELETE_TIMES;
         let mut extras = [0u8; 8];
@@ -239,7 +239,14 @@ impl Connection {
             ("set_noop_interval", NOOP_INTERVAL_SECS.to_string()),
             ("connection_buffer_size", BUFFER_BYTES.to_string()),
         ];
-        for (key, value) in controls {
+        // Sync replication (replica.md): who acknowledges, then the switch.
+        let sync = node_id.map(|node| {
+            [
+                ("consumer_name", node.to_string()),
+                ("enable_sync_writes", "true".to_string()),
+            ]
+        });
+        for (key, value) in controls.into_iter().chain(sync.into_iter().flatten()) {
             self.expect_ok(
                 opcode::DCP_CONTROL,
                 &[],

@@ -71,6 +71,10 @@ pub struct ReplicaConfig {
     /// cluster node's GET_ALL_VB_SEQNOS lists only the vbuckets it holds); `None`: the count of
     /// vbuckets the active's GET_ALL_VB_SEQNOS lists.
     pub vbucket_count: Option<u16>,
+    /// This node's cluster id: with it the consumer enables sync replication and acknowledges
+    /// what it has persisted (SEQNO_ACKNOWLEDGED, replica.md); `None` for the interim
+    /// `--replica-of` hook, which is no member of a chain.
+    pub node_id: Option<u64>,
 }
 
 /// What the running task watches.
@@ -237,8 +241,8 @@ async fn connect_and_stream(
     let vbuckets: BTreeSet<u16> = vbuckets.into_iter().filter(|vb| *vb < count).collect();
     let bucket = local_bucket(engine, &config.bucket, count, &vbuckets).await?;
     let name = format!("settee-replica:{}:{}", config.node_name, config.bucket);
-    connection.open_dcp(&name).await?;
-    let mut session = Session::new(connection, bucket, control);
+    connection.open_dcp(&name, config.node_id).await?;
+    let mut session = Session::new(connection, bucket, control, config.node_id.is_some());
     let ended = session.run(&vbuckets).await;
     *streamed = session.streamed;
     ended

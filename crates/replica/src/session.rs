@@ -35,6 +35,8 @@ pub(crate) struct Session<'a> {
     unacked: usize,
     /// Whether anything was applied (a connection that streamed resets the backoff).
     pub streamed: bool,
+    /// Whether this connection acknowledges persisted seqnos (SEQNO_ACKNOWLEDGED).
+    acknowledges: bool,
 }
 
 fn decode_log(value: &[u8]) -> Option<Vec<FailoverEntry>> {
@@ -53,7 +55,12 @@ fn decode_log(value: &[u8]) -> Option<Vec<FailoverEntry>> {
 }
 
 impl<'a> Session<'a> {
-    pub fn new(connection: Connection, bucket: Arc<Bucket>, control: &'a mut Control) -> Self {
+    pub fn new(
+        connection: Connection,
+        bucket: Arc<Bucket>,
+        control: &'a mut Control,
+        acknowledges: bool,
+    ) -> Self {
         Session {
             connection,
             bucket,
@@ -62,6 +69,7 @@ impl<'a> Session<'a> {
             streams: BTreeMap::new(),
             unacked: 0,
             streamed: false,
+            acknowledges,
         }
     }
 
@@ -149,6 +157,10 @@ impl<'a> Session<'a> {
                 return self.connection.write(&out).await;
             }
             Message::SnapshotMarker { start, end, .. } => {
+                if self.stream(vbucket)?.ends_snapshot() {
+                    // The previous snapshot waits for flush_all: apply it first.
+                    self.flush(vbucket).await?;
+                }
                 let stream = self.stream(vbucket)?;
                 if !stream.items.is_empty() || start > end {
                     return Err(ReplicaError::Protocol(
@@ -247,14 +259,42 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// Applies every vbucket's pending items, then acknowledges the bytes behind them.
+    /// Applies every vbucket's pending items — all at once, so their writes share the group
+    /// commit's fsyncs — then acknowledges the bytes behind them and, with sync replication,
+    /// each open stream's persisted seqno that rose (replica.md).
     async fn flush_all(&mut self) -> Result<(), ReplicaError> {
-        let vbuckets: Vec<u16> = self.streams.keys().copied().collect();
-        for vbucket in vbuckets {
-            self.flush(vbucket).await?;
+        let bucket = &self.bucket;
+        let applied = futures_util::future::join_all(
+            self.streams
+                .iter_mut()
+                .map(|(&vbucket, stream)| stream.flush(bucket, vbucket)),
+        )
+        .await;
+        for items in applied {
+            if items? > 0 {
+                self.streamed = true;
+            }
+        }
+        let mut out = Vec::new();
+        if self.acknowledges {
+            let high = self.bucket.high_seqnos();
+            for (&vbucket, stream) in self.streams.iter_mut() {
+                let persisted = high.get(vbucket);
+                if !stream.open || stream.acknowledged == Some(persisted) {
+                    continue;
+                }
+                stream.acknowledged = Some(persisted);
+                self.connection.encode(
+                    &mut out,
+                    opcode::DCP_SEQNO_ACKNOWLEDGED,
+                    vbucket,
+                    &persisted.to_be_bytes(),
+                    &[],
+                    &[],
+                );
+            }
         }
         if self.unacked > 0 {
-            let mut out = Vec::new();
             let bytes = u32::try_from(self.unacked).unwrap_or(u32::MAX);
             self.connection.encode(
                 &mut out,
@@ -264,8 +304,10 @@ impl<'a> Session<'a> {
                 &[],
                 &[],
             );
-            self.connection.write(&out).await?;
             self.unacked = 0;
+        }
+        if !out.is_empty() {
+            self.connection.write(&out).await?;
         }
         Ok(())
     }

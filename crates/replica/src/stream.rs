@@ -107,6 +107,8 @@ pub(crate) struct VbStream {
     pub reached: u64,
     /// True once the vbucket's STREAM_REQ was accepted.
     pub open: bool,
+    /// The persisted seqno last acknowledged on this connection (SEQNO_ACKNOWLEDGED).
+    pub acknowledged: Option<u64>,
 }
 
 impl VbStream {
@@ -124,11 +126,16 @@ impl VbStream {
         Ok(())
     }
 
-    /// Whether the batch should be applied now.
+    /// Whether the batch must be applied before more is received: it holds
+    /// [`BATCH_ITEMS_MAX`] items or [`BATCH_BYTES_MAX`] bytes.
     pub fn full(&self) -> bool {
-        self.items.len() >= BATCH_ITEMS_MAX
-            || self.bytes >= BATCH_BYTES_MAX
-            || (self.reached == self.snapshot.1 && self.reached > 0)
+        self.items.len() >= BATCH_ITEMS_MAX || self.bytes >= BATCH_BYTES_MAX
+    }
+
+    /// Whether the batch ends its snapshot (it is applied with the others once no whole frame
+    /// is buffered, or before the vbucket's next snapshot starts).
+    pub fn ends_snapshot(&self) -> bool {
+        self.reached == self.snapshot.1 && self.reached > 0
     }
 
     /// Applies what was received (if anything moved); returns the items applied.
@@ -188,8 +195,8 @@ mod tests {
         stream.push(event(2), 10).expect("inside");
         assert!(stream.push(event(2), 10).is_err());
         assert!(stream.push(event(6), 10).is_err());
-        assert!(!stream.full());
+        assert!(!stream.full() && !stream.ends_snapshot());
         stream.push(event(5), 10).expect("the end");
-        assert!(stream.full());
+        assert!(stream.ends_snapshot() && !stream.full());
     }
 }

@@ -88,6 +88,7 @@ impl ClusterBuckets {
         name: &str,
         vbuckets: Option<u16>,
         replicas: Option<u8>,
+        durability_min: Durability,
     ) -> Result<(), BucketRefusal> {
         let map = self.node.map();
         if map.buckets.contains_key(name) {
@@ -102,7 +103,7 @@ impl ClusterBuckets {
             name: name.to_owned(),
             vbucket_count: vbuckets,
             replicas: replicas_for(replicas, map.active_members().count()),
-            durability_min: Durability::None,
+            durability_min,
         };
         match self.node.create_bucket(&settings).await {
             Ok(Applied::Revision(revision)) => self.followed_to(revision).await,
@@ -228,7 +229,7 @@ impl HttpBuckets {
         let db = db.to_owned();
         Box::pin(async move {
             self.0
-                .create(&db, Some(vbuckets), replicas)
+                .create(&db, Some(vbuckets), replicas, Durability::None)
                 .await
                 .map_err(http_refusal)
         })
@@ -255,7 +256,12 @@ impl BucketAdmin for KvBuckets {
             settee_http::db_api::validate_db_name(&bucket.name)
                 .map_err(|error| BucketRefusal::Invalid("name", format!("{error:?}")))?;
             self.0
-                .create(&bucket.name, bucket.vbuckets, bucket.replicas)
+                .create(
+                    &bucket.name,
+                    bucket.vbuckets,
+                    bucket.replicas,
+                    crate::cluster_replicas::durability_of(bucket.durability_min),
+                )
                 .await
         })
     }

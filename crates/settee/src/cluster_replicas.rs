@@ -26,6 +26,7 @@ use std::sync::{Arc, OnceLock};
 use settee_cluster::failover::ReplicaSeqno;
 use settee_cluster::map::{ClusterMap, NodeId};
 use settee_cluster::orchestrator::SeqnoSource;
+use settee_engine::durability::Level;
 use settee_engine::{Engine, VbRole};
 use settee_replica::{ReplicaConfig, Replicator, ReplicatorHandle};
 use tokio::sync::{watch, Mutex};
@@ -76,6 +77,55 @@ pub fn plan(
     (roles, sources)
 }
 
+/// For each vbucket of `bucket` active on `this` node, the replica nodes whose
+/// acknowledgements count for its sync writes: the chain's active members, at most `replicas`
+/// of them (a failed node appended by a failover is not one); empty for the other vbuckets
+/// (docs/format/replica.md, "Sync writes on the active").
+pub fn sync_chains(
+    map: &ClusterMap,
+    this: NodeId,
+    bucket: &settee_cluster::map::Bucket,
+) -> Vec<Vec<NodeId>> {
+    bucket
+        .vbuckets
+        .iter()
+        .map(|entry| {
+            if entry.active != Some(this) {
+                return Vec::new();
+            }
+            entry
+                .replicas
+                .iter()
+                .copied()
+                .filter(|node| map.is_active_member(*node))
+                .take(usize::from(bucket.replicas))
+                .collect()
+        })
+        .collect()
+}
+
+/// The map's minimum durability as the engine's level.
+pub fn level_of(durability: settee_cluster::map::Durability) -> Level {
+    use settee_cluster::map::Durability;
+    match durability {
+        Durability::None => Level::None,
+        Durability::Majority => Level::Majority,
+        Durability::MajorityAndPersistActive => Level::MajorityAndPersistActive,
+        Durability::PersistToMajority => Level::PersistToMajority,
+    }
+}
+
+/// A `durabilityMinLevel` as the cluster map records it.
+pub fn durability_of(level: Level) -> settee_cluster::map::Durability {
+    use settee_cluster::map::Durability;
+    match level {
+        Level::None => Durability::None,
+        Level::Majority => Durability::Majority,
+        Level::MajorityAndPersistActive => Durability::MajorityAndPersistActive,
+        Level::PersistToMajority => Durability::PersistToMajority,
+    }
+}
+
 impl ClusterReplicas {
     pub fn new(engine: Arc<Engine>, this: NodeId, secret: String, node_name: String) -> Self {
         ClusterReplicas {
@@ -100,6 +150,11 @@ impl ClusterReplicas {
                 continue;
             }
             counts.insert(name.clone(), bucket.vbucket_count);
+            local.durability().set_topology(
+                bucket.replicas,
+                &sync_chains(map, self.this, bucket),
+                level_of(bucket.durability_min),
+            );
             let (bucket_roles, sources) = plan(map, self.this, bucket);
             for (source, vbuckets) in sources {
                 let Some(member) = map.members.get(&source) else {
@@ -154,6 +209,7 @@ impl ClusterReplicas {
                 secret: self.secret.clone(),
                 node_name: self.node_name.clone(),
                 vbucket_count: counts.get(&key.0).copied(),
+                node_id: Some(self.this),
             };
             tracing::info!(bucket = %key.0, source = key.1, %kv_addr, vbuckets = vbuckets.len(),
                 "replica stream started");
@@ -249,30 +305,38 @@ mod tests {
     use super::*;
     use settee_cluster::map::{Bucket, Durability, Member, MemberState, Vbucket};
 
-    #[test]
-    fn roles_and_sources_follow_the_map() {
+    /// A map of members 1, 2 and 3.
+    fn three_members() -> ClusterMap {
         let mut map = ClusterMap::default();
         for id in [1, 2, 3] {
             map.members.insert(id, Member::joining(id, "", "", ""));
         }
-        let entry = |active: Option<NodeId>, replicas: Vec<NodeId>| Vbucket {
-            active,
-            replicas,
-            epoch: 0,
-        };
-        let bucket = Bucket {
+        map
+    }
+
+    /// A bucket with one replica and these (active, replica chain) vbuckets.
+    fn bucket_of(vbuckets: &[(NodeId, &[NodeId])]) -> Bucket {
+        Bucket {
             name: "db".into(),
-            vbucket_count: 4,
+            vbucket_count: u16::try_from(vbuckets.len()).expect("a few"),
             replicas: 1,
             durability_min: Durability::None,
             manifest_uid: 0,
-            vbuckets: vec![
-                entry(Some(1), vec![2]),
-                entry(Some(2), vec![1]),
-                entry(Some(3), vec![1]),
-                entry(Some(2), vec![3]),
-            ],
-        };
+            vbuckets: vbuckets
+                .iter()
+                .map(|(active, replicas)| Vbucket {
+                    active: Some(*active),
+                    replicas: replicas.to_vec(),
+                    epoch: 0,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn roles_and_sources_follow_the_map() {
+        let mut map = three_members();
+        let bucket = bucket_of(&[(1, &[2]), (2, &[1]), (3, &[1]), (2, &[3])]);
         let (roles, sources) = plan(&map, 1, &bucket);
         assert_eq!(
             roles,
@@ -295,5 +359,21 @@ mod tests {
         let (roles, sources) = plan(&map, 3, &bucket);
         assert_eq!(roles, [VbRole::Dead; 4]);
         assert!(sources.is_empty());
+    }
+
+    #[test]
+    fn sync_chains_hold_the_active_members_of_this_nodes_actives() {
+        let mut map = three_members();
+        // vb 2: a failover appended the failed active 3 after the promoted replica's slot.
+        let bucket = bucket_of(&[(1, &[2]), (2, &[1]), (1, &[2, 3])]);
+        assert_eq!(sync_chains(&map, 1, &bucket), [vec![2], vec![], vec![2]]);
+        map.members.get_mut(&2).expect("member").state = MemberState::Failed;
+        assert_eq!(
+            sync_chains(&map, 1, &bucket),
+            [Vec::<NodeId>::new(), vec![], vec![3]]
+        );
+        for level in Level::ALL {
+            assert_eq!(level_of(durability_of(level)), level);
+        }
     }
 }

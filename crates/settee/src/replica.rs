@@ -52,6 +52,7 @@ pub fn start(
             secret: cluster.secret.clone(),
             node_name: settings.node_name.clone(),
             vbucket_count: None,
+            node_id: None,
         },
         vbuckets,
     );

@@ -13,20 +13,12 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 use settee_kv_codec::{opcode, status};
-use support::kv::{store_extras, Kv};
-use support::{until, Client, Server};
+use support::kv::{all_vb_seqnos, store_extras, Kv};
+use support::{http_json as http, until, Client, Server};
 
 const SECRET: &str = "the secret of the failover test";
 const DOCS: usize = 300;
 const VBUCKETS: u16 = 64;
-
-fn http(server: &Server, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
-    let mut client = Client::connect(&server.addr).expect("connect");
-    let response = client
-        .request(method, path, body.map(str::as_bytes))
-        .expect("request");
-    (response.status, response.json())
-}
 
 fn kv(server: &Server) -> Kv {
     Kv::open(&server.kv_addr, "admin", "secret", "db")
@@ -39,17 +31,7 @@ fn vbucket_map(server: &Server) -> (Vec<String>, Vec<Vec<i64>>) {
 
 /// The high seqno of each vbucket a node holds in `state` (1 active, 2 replica).
 fn seqnos(server: &Server, state: u32) -> BTreeMap<u16, u64> {
-    let reply = kv(server).call(opcode::GET_ALL_VB_SEQNOS, &[], &state.to_be_bytes(), &[], 0);
-    assert_eq!(reply.status, status::SUCCESS);
-    reply
-        .value
-        .chunks_exact(10)
-        .map(|entry| {
-            let vbucket = u16::from_be_bytes([entry[0], entry[1]]);
-            let seqno = u64::from_be_bytes(entry[2..].try_into().expect("8 bytes"));
-            (vbucket, seqno)
-        })
-        .collect()
+    all_vb_seqnos(&mut kv(server), state)
 }
 
 /// Which of our nodes listens on `kv_addr`.

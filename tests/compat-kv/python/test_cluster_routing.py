@@ -1,6 +1,8 @@
 """The SDK against a three-node settee cluster, connected to node 1 only: it reads the cluster's
 map, routes every key to its active node (the keys land in all three nodes' local counts, each
-on its active and its replica), and,
+on its active and its replica), makes durable writes (MAJORITY and PERSIST_TO_MAJORITY: with one
+replica a majority is the active and its replica, so each key is on both when the SDK returns),
+and,
 after node 3 is killed and failed over by the orchestrator, keeps working on the vbuckets the
 other nodes serve, following the new map it is pushed.
 
@@ -17,7 +19,8 @@ import time
 import zlib
 
 import pytest
-from couchbase.options import ReplaceOptions
+from couchbase.durability import DurabilityLevel, ServerDurability
+from couchbase.options import RemoveOptions, ReplaceOptions, UpsertOptions
 
 from conftest import Settee, expect, free_port, stop, wait_until_ready, wait_until_up
 
@@ -110,6 +113,22 @@ def test_crud_with_cas_reaches_every_node(nodes, sdk):
     for i in range(KEYS):
         collection.remove(f"routed-{i}")
     wait_for("the removals on every copy", lambda: local_counts(servers) == [0, 0, 0])
+
+
+@pytest.mark.parametrize("level", [DurabilityLevel.MAJORITY, DurabilityLevel.PERSIST_TO_MAJORITY])
+def test_durable_upserts_are_on_the_replica_when_they_return(nodes, sdk, level):
+    servers = [server for server, _, _ in nodes]
+    collection = sdk.bucket(BUCKET).default_collection()
+    durable = ServerDurability(level)
+    keys = [f"durable-{level.name}-{i}" for i in range(KEYS // 4)]
+    for key in keys:
+        collection.upsert(key, {"key": key}, UpsertOptions(durability=durable))
+    # No waiting: a majority (the active and its replica) holds every key already.
+    assert sum(local_counts(servers)) == 2 * len(keys)
+    for key in keys:
+        assert collection.get(key).content_as[dict] == {"key": key}
+        collection.remove(key, RemoveOptions(durability=durable))
+    assert local_counts(servers) == [0, 0, 0]
 
 
 def active_of(config, key):

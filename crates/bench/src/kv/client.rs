@@ -63,6 +63,9 @@ pub(crate) struct Negotiated {
     pub(crate) vbuckets: Option<u16>,
     /// The collection id in LEB128, to put before every key (empty: bare keys).
     pub(crate) collection_prefix: Vec<u8>,
+    /// Per vbucket, whether the cluster map names the addressed node its active (`None`: no
+    /// map, or the node is not in its serverList).
+    pub(crate) active_here: Option<Vec<bool>>,
 }
 
 /// A reply read during the handshake, copied out of the read buffer.
@@ -142,17 +145,20 @@ impl Client {
         let reply = self.call(opcode::GET_CLUSTER_CONFIG, b"", &[]).await?;
         if reply.status == status::SUCCESS {
             negotiated.vbuckets = vbucket_count(&reply.value)?;
+            negotiated.active_here = active_vbuckets(&reply.value, &handshake.address);
         }
         Ok(negotiated)
     }
 
-    /// HELLO with TcpNoDelay, Xerror, SelectBucket (and UnorderedExecution when asked); returns
-    /// the features the server accepted.
+    /// HELLO with TcpNoDelay, Xerror, SelectBucket, AltRequestSupport (durable SETs carry
+    /// framing extras) and UnorderedExecution when asked; returns the features the server
+    /// accepted.
     async fn hello(&mut self, unordered: bool, collections: bool) -> anyhow::Result<Vec<u16>> {
         let mut wanted = vec![
             feature::TCP_NODELAY,
             feature::XERROR,
             feature::SELECT_BUCKET,
+            feature::ALT_REQUEST_SUPPORT,
         ];
         if unordered {
             wanted.push(feature::UNORDERED_EXECUTION);
@@ -335,9 +341,38 @@ pub(crate) fn vbucket_count(config: &[u8]) -> anyhow::Result<Option<u16>> {
     }
 }
 
+/// Which vbuckets the config's map names `address` ("host:port" of the KV door) the active of.
+pub(crate) fn active_vbuckets(config: &[u8], address: &str) -> Option<Vec<bool>> {
+    let config: serde_json::Value = serde_json::from_slice(config).ok()?;
+    let map = config.get("vBucketServerMap")?;
+    let here = map
+        .get("serverList")?
+        .as_array()?
+        .iter()
+        .position(|server| server.as_str() == Some(address))?;
+    let rows = map.get("vBucketMap")?.as_array()?;
+    Some(
+        rows.iter()
+            .map(|row| row.get(0).and_then(serde_json::Value::as_i64) == i64::try_from(here).ok())
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn active_vbuckets_are_the_rows_naming_this_server_first() {
+        let config = br#"{"vBucketServerMap":{"serverList":["a:1","b:2"],
+            "vBucketMap":[[0,1],[1,0],[-1,0],[1,-1]]}}"#;
+        assert_eq!(
+            active_vbuckets(config, "b:2"),
+            Some(vec![false, true, false, true])
+        );
+        assert_eq!(active_vbuckets(config, "c:3"), None);
+        assert_eq!(active_vbuckets(b"{}", "a:1"), None);
+    }
 
     #[test]
     fn vbucket_count_reads_the_map_length() {

@@ -21,14 +21,33 @@ pub(crate) struct Keys {
 impl Keys {
     /// `count` keys, each after `prefix` (a collection id in LEB128, or nothing); the vbucket
     /// is the key's alone, as the SDKs compute it.
+    #[cfg(test)]
     pub(crate) fn new(count: usize, vbucket_count: u16, prefix: &[u8]) -> Keys {
+        Keys::new_in(count, vbucket_count, prefix, |_| true)
+    }
+
+    /// [`Keys::new`] with only ids whose vbucket `keep` accepts (the vbuckets active on the
+    /// addressed node of a cluster): the first `count` such `doc-` ids. `keep` must accept
+    /// some vbucket.
+    pub(crate) fn new_in(
+        count: usize,
+        vbucket_count: u16,
+        prefix: &[u8],
+        keep: impl Fn(u16) -> bool,
+    ) -> Keys {
         let key_len = prefix.len() + KEY_LEN;
         let mut bytes = Vec::with_capacity(count * key_len);
         let mut vbuckets = Vec::with_capacity(count);
-        for index in 0..count {
+        let mut index = 0;
+        while vbuckets.len() < count && index <= super::KEYS_MAX {
             let key = crate::docs::doc_id(index);
+            index += 1;
             debug_assert_eq!(key.len(), KEY_LEN);
-            vbuckets.push(vbucket_of(key.as_bytes(), vbucket_count));
+            let vbucket = vbucket_of(key.as_bytes(), vbucket_count);
+            if !keep(vbucket) {
+                continue;
+            }
+            vbuckets.push(vbucket);
             bytes.extend_from_slice(prefix);
             bytes.extend_from_slice(key.as_bytes());
         }

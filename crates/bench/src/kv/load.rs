@@ -18,6 +18,7 @@ use tokio::io::Interest;
 use super::client::{Client, READ_CHUNK_BYTES, REPLY_BODY_MAX};
 use super::keys::Keys;
 use crate::report::Tally;
+use settee_engine::durability::Level;
 
 /// With requests in flight, this long without the socket becoming readable or writable means
 /// the server stalled: the connection is given up and its in-flight requests count as errors.
@@ -32,6 +33,8 @@ pub(crate) struct Plan {
     pub(crate) value: Bytes,
     /// SET extras: common flags, then expiry 0 (never).
     set_extras: [u8; 8],
+    /// SET framing extras: the durability requirement, or nothing.
+    set_framing: Vec<u8>,
 }
 
 impl Plan {
@@ -42,7 +45,21 @@ impl Plan {
             keys,
             value,
             set_extras,
+            set_framing: Vec::new(),
         }
+    }
+
+    /// Every SET asks for `level` (no timeout: the server's default).
+    pub(crate) fn with_durability(mut self, level: Level) -> Plan {
+        self.set_framing.clear();
+        if level.is_sync() {
+            settee_kv_codec::FramingExtras::encode_durability(
+                level.wire(),
+                None,
+                &mut self.set_framing,
+            );
+        }
+        self
     }
 
     /// Appends request `opaque` for key `index`. The datatype is raw even though the value is
@@ -70,7 +87,7 @@ impl Plan {
                 opaque,
                 0,
                 datatype::RAW,
-                &[],
+                &self.set_framing,
                 &self.set_extras,
                 key,
                 &self.value,

@@ -15,6 +15,7 @@ mod load;
 mod run;
 
 use anyhow::bail;
+use settee_engine::durability::Level;
 
 pub use crate::report::{format_json_lines, format_table, PhaseReport};
 pub use client::SaslMechanism;
@@ -104,6 +105,20 @@ pub struct KvArgs {
     /// Print one JSON object per phase per line instead of a table (for scripts).
     #[arg(long)]
     pub json: bool,
+    /// Durability level of every SET (the durability framing extra): none, majority,
+    /// majorityAndPersistActive or persistToMajority. Needs --user.
+    #[arg(long, default_value = "none", value_parser = parse_level)]
+    pub durability: Level,
+    /// Use only keys whose vbucket is active on --addr in the server's cluster map (one node of
+    /// a cluster answers NOT_MY_VBUCKET for the others).
+    #[arg(long)]
+    pub active_only: bool,
+}
+
+fn parse_level(name: &str) -> Result<Level, String> {
+    Level::from_name(name).ok_or_else(|| {
+        "one of none, majority, majorityAndPersistActive, persistToMajority".to_string()
+    })
 }
 
 /// What [`run`] measured.
@@ -195,8 +210,16 @@ fn validate(args: &KvArgs) -> anyhow::Result<()> {
     if args.password.is_some() != args.user.is_some() {
         bail!("--user and --password go together");
     }
-    if args.user.is_none() && (args.bucket.is_some() || args.unordered) {
-        bail!("--bucket and --unordered need the Couchbase handshake, i.e. --user");
+    if args.user.is_none()
+        && (args.bucket.is_some()
+            || args.unordered
+            || args.active_only
+            || args.durability.is_sync())
+    {
+        bail!(
+            "--bucket, --unordered, --active-only and --durability need the Couchbase \
+             handshake, i.e. --user"
+        );
     }
     Ok(())
 }

@@ -86,13 +86,21 @@ pub(super) async fn run(args: &KvArgs) -> anyhow::Result<KvReport> {
         eprintln!("bench kv: the server did not accept UnorderedExecution");
     }
 
+    let active: Vec<bool> = match (&negotiated.active_here, args.active_only) {
+        (_, false) => Vec::new(),
+        (Some(active), true) if active.iter().any(|here| *here) => active.clone(),
+        (_, true) => anyhow::bail!("--active-only: the server's map names no vbucket active on it"),
+    };
     let parties = args.connections + 1;
     let shared = Arc::new(Shared {
         handshake,
         plan: Plan::new(
-            Keys::new(args.keys, vbuckets, &negotiated.collection_prefix),
+            Keys::new_in(args.keys, vbuckets, &negotiated.collection_prefix, |vb| {
+                active.get(usize::from(vb)).copied().unwrap_or(true)
+            }),
             crate::docs::doc_body(args.value_size_bytes),
-        ),
+        )
+        .with_durability(args.durability),
         connections: args.connections,
         pipeline: args.pipeline,
         get_ratio: args.get_ratio,

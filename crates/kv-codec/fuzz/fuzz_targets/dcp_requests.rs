@@ -8,7 +8,7 @@
 use libfuzzer_sys::fuzz_target;
 use settee_kv_codec::dcp::{
     check_bodiless, encode_deletion, encode_mutation, encode_snapshot_marker, parse_all_vb_seqnos,
-    parse_buffer_ack, Control, Filter, ItemMeta, Message, Open, Route, StreamRequest,
+    parse_buffer_ack, parse_seqno_ack, Control, Filter, ItemMeta, Message, Open, Route, StreamRequest,
     CONNECTION_NAME_BYTES_MAX, STREAM_COLLECTIONS_MAX,
 };
 use settee_kv_codec::{decode, Decoded};
@@ -51,6 +51,9 @@ fuzz_target!(|data: &[u8]| {
             let _ = parse_all_vb_seqnos(&frame, collections);
         }
         let _ = parse_buffer_ack(&frame);
+        if let Ok(seqno) = parse_seqno_ack(&frame) {
+            assert_eq!(frame.extras, seqno.to_be_bytes());
+        }
         let _ = check_bodiless(&frame);
         let _ = Message::parse(&frame);
 

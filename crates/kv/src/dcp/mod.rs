@@ -17,6 +17,7 @@ mod names;
 mod requests;
 mod rollback;
 mod stream;
+mod sync;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -118,6 +119,8 @@ pub(crate) struct Producer {
     after_reply: Vec<Route>,
     /// A DCP_NOOP was sent and its response has not come.
     noop_outstanding: bool,
+    /// Sync replication: which vbuckets count as streaming to the consumer node (sync.rs).
+    sync: sync::SyncStreams,
 }
 
 impl Producer {
@@ -266,6 +269,7 @@ pub(crate) async fn serve(
         turn: 0,
         after_reply: Vec::new(),
         noop_outstanding: false,
+        sync: sync::SyncStreams::new(bucket.durability().clone()),
     };
     let registration = state.dcp_names.register(bucket.id(), &opened.name);
     let stuck_after = state.config.limits.send_queue_stuck_timeout;
@@ -298,8 +302,10 @@ pub(crate) async fn serve(
                     return;
                 }
             }
+            producer.sync.follow(producer.streams.keys().copied());
         }
         producer.produce(&mut out);
+        producer.sync.follow(producer.streams.keys().copied());
         if !out.is_empty() {
             let _held = state.output.hold(out.len());
             if write_unless_stuck(&mut writer, &out, stuck_after)

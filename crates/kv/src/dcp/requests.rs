@@ -9,7 +9,8 @@ use settee_auth::Operation;
 use settee_engine::{encode_failover_log, Bucket, EngineError, VbRole};
 use settee_kv_codec::dcp::{
     check_bodiless, encode_stream_end, end_reason, open_flags, parse_all_vb_seqnos,
-    parse_buffer_ack, stream_flags, Control, Filter, Refusal, Route, StreamRequest,
+    parse_buffer_ack, parse_seqno_ack, stream_flags, Control, Filter, Refusal, Route,
+    StreamRequest,
 };
 use settee_kv_codec::{opcode, status, Frame};
 
@@ -132,6 +133,17 @@ impl Producer {
                 }
                 Err(refusal) => Err(refusal),
             },
+            opcode::DCP_SEQNO_ACKNOWLEDGED if self.sync.acknowledger().is_some() => {
+                match parse_seqno_ack(frame) {
+                    Ok(seqno) => {
+                        // Never answered (replica.md, "Sync replication").
+                        self.sync.ack(frame.vbucket(), seqno);
+                        return;
+                    }
+                    Err(refusal) => Err(refusal),
+                }
+            }
+            opcode::DCP_SEQNO_ACKNOWLEDGED => Err((status::EINVAL, "Sync writes are not enabled")),
             opcode::DCP_GET_FAILOVER_LOG => {
                 info_request(self.session.view(), frame, out);
                 return;
@@ -178,6 +190,24 @@ impl Producer {
                     ));
                 }
                 self.value_options.records = on;
+            }
+            Control::ConsumerName(node) => {
+                if !self.session.is_node() || !self.value_options.records {
+                    return Err((status::EINVAL, "consumer_name is for settee_records nodes"));
+                }
+                if self.sync.enabled {
+                    return Err((status::EINVAL, "consumer_name after enable_sync_writes"));
+                }
+                self.sync.node = Some(node);
+            }
+            Control::EnableSyncWrites(on) => {
+                if on && self.sync.node.is_none() {
+                    return Err((status::EINVAL, "enable_sync_writes needs consumer_name"));
+                }
+                if !self.streams.is_empty() {
+                    return Err((status::EINVAL, "enable_sync_writes before any stream"));
+                }
+                self.sync.enabled = on;
             }
             Control::IncludeDeletedUserXattrs => {
                 if self.open_flags & open_flags::INCLUDE_DELETED_USER_XATTRS == 0 {

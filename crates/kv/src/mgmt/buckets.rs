@@ -1,7 +1,9 @@
 //! Buckets over the management REST API of a cluster node, as ns_server answers it:
 //!
 //! - `POST /pools/default/buckets` (form `name`, `replicaNumber` 0-3, `bucketType`
-//!   couchbase/membase, `numVBuckets`; `ramQuota` and the rest are accepted and ignored):
+//!   couchbase/membase, `numVBuckets`, `durabilityMinLevel` none/majority/
+//!   majorityAndPersistActive/persistToMajority; `ramQuota` and the rest are accepted and
+//!   ignored):
 //!   202 once the bucket is in the committed cluster map and open on this node; 400
 //!   `{"errors":{"name":"Bucket with given name already exists"}}` and the like, whose texts
 //!   the SDKs' bucket managers match. Server admins only. Offered when the binary set a
@@ -24,6 +26,7 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
 use hyper::{Request, Response, StatusCode};
 use settee_auth::UserCtx;
+use settee_engine::durability::Level;
 
 use super::collections::{errors, field, form};
 use super::json;
@@ -37,6 +40,8 @@ pub struct NewBucket {
     pub replicas: Option<u8>,
     /// `numVBuckets`; `None`: the node's default.
     pub vbuckets: Option<u16>,
+    /// `durabilityMinLevel`: every write to the bucket is raised to it (default `none`).
+    pub durability_min: Level,
 }
 
 /// Why a bucket was not created.
@@ -198,10 +203,20 @@ fn parse(fields: &[(String, String)]) -> Result<NewBucket, (&'static str, String
             }
         },
     };
+    let durability_min = match field(fields, "durabilityMinLevel") {
+        None => Level::None,
+        Some(text) => Level::from_name(text).ok_or((
+            "durabilityMinLevel",
+            "Durability minimum level must be one of none, majority, majorityAndPersistActive, \
+             persistToMajority"
+                .to_string(),
+        ))?,
+    };
     Ok(NewBucket {
         name: name.to_string(),
         replicas,
         vbuckets,
+        durability_min,
     })
 }
 
@@ -259,8 +274,21 @@ mod tests {
             Ok(NewBucket {
                 name: "b".into(),
                 replicas: Some(2),
-                vbuckets: None
+                vbuckets: None,
+                durability_min: Level::None,
             })
+        );
+        let strict = parse(&fields(&[
+            ("name", "b"),
+            ("durabilityMinLevel", "persistToMajority"),
+        ]));
+        assert_eq!(
+            strict.map(|bucket| bucket.durability_min),
+            Ok(Level::PersistToMajority)
+        );
+        assert_eq!(
+            parse(&fields(&[("name", "b"), ("durabilityMinLevel", "all")])).map_err(|e| e.0),
+            Err("durabilityMinLevel")
         );
         assert_eq!(
             parse(&fields(&[("replicaNumber", "1")])).map_err(|e| e.0),

@@ -180,6 +180,22 @@ pub fn counter_extras(delta: u64, initial: u64, expiry: u32) -> Vec<u8> {
     extras
 }
 
+/// GET_ALL_VB_SEQNOS for vbuckets in `state` (0 any, 1 active, 2 replica): vbucket -> high seqno.
+#[allow(dead_code)]
+pub fn all_vb_seqnos(kv: &mut Kv, state: u32) -> std::collections::BTreeMap<u16, u64> {
+    let reply = kv.call(opcode::GET_ALL_VB_SEQNOS, &[], &state.to_be_bytes(), &[], 0);
+    assert_eq!(reply.status, status::SUCCESS);
+    reply
+        .value
+        .chunks_exact(10)
+        .map(|entry| {
+            let vbucket = u16::from_be_bytes([entry[0], entry[1]]);
+            let seqno = u64::from_be_bytes(entry[2..].try_into().expect("8 bytes"));
+            (vbucket, seqno)
+        })
+        .collect()
+}
+
 /// (serverList as KV addresses, each vbucket's row of indexes into it, active first) of the
 /// terse cluster config a node gives `kv`'s connection.
 #[allow(dead_code)]

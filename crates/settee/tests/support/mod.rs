@@ -410,6 +410,21 @@ pub fn cluster_addr(server: &Server) -> String {
     addr.trim_end_matches(':').to_string()
 }
 
+/// One request as the admin on a fresh connection to `server`'s HTTP door: (status, JSON).
+#[allow(dead_code)]
+pub fn http_json(
+    server: &Server,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> (u16, serde_json::Value) {
+    let mut client = Client::connect(&server.addr).expect("connect");
+    let response = client
+        .request(method, path, body.map(str::as_bytes))
+        .expect("request");
+    (response.status, response.json())
+}
+
 /// Polls (every 100 ms, for 60 s at most) until `done` gives a value; `what` names the wait in
 /// the failure.
 #[allow(dead_code)]
