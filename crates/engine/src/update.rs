@@ -635,6 +635,7 @@ mod tests {
             "316bc3faa4b40b8365bae2e12bf1bb4f"
         );
         assert_eq!(new(b"{}"), "967a00dff5e02add41819138abb3284d");
+        assert_eq!(new(br#"{"a":-0}"#), "dcf485487e051d7f9b7c62bd4265a425");
         let first = RevId::new(1, "23202479633c2b380f79507a776743d5");
         let second = couch_revision_hash(Some(&first), false, br#"{"a":2}"#, &[]);
         assert_eq!(second, "71173597778497e0a6aa176963f222db");

@@ -300,6 +300,12 @@ mod tests {
     }
 
     #[test]
+    fn minus_zero_is_the_integer_zero_as_couchdb_reads_it() {
+        assert_eq!(direct("-0"), Some(vec![131, 97, 0]));
+        assert_eq!(direct("-0.0"), Some(Term::Float(-0.0).to_binary()));
+    }
+
+    #[test]
     fn keeps_duplicate_members_as_jiffy_does() {
         let encoded = direct(r#"{"a":1,"a":2}"#).expect("json");
         let tree = Term::Tuple(vec![Term::List(vec![
