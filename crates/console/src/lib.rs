@@ -213,7 +213,14 @@ mod tests {
                 }
             }
         }
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets");
+        // The runtime value: cargo sets it for the test process, while the compile-time one
+        // stays that of wherever the binary was built (a clone sharing the target directory
+        // that is gone since: cargo does not rebuild an unchanged crate for a new path).
+        let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(
+            || env!("CARGO_MANIFEST_DIR").into(),
+            std::path::PathBuf::from,
+        );
+        let root = manifest_dir.join("assets");
         let mut found = Vec::new();
         walk(&root, &root, &mut found);
         for name in found {
