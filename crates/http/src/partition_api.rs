@@ -17,10 +17,7 @@ use crate::response::{json, HttpResponse};
 use crate::router::not_allowed;
 use crate::HttpState;
 
-/// The partition of a document id: the part before its first `:`.
-pub fn partition_of(id: &str) -> Option<&str> {
-    id.split_once(':').map(|(partition, _)| partition)
-}
+pub use settee_engine::partition::{id_bounds, partition_of};
 
 /// CouchDB's checks of a partition name, with its reasons.
 pub fn validate_partition(partition: &str) -> ApiResult<()> {
@@ -158,11 +155,6 @@ fn partition_sizes(keyspace: &Keyspace, partition: &str) -> ApiResult<PartitionS
     Ok(sizes)
 }
 
-/// The id range `[p:, p;)` that holds partition `p`'s documents (`;` follows `:`).
-pub fn id_bounds(partition: &str) -> (String, String) {
-    (format!("{partition}:"), format!("{partition};"))
-}
-
 /// A partition query's `limit`: at most `[query_server_config] partition_query_limit` when it
 /// is set, which is also the default.
 pub fn query_limit(req: &Req, asked: Option<u64>) -> ApiResult<Option<u64>> {
@@ -286,14 +278,5 @@ mod tests {
             assert_eq!(error.code(), "illegal_partition");
             assert_eq!(error.to_string(), reason);
         }
-    }
-
-    #[test]
-    fn a_partition_is_the_id_before_its_first_colon() {
-        assert_eq!(partition_of("foo:bar:baz"), Some("foo"));
-        assert_eq!(partition_of("nopartition"), None);
-        let (low, high) = id_bounds("foo");
-        assert!(low.as_str() <= "foo:" && "foo:zzz" < high.as_str());
-        assert!("foo;" >= high.as_str() && "foo" < low.as_str());
     }
 }

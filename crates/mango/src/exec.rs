@@ -290,7 +290,7 @@ fn partition_ranges(ranges: &[IdRange], partition: Option<&str>) -> Vec<IdRange>
     let Some(partition) = partition else {
         return ranges.to_vec();
     };
-    let (low, high) = (format!("{partition}:"), format!("{partition};"));
+    let (low, high) = settee_engine::partition::id_bounds(partition);
     ranges
         .iter()
         .filter_map(|range| {

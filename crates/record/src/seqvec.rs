@@ -97,7 +97,8 @@ impl SeqVector {
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+/// LEB128: seven bits per byte, low first, the high bit set on all but the last.
+pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
         out.push((value as u8) | 0x80);
         value >>= 7;
@@ -105,7 +106,8 @@ fn put_varint(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
-fn get_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+/// Reads a [`put_varint`] value at `*at`, moving `*at` past it; `None` when cut or too wide.
+pub fn get_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
     let mut value = 0u64;
     for shift in (0..64).step_by(7) {
         let byte = *bytes.get(*at)?;

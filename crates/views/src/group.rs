@@ -472,7 +472,9 @@ impl IndexGroup {
             if id.starts_with("_design/") && !self.include_design {
                 continue;
             }
-            if self.partitioned && (id.starts_with("_design/") || keys::partition_of(id).is_none())
+            if self.partitioned
+                && (id.starts_with("_design/")
+                    || settee_engine::partition::partition_of(id).is_none())
             {
                 continue;
             }
@@ -524,7 +526,10 @@ impl IndexGroup {
         let row_prefix = |view: usize, id: &[u8]| -> Vec<u8> {
             let mut prefix = view_prefixes[view].clone();
             if self.partitioned {
-                if let Some(partition) = std::str::from_utf8(id).ok().and_then(keys::partition_of) {
+                if let Some(partition) = std::str::from_utf8(id)
+                    .ok()
+                    .and_then(settee_engine::partition::partition_of)
+                {
                     keys::push_escaped_id(partition.as_bytes(), &mut prefix);
                 }
             }

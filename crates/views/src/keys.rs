@@ -66,11 +66,6 @@ pub fn view_prefix(bucket: u32, group: u32, view: u16) -> Vec<u8> {
     key
 }
 
-/// The partition of a document id in a partitioned database: the part before its first `:`.
-pub fn partition_of(id: &str) -> Option<&str> {
-    id.split_once(':').map(|(partition, _)| partition)
-}
-
 /// Appends the escaped document id: `0x00` becomes `0x00 0xFF`, then `0x00 0x01`.
 pub fn push_escaped_id(id: &[u8], out: &mut Vec<u8>) {
     for &byte in id {
@@ -124,26 +119,7 @@ pub fn state_key(bucket: u32, group: u32) -> Vec<u8> {
     key
 }
 
-pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8) | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
-}
-
-pub fn get_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
-    let mut value = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *bytes.get(*at)?;
-        *at += 1;
-        value |= u64::from(byte & 0x7f).checked_shl(shift)?;
-        if byte & 0x80 == 0 {
-            return Some(value);
-        }
-    }
-    None
-}
+pub use settee_engine::seqvec::{get_varint, put_varint};
 
 /// Row value: `enclen varint | keylen varint | key JSON | value JSON`. The encoded key's
 /// length lets a reader find the document id inside the row key without decoding the key.
