@@ -3,8 +3,10 @@
 #  1. KV GET and HTTP GET/PUT on a non-default collection against `_default._default`, in
 #     alternating rounds (KV: bucket `coll`'s default collection and its collection s.c, the
 #     same keys loaded into both once before the rounds, so that no round measures the
-#     compaction of another's load; HTTP: a new bucket `dflt_rN` and a new collection
-#     `coll$s$cN` each round N);
+#     compaction of another's load; HTTP: two new buckets each round N, `dflt_rN` measured on
+#     its `_default` and `coll_rN` on its collection s.c, so that both sides have the same
+#     history); before each measurement the script waits until RocksDB reports no pending
+#     compaction bytes, so that neither side pays for the compaction of the other's writes;
 #     prints each side's median and collection/default.
 #  2. Dropping a collection of DROP_DOCS documents (default 1,000,000) while a KV GET load runs
 #     on `_default`: the DELETE's answer time, the time until the data directory is back to
@@ -60,6 +62,18 @@ for line in sys.stdin:
     print("%s\thttp %s\t%.0f\t%d" % (sys.argv[1], phase["name"], phase["ops_per_sec"], phase["p99_us"]))' "$label" >>"$results"
 }
 
+# quiesce: wait (up to 120 s) until RocksDB estimates no pending compaction bytes.
+quiesce() {
+    local pending
+    for _ in $(seq 1 240); do
+        pending=$(curl -fsS -u admin:secret "$http/_node/_local/_prometheus" |
+            awk '/^settee_rocksdb_compaction_pending_bytes/ {print $2}')
+        [[ ${pending:-0} == 0 ]] && return 0
+        sleep 0.5
+    done
+    echo "bench-collections: still $pending compaction bytes pending after 120 s" >&2
+}
+
 # The KV keys, once per side, then a pause for the flushes and compactions they cause.
 for collection in "" s.c; do
     load_flags=(--addr "127.0.0.1:$kv_port" --user admin --password secret --bucket coll
@@ -77,11 +91,16 @@ for round in $(seq 1 "$rounds"); do
         # neither side measures the clean-up of the last round's (a bucket's DeleteRange, a
         # dropped collection's background purge).
         if [[ $side == default ]]; then
+            quiesce
             kv_get default coll
+            quiesce
             http_run default "dflt_r$round"
         else
+            quiesce
             kv_get collection coll s.c
-            http_run collection "coll\$s\$c$round"
+            curl -fsS -u admin:secret -X PUT "$http/coll_r$round" >/dev/null
+            quiesce
+            http_run collection "coll_r$round\$s\$c"
         fi
     done
 done

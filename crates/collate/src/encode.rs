@@ -67,7 +67,7 @@ pub fn encode_key_to(value: &Value, out: &mut Vec<u8>) {
 /// A number as its nearest double in an order-preserving 8-byte form, then the signed distance
 /// (2 bytes) from that double to the exact integer, so integers above 2^53 keep the exact order
 /// CouchDB gives them. `-0.0` is `0`.
-fn push_number(number: &Number, out: &mut Vec<u8>) {
+pub(crate) fn push_number(number: &Number, out: &mut Vec<u8>) {
     let (float, delta) = match crate::integer(number) {
         Some(exact) => {
             let float = exact as f64;

@@ -16,6 +16,7 @@
 pub const COLLATION_VERSION: &str = "settee-collate/1";
 
 mod encode;
+mod raw;
 mod strings;
 
 use std::cmp::Ordering;
@@ -23,6 +24,7 @@ use std::cmp::Ordering;
 use serde_json::{Number, Value};
 
 pub use encode::{encode_key, encode_key_to, string_sort_key};
+pub use raw::{encode_raw_key, encode_raw_key_to};
 pub use strings::compare_strings;
 
 /// CouchDB's view collation (`couch_ejson_compare`): `null < false < true < numbers < strings <

@@ -18,7 +18,8 @@ use crate::validate::{Refusal, WriteValidator, Writer};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AttachmentInput {
     /// Keep the attachment of this name from the revision being edited (`"stub": true`).
-    Stub { name: String },
+    /// A `revpos` the writer gave must be the kept attachment's (CouchDB's stub check).
+    Stub { name: String, revpos: Option<u64> },
     /// A new body for this name.
     Data {
         name: String,
@@ -198,10 +199,11 @@ fn resolve_attachments(
     let mut bodies = Vec::new();
     for input in inputs {
         match input {
-            AttachmentInput::Stub { name } => {
+            AttachmentInput::Stub { name, revpos } => {
                 let found = sources
                     .iter()
-                    .find_map(|leaf| leaf.attachments.iter().find(|meta| &meta.name == name));
+                    .find_map(|leaf| leaf.attachments.iter().find(|meta| &meta.name == name))
+                    .filter(|meta| revpos.is_none_or(|revpos| revpos == meta.revpos));
                 match found {
                     Some(meta) => metas.push(meta.clone()),
                     None => return Err(UpdateOutcome::MissingStub { name: name.clone() }),
@@ -720,7 +722,10 @@ mod tests {
     #[test]
     fn stub_without_source_is_missing_stub() {
         let mut with_stub = update(None, "{}", false);
-        with_stub.attachments = vec![AttachmentInput::Stub { name: "a".into() }];
+        with_stub.attachments = vec![AttachmentInput::Stub {
+            name: "a".into(),
+            revpos: None,
+        }];
         assert_eq!(
             plan_edit(None, &with_stub, 10, false).err(),
             Some(UpdateOutcome::MissingStub { name: "a".into() })

@@ -33,6 +33,7 @@ async fn compaction_drops_unreferenced_attachment_bodies() {
                     },
                     AttachmentInput::Data {
                         name: "kept".into(),
+                        revpos: None,
                         content_type: "text/plain".into(),
                         data: kept.clone(),
                     },

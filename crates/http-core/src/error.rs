@@ -18,6 +18,10 @@ pub enum ApiError {
     NotFound(String),
     #[error("Document update conflict.")]
     Conflict,
+    /// An attachment edit naming a revision the document never had: CouchDB answers 409
+    /// with `not_found` / `missing_rev`.
+    #[error("missing_rev")]
+    MissingRev,
     #[error("The database could not be created, the file already exists.")]
     FileExists,
     #[error("{0}")]
@@ -119,7 +123,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Conflict => StatusCode::CONFLICT,
+            ApiError::Conflict | ApiError::MissingRev => StatusCode::CONFLICT,
             ApiError::FileExists
             | ApiError::PreconditionFailed(_)
             | ApiError::MissingStub { .. } => StatusCode::PRECONDITION_FAILED,
@@ -155,6 +159,7 @@ impl ApiError {
             ApiError::QueryParse(_) => "query_parse_error",
             ApiError::NotFound(_) => "not_found",
             ApiError::Conflict => "conflict",
+            ApiError::MissingRev => "not_found",
             ApiError::FileExists => "file_exists",
             ApiError::PreconditionFailed(_) => "precondition_failed",
             ApiError::MissingStub { .. } => "missing_stub",

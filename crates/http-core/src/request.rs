@@ -120,6 +120,7 @@ impl Req {
     /// `Content-Encoding: gzip` is decoded, and the decoded body obeys the same limit
     /// ([`settee_http_wire::encoding`]); another encoding is 415.
     pub async fn body_bytes(&mut self, limit: usize) -> ApiResult<Bytes> {
+        let limit = self.body_limit(limit);
         let encoding = self
             .headers
             .get(hyper::header::CONTENT_ENCODING)
@@ -134,6 +135,7 @@ impl Req {
     /// The body's bytes as they arrived (`Content-Encoding` not decoded), at most `limit` of
     /// them.
     pub async fn sent_body_bytes(&mut self, limit: usize) -> ApiResult<Bytes> {
+        let limit = self.body_limit(limit);
         let body = match self.body.take() {
             None => return Ok(Bytes::new()),
             Some(RequestBody::Whole(bytes)) if bytes.len() > limit => {
@@ -196,6 +198,14 @@ impl Req {
     ) -> ApiResult<serde_json::Value> {
         self.json_body(config.max_request_size_bytes, config.max_json_depth)
             .await
+    }
+
+    /// `limit`, lowered to `[chttpd] max_http_request_size` when that is set smaller: a
+    /// `_config` write bounds the next request's body at once.
+    pub fn body_limit(&self, limit: usize) -> usize {
+        self.settings
+            .max_http_request_size
+            .map_or(limit, |runtime| runtime.min(limit))
     }
 
     pub fn require_json_content_type(&self) -> ApiResult<()> {

@@ -87,9 +87,14 @@ pub fn if_none_match(header: Option<&str>, tag: &str) -> bool {
 /// `304 Not Modified` with the entity tag and an empty body, as CouchDB answers it (no
 /// `Content-Type`).
 pub fn not_modified(tag: &str) -> HttpResponse {
-    let mut response = Response::new(full(Bytes::new()));
+    // CouchDB also sends `Content-Length: 0` (clients check it). hyper drops a 304's
+    // Content-Length header when the body says it has ended before the head is written, so
+    // the body here is an empty stream, which only says so when polled; hyper then writes the
+    // header as set and sends no body bytes (a 304 has none).
+    let empty = futures_util::stream::empty::<Result<hyper::body::Frame<Bytes>, std::io::Error>>();
+    let mut response = Response::new(StreamBody::new(empty).boxed_unsync());
     *response.status_mut() = StatusCode::NOT_MODIFIED;
-    // CouchDB also sends `Content-Length: 0`; hyper leaves that header out of every 304.
+    let response = with_header(response, "content-length", "0");
     with_header(response, "etag", tag)
 }
 

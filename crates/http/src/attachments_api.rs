@@ -132,6 +132,7 @@ fn stubs_except(leaf: Option<&Leaf>, name: &str) -> Vec<AttachmentInput> {
             .filter(|meta| meta.name != name)
             .map(|meta| AttachmentInput::Stub {
                 name: meta.name.clone(),
+                revpos: None,
             })
             .collect()
     })
@@ -206,7 +207,11 @@ async fn delete(
 ) -> ApiResult<HttpResponse> {
     let rev = write_rev(req)?.ok_or(ApiError::Conflict)?;
     let record = read_doc(keyspace, id)?.ok_or_else(ApiError::missing)?;
-    let leaf = record.leaf(&rev).ok_or(ApiError::Conflict)?;
+    let leaf = record.leaf(&rev).ok_or(if record.tree.contains(&rev) {
+        ApiError::Conflict
+    } else {
+        ApiError::MissingRev
+    })?;
     if !leaf.attachments.iter().any(|meta| meta.name == name) {
         return Err(missing_attachment());
     }

@@ -427,8 +427,14 @@ const JSON_PARAMS: [&str; 7] = [
 /// become parameters too, the query string's taking precedence (CouchDB's rule).
 async fn listing_keys(state: &HttpState, req: &mut Req) -> ApiResult<Option<Value>> {
     match req.method {
-        Method::GET | Method::HEAD => req.json_param("keys"),
+        Method::GET | Method::HEAD => match req.json_param("keys")? {
+            Some(keys) if !keys.is_array() => Err(ApiError::BadRequest(
+                "`keys` parameter must be an array.".into(),
+            )),
+            keys => Ok(keys),
+        },
         Method::POST => {
+            req.require_json_content_type()?;
             let body = req.json_body_within(&state.config).await?;
             let Value::Object(members) = body else {
                 return Err(ApiError::BadRequest(

@@ -81,6 +81,7 @@ pub async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Ht
     let body = match req.method {
         Method::GET | Method::HEAD => Value::Null,
         Method::POST => {
+            req.require_json_content_type()?;
             let bytes = req.body_bytes(state.config.max_request_size_bytes).await?;
             if bytes.iter().all(|byte| byte.is_ascii_whitespace()) {
                 Value::Null

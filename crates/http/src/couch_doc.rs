@@ -216,7 +216,8 @@ fn parse_attachments(raw: &str) -> ApiResult<(Vec<AttachmentInput>, Follows)> {
             .unwrap_or("application/octet-stream")
             .to_string();
         if spec.get("stub").and_then(|value| value.as_bool()) == Some(true) {
-            inputs.push(AttachmentInput::Stub { name });
+            let revpos = spec.get("revpos").and_then(|value| value.as_u64());
+            inputs.push(AttachmentInput::Stub { name, revpos });
         } else if spec.get("follows").and_then(|value| value.as_bool()) == Some(true) {
             let length = spec.get("length").and_then(|value| value.as_u64());
             follows.push((name, content_type, length));

@@ -219,18 +219,20 @@ fn write_rev(req: &Req, body_rev: Option<RevId>) -> ApiResult<Option<RevId>> {
         .header("if-match")
         .map(|value| parse_rev(value.trim_matches('"')))
         .transpose()?;
-    let mut rev = body_rev;
-    for other in [query_rev, header_rev].into_iter().flatten() {
-        match &rev {
-            Some(existing) if existing != &other => {
-                return Err(ApiError::BadRequest(
-                    "Document rev from request body and query string have different values".into(),
-                ))
-            }
-            _ => rev = Some(other),
+    let explicit = match (body_rev, query_rev) {
+        (Some(body), Some(query)) if body != query => {
+            return Err(ApiError::BadRequest(
+                "Document rev from request body and query string have different values".into(),
+            ))
         }
+        (body, query) => body.or(query),
+    };
+    match (explicit, header_rev) {
+        (Some(explicit), Some(header)) if explicit != header => Err(ApiError::BadRequest(
+            "Document rev and etag have different values".into(),
+        )),
+        (explicit, header) => Ok(explicit.or(header)),
     }
-    Ok(rev)
 }
 
 /// Reads and parses a document body within the configured limits (413 names the document).

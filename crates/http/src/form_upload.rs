@@ -145,6 +145,7 @@ pub async fn post_form(
                 })
                 .map(|meta| AttachmentInput::Stub {
                     name: meta.name.clone(),
+                    revpos: None,
                 })
                 .collect()
         })

@@ -155,6 +155,7 @@ async fn save_ddoc(
             .iter()
             .map(|meta| AttachmentInput::Stub {
                 name: meta.name.clone(),
+                revpos: None,
             })
             .collect(),
         _ => Vec::new(),

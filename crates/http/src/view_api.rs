@@ -103,6 +103,12 @@ pub async fn view(
         if let Some(list) = members.get("queries") {
             queries = Some(list.clone());
         }
+        // A parameter in both the query string and the body: the query string's wins, as
+        // in CouchDB.
+        let members: serde_json::Map<String, Value> = members
+            .into_iter()
+            .filter(|(name, _)| !req.has_param(name))
+            .collect();
         params.merge_json(&members)?;
     }
     let found = design_views(state, &keyspace, ddoc).await?;

@@ -148,11 +148,17 @@ impl ViewParams {
     fn set(&mut self, name: &str, raw: Raw<'_>) -> ApiResult<()> {
         match name {
             "key" => self.key = Some(raw.json(name)?),
-            "keys" => match raw.json(name)? {
-                Value::Array(keys) => self.keys = Some(keys),
-                _ => {
-                    return Err(ApiError::QueryParse(
+            "keys" => match (raw.json(name)?, &raw) {
+                (Value::Array(keys), _) => self.keys = Some(keys),
+                // CouchDB's two reasons: the body's member, the query string's parameter.
+                (_, Raw::Json(_)) => {
+                    return Err(ApiError::BadRequest(
                         "`keys` member must be an array.".into(),
+                    ))
+                }
+                (_, Raw::Text(_)) => {
+                    return Err(ApiError::QueryParse(
+                        "`keys` must be an array of strings.".into(),
                     ))
                 }
             },
@@ -217,7 +223,8 @@ impl ViewParams {
     }
 
     /// How to answer, once the view is known: checks the combinations CouchDB refuses.
-    pub fn plan(&self, view_has_reduce: bool) -> ApiResult<QueryKind> {
+    /// `raw_collation`: the view orders keys in Erlang term order (`options.collation`).
+    pub fn plan(&self, view_has_reduce: bool, raw_collation: bool) -> ApiResult<QueryKind> {
         if self.keys.is_some()
             && (self.key.is_some() || self.start_key.is_some() || self.end_key.is_some())
         {
@@ -243,7 +250,11 @@ impl ViewParams {
             ));
         }
         if let (Some(start), Some(end)) = (&self.start_key, &self.end_key) {
-            let order = settee_collate::collate(start, end);
+            let order = if raw_collation {
+                settee_collate::TermOrder::Erlang.compare(start, end)
+            } else {
+                settee_collate::collate(start, end)
+            };
             let reversed = if self.descending {
                 order.is_lt()
             } else {
@@ -327,7 +338,7 @@ mod tests {
             "Invalid boolean parameter: \"maybe\""
         );
         assert_eq!(reason("key=%7Bnope"), "Invalid JSON value for `key`: {nope");
-        assert_eq!(reason("keys=1"), "`keys` member must be an array.");
+        assert_eq!(reason("keys=1"), "`keys` must be an array of strings.");
         assert_eq!(
             reason("update=sometimes"),
             "Invalid value for `update`: \"sometimes\""
@@ -336,7 +347,7 @@ mod tests {
 
     #[test]
     fn plans_refuse_what_couchdb_refuses() {
-        let plan = |text: &str, reduce: bool| query(text).expect("parses").plan(reduce);
+        let plan = |text: &str, reduce: bool| query(text).expect("parses").plan(reduce, false);
         let reason = |text: &str, reduce: bool| match plan(text, reduce) {
             Err(ApiError::QueryParse(reason)) => reason,
             other => panic!("{other:?}"),

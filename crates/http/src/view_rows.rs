@@ -4,6 +4,8 @@
 //! [`ChunkWriter`], which sends them on in bounded chunks (`streamed.rs`). No answer is ever
 //! held whole, however many rows or however large the documents.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 use settee_engine::Keyspace;
 use settee_views::{
@@ -36,7 +38,10 @@ pub async fn plan(
     params: ViewParams,
 ) -> ApiResult<PlannedQuery> {
     let reduce_kind = found.design.views[view].reduce.clone();
-    let kind = params.plan(reduce_kind.is_some())?;
+    let kind = params.plan(
+        reduce_kind.is_some(),
+        found.design.views[view].raw_collation,
+    )?;
     match params.update {
         UpdateMode::Wait => {
             found
@@ -44,8 +49,8 @@ pub async fn plan(
                 .wait_for(&keyspace.bucket().high_seqnos())
                 .await?
         }
-        UpdateMode::Lazy => found.group.ensure_builder(),
-        UpdateMode::No => {}
+        // Brought up to date once the rows are read (`write`).
+        UpdateMode::Lazy | UpdateMode::No => {}
     }
     let reducer = match (kind, reduce_kind) {
         (QueryKind::Reduce(_), Some(ReduceKind::JavaScript(_))) => Some(Reducer::JavaScript {
@@ -67,17 +72,22 @@ pub async fn plan(
 /// Writes the answer to `query` (its documents as `credentials` lets the reader see them).
 pub fn write(
     keyspace: &Keyspace,
-    group: &IndexGroup,
+    group: &Arc<IndexGroup>,
     query: &PlannedQuery,
     credentials: &CredentialsShown,
     out: &mut ChunkWriter,
 ) -> ApiResult<()> {
-    match (query.kind, &query.reducer) {
+    let written = match (query.kind, &query.reducer) {
         (QueryKind::Reduce(grouping), Some(reducer)) => {
             reduce_rows(group, query.view, &query.params, grouping, reducer, out)
         }
         _ => map_rows(keyspace, group, query.view, &query.params, credentials, out),
+    };
+    // `update=lazy`: the rows came from the index as it was; now it catches up.
+    if query.params.update == UpdateMode::Lazy {
+        group.update_after();
     }
+    written
 }
 
 fn bound(key: &Option<Value>, doc_id: &Option<String>) -> Option<KeyBound> {
@@ -93,9 +103,12 @@ fn ranges(params: &ViewParams) -> Vec<KeyRange> {
         return keys
             .iter()
             .map(|key| KeyRange {
+                // `startkey_docid` / `endkey_docid` bound each key's rows, as with `key`.
+                start: bound(&Some(key.clone()), &params.start_key_doc_id),
+                end: bound(&Some(key.clone()), &params.end_key_doc_id),
+                inclusive_end: params.inclusive_end,
                 descending: params.descending,
                 partition: params.partition.clone(),
-                ..KeyRange::key(key.clone())
             })
             .collect();
     }
@@ -264,20 +277,33 @@ fn reduce_rows(
         Ok(true)
     };
     // Groups never span two `keys` entries: each key is reduced on its own.
-    'ranges: for range in ranges(params) {
-        let mut grouped = GroupedReduce::new(reducer, grouping);
-        for row in group.scan(view, &range) {
-            if let Some(done) = grouped.push(&row?)? {
+    let reduced = (|| -> ApiResult<()> {
+        'ranges: for range in ranges(params) {
+            let mut grouped = GroupedReduce::new(reducer, grouping);
+            for row in group.scan(view, &range) {
+                if let Some(done) = grouped.push(&row?)? {
+                    if !emit(out, done)? {
+                        break 'ranges;
+                    }
+                }
+            }
+            if let Some(done) = grouped.finish()? {
                 if !emit(out, done)? {
-                    break 'ranges;
+                    break;
                 }
             }
         }
-        if let Some(done) = grouped.finish()? {
-            if !emit(out, done)? {
-                break;
-            }
+        Ok(())
+    })();
+    match reduced {
+        // CouchDB answers 200 and ends the rows with the overflow as an error row.
+        Err(crate::error::ApiError::ReduceOverflow(reason)) => {
+            let buffer = out.buffer();
+            buffer.extend_from_slice(if first { b"\r\n" } else { b",\r\n" });
+            let row = serde_json::json!({"key": null, "error": "reduce_overflow_error", "reason": reason});
+            buffer.extend_from_slice(row.to_string().as_bytes());
         }
+        other => other?,
     }
     out.buffer().extend_from_slice(b"\r\n]}\n");
     Ok(())

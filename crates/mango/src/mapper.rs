@@ -86,6 +86,7 @@ pub async fn open_index(
         view_names: vec![index.name.clone()],
         include_design: false,
         partitioned: index.partitioned,
+        raw_collation: Vec::new(),
         mapper: Arc::new(MangoMapper::new(index.clone())?),
     };
     views.open_group(keyspace, spec).await.map(Some)

@@ -63,6 +63,10 @@ pub struct Settings {
     pub max_partition_size: Option<u64>,
     /// `[chttpd]` (else `[httpd]`) `x_forwarded_ssl`: the header that says `on` for https.
     pub x_forwarded_ssl: String,
+    /// `[chttpd] max_http_request_size`, bytes: a request body past it is 413 `too_large`.
+    /// Unset: the node's `--max-request-size` alone (the base configuration shows it here).
+    /// A body read never goes past the smaller of the two.
+    pub max_http_request_size: Option<usize>,
 }
 
 impl Default for Settings {
@@ -78,6 +82,7 @@ impl Default for Settings {
             decode_plus_to_space: true,
             partition_query_limit: None,
             max_partition_size: None,
+            max_http_request_size: None,
         }
     }
 }
@@ -98,6 +103,7 @@ pub const RUNTIME_KEYS: &[(&str, &str)] = &[
     ("query_server_config", "partition_query_limit"),
     ("couchdb", "max_partition_size"),
     ("httpd", "x_forwarded_ssl"),
+    ("chttpd", "max_http_request_size"),
 ];
 
 impl Settings {
@@ -138,6 +144,17 @@ impl Settings {
                     Some(limit.ok_or_else(|| {
                         invalid("partition_query_limit must be a positive integer")
                     })?);
+            }
+            ("chttpd", "max_http_request_size") => {
+                self.max_http_request_size = Some(
+                    value
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|size| *size > 0)
+                        .ok_or_else(|| {
+                            invalid("max_http_request_size must be a positive integer")
+                        })?,
+                );
             }
             ("couchdb", "max_document_size") => {
                 self.max_document_size_bytes = value

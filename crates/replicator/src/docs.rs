@@ -175,6 +175,7 @@ async fn write_state(bucket: &Bucket, doc_id: &str, state: &JobState) {
                 .iter()
                 .map(|meta| AttachmentInput::Stub {
                     name: meta.name.clone(),
+                    revpos: None,
                 })
                 .collect(),
         };

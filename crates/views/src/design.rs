@@ -15,6 +15,14 @@ pub enum ReduceKind {
     Sum,
     Stats,
     ApproxCountDistinct,
+    /// `_top_N`: the N greatest distinct values, greatest first (CouchDB 3.5).
+    Top(usize),
+    /// `_bottom_N`: the N least distinct values, least first.
+    Bottom(usize),
+    /// `_first`: the value of the group's least (key, doc id) row.
+    First,
+    /// `_last`: the value of the group's greatest (key, doc id) row.
+    Last,
     /// A JavaScript reduce function's source.
     JavaScript(String),
 }
@@ -31,6 +39,14 @@ impl ReduceKind {
             ReduceKind::Stats
         } else if trimmed.starts_with("_approx_count_distinct") {
             ReduceKind::ApproxCountDistinct
+        } else if let Some(rank) = trimmed.strip_prefix("_top_") {
+            ReduceKind::Top(parse_rank(rank)?)
+        } else if let Some(rank) = trimmed.strip_prefix("_bottom_") {
+            ReduceKind::Bottom(parse_rank(rank)?)
+        } else if trimmed.starts_with("_first") {
+            ReduceKind::First
+        } else if trimmed.starts_with("_last") {
+            ReduceKind::Last
         } else if trimmed.starts_with('_') {
             return Err(ViewError::InvalidDesign(format!(
                 "`{trimmed}` is not a supported reduce function."
@@ -41,11 +57,27 @@ impl ReduceKind {
     }
 }
 
+/// The largest N of `_top_N` / `_bottom_N` (CouchDB's `MAX_RANK`).
+pub const MAX_RANK: usize = 100;
+
+/// N of `_top_N` / `_bottom_N`, with CouchDB's reasons.
+fn parse_rank(text: &str) -> Result<usize, ViewError> {
+    match text.parse::<i64>() {
+        Ok(rank) if (1..=MAX_RANK as i64).contains(&rank) => Ok(rank as usize),
+        Ok(_) => Err(ViewError::InvalidDesign(format!(
+            "rank value must be between 1 and {MAX_RANK}"
+        ))),
+        Err(_) => Err(ViewError::InvalidDesign("invalid rank reducer".into())),
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ViewDefinition {
     pub name: String,
     pub map: String,
     pub reduce: Option<ReduceKind>,
+    /// `options.collation: "raw"`: keys in Erlang term order (views.md, "Raw collation").
+    pub raw_collation: bool,
 }
 
 /// The view part of a design document.
@@ -98,10 +130,16 @@ impl Design {
                 Some(source) => Some(ReduceKind::parse(source)?),
                 None => None,
             };
+            let raw_collation = view
+                .get("options")
+                .and_then(|options| options.get("collation"))
+                .and_then(Value::as_str)
+                == Some("raw");
             definitions.push(ViewDefinition {
                 name: name.clone(),
                 map,
                 reduce,
+                raw_collation,
             });
         }
         if definitions.is_empty() {
@@ -135,6 +173,11 @@ impl Design {
 
     pub fn view_index(&self, name: &str) -> Option<usize> {
         self.views.iter().position(|view| view.name == name)
+    }
+
+    /// Per view, in view order: whether its keys use raw collation.
+    pub fn raw_collation(&self) -> Vec<bool> {
+        self.views.iter().map(|view| view.raw_collation).collect()
     }
 
     pub fn view_names(&self) -> Vec<String> {
@@ -175,7 +218,11 @@ fn signature(language: &str, views: &[ViewDefinition], lib: &Value, options: &Va
                 Some(ReduceKind::JavaScript(source)) => Value::String(source.clone()),
                 Some(other) => Value::String(format!("{other:?}")),
             };
-            serde_json::json!([view.name, view.map, reduce])
+            if view.raw_collation {
+                serde_json::json!([view.name, view.map, reduce, "raw"])
+            } else {
+                serde_json::json!([view.name, view.map, reduce])
+            }
         })
         .collect();
     let canonical = serde_json::json!({
@@ -350,6 +397,22 @@ mod tests {
             reason(json!({"views": {"v": {"map": "function (doc) {}", "reduce": "_median"}}})),
             "`_median` is not a supported reduce function."
         );
+        let with_reduce =
+            |reduce: &str| json!({"views": {"v": {"map": "function (doc) {}", "reduce": reduce}}});
+        assert_eq!(reason(with_reduce("_top_Foo")), "invalid rank reducer");
+        assert_eq!(reason(with_reduce("_bottom_")), "invalid rank reducer");
+        assert_eq!(
+            reason(with_reduce("_top_0")),
+            "rank value must be between 1 and 100"
+        );
+        assert_eq!(
+            reason(with_reduce("_bottom_101")),
+            "rank value must be between 1 and 100"
+        );
+        let design = Design::parse("_design/d", &with_reduce("_top_100"))
+            .expect("valid")
+            .expect("views");
+        assert_eq!(design.views[0].reduce, Some(ReduceKind::Top(100)));
         assert!(Design::parse(
             "_design/d",
             &json!({"language": "query", "views": {"v": {"map": {"fields": {}}}}})

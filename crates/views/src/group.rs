@@ -28,6 +28,11 @@ pub const BATCH_DOCS: usize = 4000;
 pub const EMITS_PER_DOC_MAX: usize = u16::MAX as usize;
 /// How often an idle builder looks at its stop flag.
 const IDLE_RECHECK: Duration = Duration::from_secs(1);
+/// An idle builder indexes new writes this long after they arrive, unless a query waits for
+/// them first: as with CouchDB's background indexer, a `stale=ok` / `update=false` reader
+/// right after a write sees the index as it was, and a burst of writes is indexed in fewer,
+/// larger batches.
+const BACKGROUND_DELAY: Duration = Duration::from_secs(1);
 
 /// Indexer progress for `/_active_tasks`.
 #[derive(Debug, Clone, Default)]
@@ -49,6 +54,8 @@ pub struct IndexGroup {
     pub(crate) view_names: Vec<String>,
     include_design: bool,
     partitioned: bool,
+    /// Per view, whether its keys are in raw order (`encode_raw_key`), not view collation.
+    raw_collation: Vec<bool>,
     mapper: Arc<dyn Mapper>,
     threads: usize,
     /// What the index holds; replaced by the builder after each batch is written.
@@ -58,6 +65,11 @@ pub struct IndexGroup {
     /// Why the last build stopped, until the next one starts.
     error: Mutex<Option<ViewError>>,
     builder_running: AtomicBool,
+    /// Queries waiting for the index now ([`IndexGroup::wait_for`]) and an `update_after`
+    /// nudge: either makes the builder skip its background delay; `wanted` wakes it.
+    waiting: AtomicUsize,
+    nudged: AtomicBool,
+    wanted: tokio::sync::Notify,
     stopped: AtomicBool,
     /// Vbucket the next batch starts reading at, so batches take turns across vbuckets.
     next_vbucket: AtomicUsize,
@@ -73,6 +85,7 @@ pub(crate) struct GroupParts {
     pub view_names: Vec<String>,
     pub include_design: bool,
     pub partitioned: bool,
+    pub raw_collation: Vec<bool>,
     pub mapper: Arc<dyn Mapper>,
     pub threads: usize,
 }
@@ -106,12 +119,16 @@ impl IndexGroup {
             view_names: parts.view_names,
             include_design: parts.include_design,
             partitioned: parts.partitioned,
+            raw_collation: parts.raw_collation,
             mapper: parts.mapper,
             threads: parts.threads.max(1),
             state: Mutex::new(state),
             progress,
             error: Mutex::new(None),
             builder_running: AtomicBool::new(false),
+            waiting: AtomicUsize::new(0),
+            nudged: AtomicBool::new(false),
+            wanted: tokio::sync::Notify::new(),
             stopped: AtomicBool::new(false),
             next_vbucket: AtomicUsize::new(0),
             task: Mutex::new(TaskProgress::default()),
@@ -203,10 +220,20 @@ impl IndexGroup {
         tokio::spawn(self.clone().run_builder());
     }
 
+    /// `update=lazy` (`stale=update_after`): the builder starts at once, without the
+    /// background delay, while the reader is answered from the index as it is.
+    pub fn update_after(self: &Arc<Self>) {
+        self.ensure_builder();
+        self.nudged.store(true, Ordering::Release);
+        self.wanted.notify_waiters();
+    }
+
     /// Waits until the index covers `target` (the bucket's seqnos when a query arrived).
     pub async fn wait_for(self: &Arc<Self>, target: &SeqVector) -> Result<(), ViewError> {
         let mut progress = self.progress.subscribe();
         self.ensure_builder();
+        let _waiting = Waiting::register(&self.waiting);
+        self.wanted.notify_waiters();
         loop {
             if self.covers(target) {
                 return Ok(());
@@ -251,13 +278,49 @@ impl IndexGroup {
                 continue;
             }
             self.task.lock().running = false;
+            self.nudged.store(false, Ordering::Release);
             tokio::select! {
                 changed = changes.changed() => if changed.is_err() { break },
                 _ = tokio::time::sleep(IDLE_RECHECK) => {}
             }
+            self.background_delay().await;
         }
         self.task.lock().running = false;
         self.builder_running.store(false, Ordering::Release);
+    }
+
+    /// `key` as view `view` stores it: raw or view collation.
+    pub(crate) fn encode_key(&self, view: usize, key: &serde_json::Value) -> Vec<u8> {
+        let mut out = Vec::with_capacity(32);
+        self.encode_key_to(view, key, &mut out);
+        out
+    }
+
+    pub(crate) fn encode_key_to(&self, view: usize, key: &serde_json::Value, out: &mut Vec<u8>) {
+        if self.raw_collation.get(view).copied().unwrap_or(false) {
+            settee_collate::encode_raw_key_to(key, out);
+        } else {
+            settee_collate::encode_key_to(key, out);
+        }
+    }
+
+    /// Sleeps [`BACKGROUND_DELAY`], or less if a query waits or `update_after` asks.
+    async fn background_delay(&self) {
+        let deadline = tokio::time::Instant::now() + BACKGROUND_DELAY;
+        loop {
+            let wanted = self.wanted.notified();
+            tokio::pin!(wanted);
+            // Registered before the check, so a wake-up between the two is not lost.
+            wanted.as_mut().enable();
+            if self.waiting.load(Ordering::Acquire) > 0 || self.nudged.swap(false, Ordering::AcqRel)
+            {
+                return;
+            }
+            tokio::select! {
+                _ = wanted => {}
+                _ = tokio::time::sleep_until(deadline) => return,
+            }
+        }
     }
 
     fn begin_task(&self, target: &SeqVector) {
@@ -553,7 +616,7 @@ impl IndexGroup {
                 for (emit, (key, value)) in
                     view_rows.into_iter().take(EMITS_PER_DOC_MAX).enumerate()
                 {
-                    let encoded = settee_collate::encode_key(&key);
+                    let encoded = self.encode_key(view, &key);
                     let key_json = serde_json::to_vec(&key).unwrap_or_default();
                     batch.put(
                         Cf::View,
@@ -631,4 +694,20 @@ fn unix_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+/// Counts a query in [`IndexGroup::wait_for`] for as long as it waits.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn register(count: &'a AtomicUsize) -> Waiting<'a> {
+        count.fetch_add(1, Ordering::AcqRel);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }

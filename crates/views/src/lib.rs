@@ -19,6 +19,7 @@
 //!     view_names: vec!["my-index".into()],
 //!     include_design: false,
 //!     partitioned: false,              // rows keyed by the document's partition first
+//!     raw_collation: vec![],           // per view: options.collation == "raw"
 //!     mapper: Arc::new(MyMapper { .. }),   // impl settee_views::Mapper
 //! }).await?;
 //! // 2. Bring it up to date with what was written before now (update=true), or don't wait

@@ -104,9 +104,9 @@ pub fn position_after(position: &[u8]) -> Vec<u8> {
     keys::prefix_end(position)
 }
 
-fn bound_bytes(prefix: &[u8], bound: &KeyBound) -> Vec<u8> {
+fn bound_bytes(group: &IndexGroup, view: usize, prefix: &[u8], bound: &KeyBound) -> Vec<u8> {
     let mut bytes = prefix.to_vec();
-    settee_collate::encode_key_to(&bound.key, &mut bytes);
+    group.encode_key_to(view, &bound.key, &mut bytes);
     if let Some(id) = &bound.doc_id {
         keys::push_escaped_id(id.as_bytes(), &mut bytes);
     }
@@ -124,13 +124,15 @@ impl IndexGroup {
         };
         let lower = match low {
             None => prefix.clone(),
-            Some(bound) if low_inclusive => bound_bytes(&prefix, bound),
-            Some(bound) => keys::prefix_end(&bound_bytes(&prefix, bound)),
+            Some(bound) if low_inclusive => bound_bytes(self, view, &prefix, bound),
+            Some(bound) => keys::prefix_end(&bound_bytes(self, view, &prefix, bound)),
         };
         let upper = match high {
             None => keys::prefix_end(&prefix),
-            Some(bound) if high_inclusive => keys::prefix_end(&bound_bytes(&prefix, bound)),
-            Some(bound) => bound_bytes(&prefix, bound),
+            Some(bound) if high_inclusive => {
+                keys::prefix_end(&bound_bytes(self, view, &prefix, bound))
+            }
+            Some(bound) => bound_bytes(self, view, &prefix, bound),
         };
         (prefix, lower, upper)
     }

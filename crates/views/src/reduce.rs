@@ -108,6 +108,17 @@ enum Accumulator {
     Sum(Option<Value>),
     Stats(Option<Value>),
     Distinct(HyperLogLog),
+    /// `_top_N` / `_bottom_N`: at most N distinct values, in rank order.
+    Rank {
+        values: Vec<Value>,
+        limit: usize,
+        top: bool,
+    },
+    /// `_first` / `_last`: the chosen row's (key, doc id, value).
+    Edge {
+        row: Option<(Value, String, Value)>,
+        last: bool,
+    },
     JavaScript {
         keys: Vec<Value>,
         values: Vec<Value>,
@@ -124,6 +135,24 @@ impl Accumulator {
             Reducer::Builtin(ReduceKind::ApproxCountDistinct) => {
                 Accumulator::Distinct(HyperLogLog::new())
             }
+            Reducer::Builtin(ReduceKind::Top(limit)) => Accumulator::Rank {
+                values: Vec::new(),
+                limit: *limit,
+                top: true,
+            },
+            Reducer::Builtin(ReduceKind::Bottom(limit)) => Accumulator::Rank {
+                values: Vec::new(),
+                limit: *limit,
+                top: false,
+            },
+            Reducer::Builtin(ReduceKind::First) => Accumulator::Edge {
+                row: None,
+                last: false,
+            },
+            Reducer::Builtin(ReduceKind::Last) => Accumulator::Edge {
+                row: None,
+                last: true,
+            },
             Reducer::Builtin(ReduceKind::JavaScript(_)) | Reducer::JavaScript { .. } => {
                 Accumulator::JavaScript {
                     keys: Vec::new(),
@@ -152,6 +181,27 @@ impl Accumulator {
                 });
             }
             Accumulator::Distinct(sketch) => sketch.add(&settee_collate::encode_key(&key)),
+            Accumulator::Rank { values, limit, top } => {
+                rank_insert(values, row.value(), *limit, *top)
+            }
+            Accumulator::Edge { row: chosen, last } => {
+                let id = row.id_str();
+                let replaces = match chosen {
+                    None => true,
+                    Some((chosen_key, chosen_id, _)) => {
+                        let order = settee_collate::collate(&key, chosen_key)
+                            .then_with(|| id.as_bytes().cmp(chosen_id.as_bytes()));
+                        if *last {
+                            order == Ordering::Greater
+                        } else {
+                            order == Ordering::Less
+                        }
+                    }
+                };
+                if replaces {
+                    *chosen = Some((key, id.to_string(), row.value()));
+                }
+            }
             Accumulator::JavaScript {
                 keys,
                 values,
@@ -174,6 +224,8 @@ impl Accumulator {
             Accumulator::Sum(total) => total.unwrap_or(json!(0)),
             Accumulator::Stats(total) => total.unwrap_or(Value::Null),
             Accumulator::Distinct(sketch) => json!(sketch.estimate()),
+            Accumulator::Rank { values, .. } => Value::Array(values),
+            Accumulator::Edge { row, .. } => row.map_or(json!([]), |(_, _, value)| value),
             Accumulator::JavaScript {
                 keys,
                 values,
@@ -214,12 +266,32 @@ fn js_reduce(
         .wait()?;
     let output_len = output.to_string().len();
     if output_len > REDUCE_OUTPUT_BYTES_MAX && output_len * 2 > input_len {
-        let shown: String = output.to_string().chars().take(100).collect();
         return Err(ViewError::ReduceOverflow(format!(
-            "Reduce output must shrink more rapidly: Current output: '{shown}'... (first 100 of {output_len} bytes)"
+            "Reduce output must shrink more rapidly: input size: {input_len} output size: {output_len}"
         )));
     }
     Ok(output)
+}
+
+/// Adds `value` to `values` (at most `limit` distinct values, greatest first when `top`, least
+/// first otherwise), as CouchDB's `_top_N` / `_bottom_N` merge: equal values count once.
+fn rank_insert(values: &mut Vec<Value>, value: Value, limit: usize, top: bool) {
+    let ranked = |a: &Value, b: &Value| {
+        let order = settee_collate::collate(a, b);
+        if top {
+            order.reverse()
+        } else {
+            order
+        }
+    };
+    match values.binary_search_by(|probe| ranked(probe, &value)) {
+        Ok(_) => {}
+        Err(at) if at < limit => {
+            values.insert(at, value);
+            values.truncate(limit);
+        }
+        Err(_) => {}
+    }
 }
 
 const SUM_REASON: &str = "The _sum function requires that map values be numbers, arrays of numbers, or objects. Objects cannot be mixed with other data structures. Objects can be arbitrarily nested, provided that the values for all fields are themselves numbers, arrays of numbers, or objects.";
@@ -435,6 +507,35 @@ mod tests {
                 &[row(json!(1), json!([1, 2])), row(json!(2), json!([3]))]
             ),
             [(Value::Null, json!([4, 2]))]
+        );
+    }
+
+    #[test]
+    fn rank_and_edge_reducers_as_couchdb_3_5() {
+        // Rows as a descending query feeds them: the reducers rank by value and by (key, id),
+        // not by arrival order.
+        let rows = [
+            row(json!(3), json!(30)),
+            row(json!(2), json!(20)),
+            row(json!(2), json!(20)),
+            row(json!(1), json!(10)),
+            row(json!(1), json!("s")),
+        ];
+        let all = |kind| reduce_all(kind, Grouping::All, &rows)[0].1.clone();
+        assert_eq!(all(ReduceKind::Top(3)), json!(["s", 30, 20]));
+        assert_eq!(all(ReduceKind::Bottom(2)), json!([10, 20]));
+        assert_eq!(all(ReduceKind::Bottom(9)), json!([10, 20, 30, "s"]));
+        assert_eq!(all(ReduceKind::First), json!(10));
+        assert_eq!(all(ReduceKind::Last), json!(30));
+        let mut by_id = vec![row(json!(1), json!("b")), row(json!(1), json!("a"))];
+        by_id[1].id = b"c".to_vec();
+        assert_eq!(
+            reduce_all(ReduceKind::Last, Grouping::All, &by_id)[0].1,
+            json!("b")
+        );
+        assert_eq!(
+            reduce_all(ReduceKind::First, Grouping::All, &by_id)[0].1,
+            json!("a")
         );
     }
 

@@ -47,6 +47,8 @@ pub struct GroupSpec {
     /// A partitioned index (docs/format/partitions.md): each row's key starts with its
     /// document's partition, and documents without one are not mapped.
     pub partitioned: bool,
+    /// Per view, whether its keys are in raw (Erlang term) order; missing entries are not.
+    pub raw_collation: Vec<bool>,
     pub mapper: Arc<dyn Mapper>,
 }
 
@@ -188,6 +190,7 @@ impl Views {
                     view_names: design.view_names(),
                     include_design: design.include_design,
                     partitioned: design.partitioned_in(keyspace.bucket().is_partitioned()),
+                    raw_collation: design.raw_collation(),
                     mapper,
                 },
             )
@@ -263,6 +266,7 @@ impl Views {
             view_names: spec.view_names,
             include_design: spec.include_design,
             partitioned: spec.partitioned,
+            raw_collation: spec.raw_collation,
             mapper: spec.mapper,
             threads: self.config.map_threads,
         })?);

@@ -1,0 +1,231 @@
+// Details CouchDB 3.5 applications and CouchDB's own suite check, each against what CouchDB 3.5
+// answers (issue 22): built-in reducers, error reasons, status codes, query parameters.
+'use strict';
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { start, http } = require('./harness');
+
+let server;
+let nano;
+let base;
+
+test.before(async () => {
+  server = await start();
+  nano = require('nano')(server.adminUrl);
+  base = server.url;
+});
+test.after(async () => server.stop());
+
+async function freshDb(name) {
+  await nano.db.create(name);
+  return nano.use(name);
+}
+
+test('_top_N, _bottom_N, _first and _last reducers (CouchDB 3.5)', async () => {
+  const db = await freshDb('details_rank');
+  const docs = [];
+  for (let i = 1; i <= 20; i += 1) docs.push({ _id: `d${i}`, integer: i });
+  await db.bulk({ docs });
+  const map = 'function (doc) { emit(doc.integer, doc.integer); emit(doc.integer, doc.integer); };';
+  await db.insert({
+    _id: '_design/rank',
+    views: {
+      top: { map, reduce: '_top_3' },
+      bottom: { map, reduce: '_bottom_3' },
+      first: { map, reduce: '_first' },
+      last: { map, reduce: '_last' },
+    },
+  });
+  const value = async (view, params = {}) => (await db.view('rank', view, params)).rows[0].value;
+  assert.deepEqual(await value('top'), [20, 19, 18]);
+  assert.deepEqual(await value('bottom'), [1, 2, 3]);
+  assert.equal(await value('first'), 1);
+  assert.equal(await value('last'), 20);
+  // Equal values count once; descending queries rank the same.
+  assert.deepEqual(await value('top', { startkey: 4, endkey: 5 }), [5, 4]);
+  assert.deepEqual(await value('bottom', { startkey: 6, endkey: 4, descending: true }), [4, 5, 6]);
+  assert.equal(await value('last', { startkey: 6, endkey: 4, descending: true }), 6);
+  const grouped = await db.view('rank', 'first', { group: true, limit: 3 });
+  assert.deepEqual(grouped.rows.map((row) => row.value), [1, 2, 3]);
+
+  const refused = async (reduce) => {
+    const resp = await http('PUT', `${base}/details_rank/_design/bad`, {
+      body: { views: { v: { map: 'function (doc) {}', reduce } } },
+    });
+    assert.equal(resp.status, 400);
+    assert.equal(resp.json.error, 'invalid_design_doc');
+    return resp.json.reason;
+  };
+  assert.equal(await refused('_top_Foo'), 'invalid rank reducer');
+  assert.equal(await refused('_bottom_0'), 'rank value must be between 1 and 100');
+  assert.equal(await refused('_top_101'), 'rank value must be between 1 and 100');
+  assert.equal(await refused('_median'), '`_median` is not a supported reduce function.');
+});
+
+test('a rev in the body that differs from If-Match is a 400 naming the etag', async () => {
+  const db = await freshDb('details_revs');
+  const created = await db.insert({ _id: 'doc', n: 1 });
+  let resp = await http('PUT', `${base}/details_revs/doc`, {
+    body: { _rev: created.rev, n: 2 },
+    headers: { 'if-match': '1-foobar' },
+  });
+  assert.equal(resp.status, 400);
+  assert.equal(resp.json.reason, 'Document rev and etag have different values');
+  resp = await http('PUT', `${base}/details_revs/doc?rev=1-foobar`, { body: { _rev: created.rev, n: 2 } });
+  assert.equal(resp.status, 400);
+  assert.equal(resp.json.reason, 'Document rev from request body and query string have different values');
+  resp = await http('PUT', `${base}/details_revs/doc`, {
+    body: { n: 2 },
+    headers: { 'if-match': created.rev },
+  });
+  assert.equal(resp.status, 201);
+});
+
+test('a 304 says Content-Length: 0, as CouchDB sends it', async () => {
+  const db = await freshDb('details_etag');
+  await db.insert({ _id: 'doc', n: 1 });
+  const first = await http('GET', `${base}/details_etag/doc`);
+  const etag = first.headers.get('etag');
+  const again = await http('GET', `${base}/details_etag/doc`, { headers: { 'if-none-match': etag } });
+  assert.equal(again.status, 304);
+  assert.equal(again.headers.get('content-length'), '0');
+  assert.equal(again.text, '');
+});
+
+test('attachment edits: an unknown rev is 409 missing_rev, a stub with another revpos 412', async () => {
+  const db = await freshDb('details_atts');
+  const created = await db.insert({
+    _id: 'doc',
+    _attachments: { 'foo.txt': { content_type: 'text/plain', data: Buffer.from('hello').toString('base64') } },
+  });
+  let resp = await http('DELETE', `${base}/details_atts/doc/foo.txt?rev=4-garbage`);
+  assert.equal(resp.status, 409);
+  assert.deepEqual(resp.json, { error: 'not_found', reason: 'missing_rev' });
+  // A stub without revpos keeps the attachment; one naming another revpos is refused.
+  const kept = await db.insert({ _id: 'doc', _rev: created.rev, _attachments: { 'foo.txt': { stub: true } } });
+  resp = await http('PUT', `${base}/details_atts/doc`, {
+    body: { _rev: kept.rev, _attachments: { 'foo.txt': { stub: true, revpos: 10 } } },
+  });
+  assert.equal(resp.status, 412);
+  assert.equal(resp.json.error, 'missing_stub');
+  resp = await http('PUT', `${base}/details_atts/doc`, {
+    body: { _rev: kept.rev, _attachments: { 'foo.txt': { stub: true, revpos: 1 } } },
+  });
+  assert.equal(resp.status, 201);
+});
+
+test('view and listing parameter errors as CouchDB names them', async () => {
+  const db = await freshDb('details_params');
+  await db.insert({ _id: 'a', integer: 1 });
+  await db.insert({
+    _id: '_design/t',
+    views: {
+      plain: { map: 'function (doc) { emit(doc._id, null); }' },
+      big: {
+        map: 'function (doc) { emit(doc.integer, doc.integer); }',
+        reduce: 'function (keys, values) { var out = []; for (var i = 0; i < 1000; i++) { out.push("wazzap"); } return out; }',
+      },
+    },
+  });
+  let resp = await http('POST', `${base}/details_params/_design/t/_view/plain`, { body: { keys: 1 } });
+  assert.equal(resp.status, 400);
+  assert.deepEqual(resp.json, { error: 'bad_request', reason: '`keys` member must be an array.' });
+  resp = await http('GET', `${base}/details_params/_design/t/_view/plain?keys=1`);
+  assert.deepEqual(resp.json, { error: 'query_parse_error', reason: '`keys` must be an array of strings.' });
+  resp = await http('GET', `${base}/details_params/_all_docs?keys=1`);
+  assert.deepEqual(resp.json, { error: 'bad_request', reason: '`keys` parameter must be an array.' });
+  for (const path of ['_all_docs', '_changes']) {
+    resp = await http('POST', `${base}/details_params/${path}`, {
+      body: '{}',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    assert.equal(resp.status, 415, path);
+    assert.deepEqual(resp.json, { error: 'bad_content_type', reason: 'Content-Type must be application/json' });
+  }
+  // A reduce whose output grows is an error row in a 200, as CouchDB streams it.
+  resp = await http('GET', `${base}/details_params/_design/t/_view/big`);
+  assert.equal(resp.status, 200);
+  assert.equal(resp.json.rows[0].error, 'reduce_overflow_error');
+  assert.match(resp.json.rows[0].reason, /^Reduce output must shrink more rapidly: input size: \d+ output size: \d+$/);
+});
+
+test('[chttpd] max_http_request_size set through _config bounds the next request', async () => {
+  const db = await freshDb('details_size');
+  await db.insert({ _id: 'doc1' });
+  const config = `${base}/_node/_local/_config/chttpd/max_http_request_size`;
+  const before = await http('GET', config);
+  assert.equal(before.status, 200);
+  assert.equal((await http('PUT', config, { body: JSON.stringify('16') })).status, 200);
+  try {
+    const resp = await http('POST', `${base}/details_size/_changes`, { body: { doc_ids: ['doc1', 'doc3', 'doc4'] } });
+    assert.equal(resp.status, 413);
+    assert.deepEqual(resp.json, { error: 'too_large', reason: 'the request entity is too large' });
+  } finally {
+    await http('PUT', config, { body: JSON.stringify(before.json) });
+  }
+  const resp = await http('POST', `${base}/details_size/_changes?filter=_doc_ids`, { body: { doc_ids: ['doc1'] } });
+  assert.equal(resp.status, 200);
+  assert.equal(resp.json.results.length, 1);
+});
+
+test('views: keys with docid bounds, query string over body, stale reads right after a write', async () => {
+  const db = await freshDb('details_views');
+  const docs = [];
+  for (let i = 0; i < 30; i += 1) docs.push({ _id: String(i), integer: i });
+  await db.bulk({ docs });
+  await db.insert({
+    _id: '_design/t',
+    views: { multi: { map: 'function (doc) { for (var i = 0; i < 3; i++) { emit(i, doc.integer); } }' } },
+  });
+  let resp = await http('POST', `${base}/details_views/_design/t/_view/multi?startkey_docid=21&endkey_docid=23`, {
+    body: { keys: [0, 2] },
+  });
+  assert.deepEqual(resp.json.rows.map((row) => [row.key, row.value]), [[0, 21], [0, 22], [0, 23], [2, 21], [2, 22], [2, 23]]);
+  resp = await http('POST', `${base}/details_views/_design/t/_view/multi?limit=1`, { body: { keys: [0, 1], limit: 2 } });
+  assert.equal(resp.json.rows.length, 1);
+
+  resp = await http('GET', `${base}/details_views/_design/t/_view/multi?limit=1&update_seq=true`);
+  const built = Number.parseInt(resp.json.update_seq, 10);
+  await db.insert({ _id: 'A', integer: 1 });
+  resp = await http('GET', `${base}/details_views/_design/t/_view/multi?limit=1&update_seq=true&stale=ok`);
+  assert.equal(Number.parseInt(resp.json.update_seq, 10), built);
+  resp = await http('GET', `${base}/details_views/_design/t/_view/multi?key=0&update=false`);
+  assert.equal(resp.json.rows.length, 30);
+  // update_after answers from the index as it is, then brings it up to date.
+  resp = await http('GET', `${base}/details_views/_design/t/_view/multi?key=0&stale=update_after`);
+  assert.equal(resp.json.rows.length, 30);
+  for (let tries = 0; ; tries += 1) {
+    resp = await http('GET', `${base}/details_views/_design/t/_view/multi?key=0&stale=ok`);
+    if (resp.json.rows.length === 31) break;
+    assert.ok(tries < 200, 'update_after never brought the index up to date');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  resp = await http('GET', `${base}/details_views/_design/t/_view/multi?key=0`);
+  assert.equal(resp.json.rows.length, 31, resp.text);
+});
+
+test('a view with options.collation "raw" orders keys as Erlang terms', async () => {
+  const db = await freshDb('details_raw');
+  const values = [1, 2, false, null, true, { a: 1 }, { b: 1 }, ['a'], ['b', 'c'], 'A', 'B', 'a', 'aa', 'b'];
+  await db.bulk({ docs: values.map((foo, i) => ({ _id: String(i + 1).padStart(2, '0'), foo })) });
+  await db.insert({
+    _id: '_design/test',
+    views: {
+      raw: { map: 'function (doc) { emit(doc.foo, null); }', options: { collation: 'raw' } },
+      icu: { map: 'function (doc) { emit(doc.foo, null); }' },
+    },
+  });
+  let rows = (await db.view('test', 'raw')).rows;
+  assert.deepEqual(rows.map((row) => row.key), values);
+  rows = (await db.view('test', 'raw', { descending: true })).rows;
+  assert.deepEqual(rows.map((row) => row.key), [...values].reverse());
+  // "Z" < "a" byte by byte: a valid range in raw order, reversed in view collation.
+  rows = (await db.view('test', 'raw', { startkey: 'Z', endkey: 'a' })).rows;
+  assert.deepEqual(rows.map((row) => row.key), ['a']);
+  rows = (await db.view('test', 'raw', { startkey: 'a', endkey: 'b', inclusive_end: false })).rows;
+  assert.deepEqual(rows.map((row) => row.key), ['a', 'aa']);
+  const resp = await http('GET', `${base}/details_raw/_design/test/_view/icu?startkey=%22Z%22&endkey=%22a%22`);
+  assert.equal(resp.status, 400);
+  rows = (await db.view('test', 'icu')).rows;
+  assert.deepEqual(rows.map((row) => row.key).slice(0, 3), [null, false, true]);
+});
