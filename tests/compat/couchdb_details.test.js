@@ -229,3 +229,40 @@ test('a view with options.collation "raw" orders keys as Erlang terms', async ()
   rows = (await db.view('test', 'icu')).rows;
   assert.deepEqual(rows.map((row) => row.key).slice(0, 3), [null, false, true]);
 });
+
+test('map functions see _conflicts, _deleted_conflicts, _attachments stubs and _local_seq', async () => {
+  const db = await freshDb('details_mapmeta');
+  const text = Buffer.from('This is a base64 encoded text').toString('base64');
+  await db.insert({ _id: 'att', _attachments: { 'a.txt': { content_type: 'text/plain', data: text } } });
+  await db.insert({ _id: 'plain', n: 1 });
+  // Two conflicting branches written as a replicator writes them.
+  await db.bulk({ docs: [{ _id: 'conf', _rev: '1-aaa', v: 1 }, { _id: 'conf', _rev: '1-bbb', v: 2 }] }, { new_edits: false });
+  await db.insert({
+    _id: '_design/meta',
+    options: { local_seq: true },
+    views: {
+      meta: {
+        map: `function (doc) {
+          emit(doc._id, {
+            conflicts: doc._conflicts || null,
+            atts: doc._attachments ? Object.keys(doc._attachments).map(function (n) {
+              var a = doc._attachments[n]; return [n, a.stub, a.length, a.content_type, a.revpos];
+            }) : null,
+            seq: typeof doc._local_seq,
+          });
+        }`,
+      },
+    },
+  });
+  const rows = Object.fromEntries((await db.view('meta', 'meta')).rows.map((row) => [row.id, row.value]));
+  assert.deepEqual(rows.att.atts, [['a.txt', true, 29, 'text/plain', 1]]);
+  assert.equal(rows.att.conflicts, null);
+  assert.deepEqual(rows.conf.conflicts, ['1-aaa']);
+  assert.equal(rows.plain.atts, null);
+  assert.equal(rows.plain.seq, 'number');
+  // attachments=true inlines the included documents' attachments.
+  const withData = await db.view('meta', 'meta', { key: 'att', include_docs: true, attachments: true });
+  assert.equal(withData.rows[0].doc._attachments['a.txt'].data, text);
+  const stubs = await db.view('meta', 'meta', { key: 'att', include_docs: true });
+  assert.equal(stubs.rows[0].doc._attachments['a.txt'].stub, true);
+});

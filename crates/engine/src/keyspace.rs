@@ -83,6 +83,14 @@ impl Keyspace {
         self.bucket.read_winner_or_skip(self.key(key))
     }
 
+    /// [`Bucket::read_for_map`] in this collection.
+    pub fn read_for_map(
+        &self,
+        key: &[u8],
+    ) -> Result<Option<(Header, Bytes, Option<DocRecord>)>, EngineError> {
+        self.bucket.read_for_map(self.key(key))
+    }
+
     /// CouchDB updates by `writer` (validated as theirs; see [`Bucket::update_docs_in`]).
     pub async fn update_docs(
         &self,

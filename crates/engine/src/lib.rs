@@ -33,6 +33,7 @@ mod kv;
 pub mod limits;
 mod local;
 mod maintenance;
+mod map_read;
 pub mod partition;
 mod read;
 pub use settee_record::record;

@@ -34,6 +34,8 @@ pub struct ViewParams {
     pub reduce: Option<bool>,
     pub include_docs: bool,
     pub conflicts: bool,
+    /// `attachments=true`: included documents carry their attachments' data inline.
+    pub attachments: bool,
     pub update: UpdateMode,
     pub stable: bool,
     pub update_seq: bool,
@@ -60,6 +62,7 @@ impl Default for ViewParams {
             reduce: None,
             include_docs: false,
             conflicts: false,
+            attachments: false,
             update: UpdateMode::Wait,
             stable: false,
             update_seq: false,
@@ -183,6 +186,7 @@ impl ViewParams {
             "reduce" => self.reduce = Some(raw.boolean()?),
             "include_docs" => self.include_docs = raw.boolean()?,
             "conflicts" => self.conflicts = raw.boolean()?,
+            "attachments" => self.attachments = raw.boolean()?,
             "update_seq" => self.update_seq = raw.boolean()?,
             "sorted" => self.sorted = raw.boolean()?,
             "stable" => self.stable = raw.boolean()?,
@@ -214,9 +218,7 @@ impl ViewParams {
                     )))
                 }
             },
-            // Accepted and meaningless here: attachments and friends only shape included
-            // documents, which settee renders as stubs; unknown names are ignored, as CouchDB
-            // keeps them as "extra" arguments.
+            // Unknown names are ignored, as CouchDB keeps them as "extra" arguments.
             _ => {}
         }
         Ok(())

@@ -166,6 +166,7 @@ fn map_rows(
     let mut first = true;
     let options = RenderOptions {
         conflicts: params.conflicts,
+        attachments: params.attachments,
         ..RenderOptions::for_reader(credentials.clone())
     };
     'ranges: for range in &ranges {

@@ -87,6 +87,7 @@ pub async fn open_index(
         include_design: false,
         partitioned: index.partitioned,
         raw_collation: Vec::new(),
+        local_seq: false,
         mapper: Arc::new(MangoMapper::new(index.clone())?),
     };
     views.open_group(keyspace, spec).await.map(Some)

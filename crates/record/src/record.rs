@@ -349,6 +349,29 @@ impl Header {
         self.section(raw, at, self.index_len)
     }
 
+    /// Whether the winner has attachments and whether the record keeps leaves besides the
+    /// winner (conflicts, live or deleted), read from the section lengths and counts alone.
+    pub fn extras(&self, raw: &[u8]) -> Result<(bool, bool), Corrupt> {
+        let truncated = || Corrupt("document record truncated".into());
+        let u32_at = |at: usize| -> Result<usize, Corrupt> {
+            raw.get(at..at + 4)
+                .map(|bytes| u32::from_be_bytes(array(bytes)) as usize)
+                .ok_or_else(truncated)
+        };
+        let u16_at = |at: usize| -> Result<u16, Corrupt> {
+            raw.get(at..at + 2)
+                .map(|bytes| u16::from_be_bytes(array(bytes)))
+                .ok_or_else(truncated)
+        };
+        let atts_at = self.sections_end();
+        let atts_len = u32_at(atts_at)?;
+        let has_attachments = atts_len >= 2 && u16_at(atts_at + 4)? > 0;
+        let tree_at = atts_at + 4 + atts_len;
+        let tree_len = u32_at(tree_at)?;
+        let other_leaves = u16_at(tree_at + 4 + tree_len)?;
+        Ok((has_attachments, other_leaves > 0))
+    }
+
     /// Where the attachment list starts.
     fn sections_end(&self) -> usize {
         self.body_at as usize
@@ -511,6 +534,19 @@ mod tests {
         let header = Header::decode(&raw).expect("header");
         assert!(header.conflicts && header.json && !header.deleted);
         assert_eq!(header.body(&raw).expect("body"), b"{\"x\":2}");
+        // The winner 1-b has no attachments; 1-a is another leaf.
+        assert_eq!(header.extras(&raw).expect("extras"), (false, true));
+        let mut alone = record.clone();
+        alone.leaves.swap(0, 1);
+        alone.leaves.truncate(1);
+        alone.tree = RevTree::new();
+        alone.tree.edit(None, rev("1-a"), false).expect("edit");
+        let raw_alone = alone.encode();
+        let header_alone = Header::decode(&raw_alone).expect("header");
+        assert_eq!(
+            header_alone.extras(&raw_alone).expect("extras"),
+            (true, false)
+        );
         for cut in 0..raw.len() {
             assert!(DocRecord::decode(&raw[..cut]).is_err());
         }

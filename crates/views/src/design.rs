@@ -94,7 +94,8 @@ pub struct Design {
     pub include_design: bool,
     /// `options.partitioned`: absent means the database's kind (partitions.md).
     pub partitioned: Option<bool>,
-    /// `options.local_seq` and friends are accepted and ignored.
+    /// `options.local_seq`: map functions see the document's `_local_seq`.
+    pub local_seq: bool,
     pub signature: [u8; 16],
 }
 
@@ -153,6 +154,10 @@ impl Design {
             .and_then(Value::as_bool)
             .unwrap_or(false);
         let partitioned = options.get("partitioned").and_then(Value::as_bool);
+        let local_seq = options
+            .get("local_seq")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let signature = signature(&language, &definitions, &lib, &options);
         Ok(Some(Design {
             id: id.to_string(),
@@ -161,6 +166,7 @@ impl Design {
             lib,
             include_design,
             partitioned,
+            local_seq,
             signature,
         }))
     }

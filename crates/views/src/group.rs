@@ -56,6 +56,8 @@ pub struct IndexGroup {
     partitioned: bool,
     /// Per view, whether its keys are in raw order (`encode_raw_key`), not view collation.
     raw_collation: Vec<bool>,
+    /// Map functions see `_local_seq`.
+    local_seq: bool,
     mapper: Arc<dyn Mapper>,
     threads: usize,
     /// What the index holds; replaced by the builder after each batch is written.
@@ -86,6 +88,7 @@ pub(crate) struct GroupParts {
     pub include_design: bool,
     pub partitioned: bool,
     pub raw_collation: Vec<bool>,
+    pub local_seq: bool,
     pub mapper: Arc<dyn Mapper>,
     pub threads: usize,
 }
@@ -120,6 +123,7 @@ impl IndexGroup {
             include_design: parts.include_design,
             partitioned: parts.partitioned,
             raw_collation: parts.raw_collation,
+            local_seq: parts.local_seq,
             mapper: parts.mapper,
             threads: parts.threads.max(1),
             state: Mutex::new(state),
@@ -545,7 +549,7 @@ impl IndexGroup {
             // past the document limits is never handed to a mapper: a 100,000-deep value would
             // fail the JavaScript map of the whole batch, so of every query (issue 18). Either
             // way the document emits no rows and the build goes on.
-            let Some((header, body)) = self.keyspace.read_winner_or_skip(&entry.key)? else {
+            let Some((header, body, record)) = self.keyspace.read_for_map(&entry.key)? else {
                 continue;
             };
             if header.deleted || !header.json {
@@ -555,11 +559,10 @@ impl IndexGroup {
                 self.bucket().skip_over_limit(&entry.key, &error);
                 continue;
             }
-            docs.push((
-                index,
-                id.to_string(),
-                document_json(id, &entry.rev.to_string(), &body),
-            ));
+            let mut json = document_json(id, &entry.rev.to_string(), &body);
+            let local_seq = self.local_seq.then_some(header.seqno);
+            crate::map_doc::add_meta(&mut json, record.as_ref(), local_seq);
+            docs.push((index, id.to_string(), json));
         }
         let inputs: Vec<DocInput<'_>> = docs
             .iter()

@@ -20,6 +20,7 @@
 //!     include_design: false,
 //!     partitioned: false,              // rows keyed by the document's partition first
 //!     raw_collation: vec![],           // per view: options.collation == "raw"
+//!     local_seq: false,                // map functions see _local_seq
 //!     mapper: Arc::new(MyMapper { .. }),   // impl settee_views::Mapper
 //! }).await?;
 //! // 2. Bring it up to date with what was written before now (update=true), or don't wait
@@ -39,6 +40,7 @@ pub mod design;
 mod error;
 pub mod group;
 mod keys;
+mod map_doc;
 mod mapper;
 pub mod query;
 pub mod reduce;

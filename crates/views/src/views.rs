@@ -49,6 +49,8 @@ pub struct GroupSpec {
     pub partitioned: bool,
     /// Per view, whether its keys are in raw (Erlang term) order; missing entries are not.
     pub raw_collation: Vec<bool>,
+    /// Map functions see `_local_seq` (a design document's `options.local_seq`).
+    pub local_seq: bool,
     pub mapper: Arc<dyn Mapper>,
 }
 
@@ -191,6 +193,7 @@ impl Views {
                     include_design: design.include_design,
                     partitioned: design.partitioned_in(keyspace.bucket().is_partitioned()),
                     raw_collation: design.raw_collation(),
+                    local_seq: design.local_seq,
                     mapper,
                 },
             )
@@ -267,6 +270,7 @@ impl Views {
             include_design: spec.include_design,
             partitioned: spec.partitioned,
             raw_collation: spec.raw_collation,
+            local_seq: spec.local_seq,
             mapper: spec.mapper,
             threads: self.config.map_threads,
         })?);

@@ -1,0 +1,47 @@
+//! The document as a view's map function is given it (CouchDB passes `_attachments` stubs,
+//! `_conflicts` and `_deleted_conflicts`), read without decoding the whole record when the
+//! document has none of them.
+
+use bytes::Bytes;
+use settee_storage::Cf;
+
+use crate::bucket::Bucket;
+use crate::doc_key::DocKey;
+use crate::error::EngineError;
+use crate::record::{DocRecord, Header};
+
+impl Bucket {
+    /// What a view's map function is given of a document: the winner's header and body, and
+    /// the whole record too when the winner has attachments or other leaves exist (for
+    /// `_attachments`, `_conflicts` and `_deleted_conflicts`); most documents have neither
+    /// and are not decoded further. A record that does not decode reads as absent (counted,
+    /// as [`Bucket::read_winner_or_skip`] does).
+    pub fn read_for_map<'k>(
+        &self,
+        key: impl Into<DocKey<'k>>,
+    ) -> Result<Option<(Header, Bytes, Option<DocRecord>)>, EngineError> {
+        let key = key.into();
+        self.check_live(key.collection)?;
+        let Some(raw) = self.store.get(Cf::Doc, &self.doc_storage_key(key))? else {
+            return Ok(None);
+        };
+        let read = || -> Result<(Header, Bytes, Option<DocRecord>), settee_record::Corrupt> {
+            let header = Header::decode(&raw)?;
+            let body = Bytes::copy_from_slice(header.body(&raw)?);
+            let (attachments, other_leaves) = header.extras(&raw)?;
+            let record = if attachments || other_leaves {
+                Some(DocRecord::decode(&raw)?)
+            } else {
+                None
+            };
+            Ok((header, body, record))
+        };
+        match read() {
+            Ok(read) => Ok(Some(read)),
+            Err(corrupt) => {
+                self.skip_corrupt_document(key.key, &corrupt.0);
+                Ok(None)
+            }
+        }
+    }
+}
