@@ -31,6 +31,10 @@ impl UuidAlgorithm {
     }
 }
 
+/// CouchDB's default `[chttpd] rewrite_limit`: how many `_rewrite`s one request may pass
+/// through before it is refused as a loop.
+pub const REWRITE_LIMIT_DEFAULT: u32 = 100;
+
 /// One snapshot of the runtime settings; a write replaces the whole value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
@@ -63,6 +67,12 @@ pub struct Settings {
     pub max_partition_size: Option<u64>,
     /// `[chttpd]` (else `[httpd]`) `x_forwarded_ssl`: the header that says `on` for https.
     pub x_forwarded_ssl: String,
+    /// `[chttpd]` (else `[httpd]`) `rewrite_limit`: the `_rewrite`s one request may pass
+    /// through (a rewrite to another `_rewrite` included); one more is 400.
+    pub rewrite_limit: u32,
+    /// `[chttpd]` (else `[httpd]`) `secure_rewrites`: a rewrite rule may hold at most two `..`
+    /// segments (it stays in its database); off, it may reach the server root.
+    pub secure_rewrites: bool,
 }
 
 impl Default for Settings {
@@ -78,6 +88,8 @@ impl Default for Settings {
             decode_plus_to_space: true,
             partition_query_limit: None,
             max_partition_size: None,
+            rewrite_limit: REWRITE_LIMIT_DEFAULT,
+            secure_rewrites: true,
         }
     }
 }
@@ -98,6 +110,10 @@ pub const RUNTIME_KEYS: &[(&str, &str)] = &[
     ("query_server_config", "partition_query_limit"),
     ("couchdb", "max_partition_size"),
     ("httpd", "x_forwarded_ssl"),
+    ("chttpd", "rewrite_limit"),
+    ("httpd", "rewrite_limit"),
+    ("chttpd", "secure_rewrites"),
+    ("httpd", "secure_rewrites"),
 ];
 
 impl Settings {
@@ -162,6 +178,12 @@ impl Settings {
                 self.x_forwarded_proto = header_name(value)?
             }
             ("chttpd" | "httpd", "x_forwarded_ssl") => self.x_forwarded_ssl = header_name(value)?,
+            ("chttpd" | "httpd", "rewrite_limit") => {
+                self.rewrite_limit = value
+                    .parse::<u32>()
+                    .map_err(|_| invalid("rewrite_limit must be a non-negative integer"))?;
+            }
+            ("chttpd" | "httpd", "secure_rewrites") => self.secure_rewrites = parse_bool(value)?,
             _ => {}
         }
         Ok(())
@@ -233,12 +255,23 @@ mod tests {
         ]))
         .expect("valid");
         assert!(chttpd_first.allow_jsonp);
+        let rewrites = Settings::from_sections(&sections(&[
+            ("httpd", "rewrite_limit", "7"),
+            ("chttpd", "secure_rewrites", "false"),
+        ]))
+        .expect("valid");
+        assert_eq!(rewrites.rewrite_limit, 7);
+        assert!(!rewrites.secure_rewrites);
+        assert_eq!(Settings::default().rewrite_limit, 100);
+        assert!(Settings::default().secure_rewrites);
         for (section, key, value) in [
             ("httpd", "allow_jsonp", "yes"),
             ("couchdb", "max_document_size", "abc"),
             ("couchdb", "max_document_size", "0"),
             ("uuids", "algorithm", "bogus"),
             ("httpd", "x_forwarded_host", "bad header"),
+            ("chttpd", "rewrite_limit", "-1"),
+            ("httpd", "secure_rewrites", "no"),
         ] {
             assert!(
                 Settings::default().apply(section, key, value).is_err(),
