@@ -179,8 +179,9 @@ fn respond(code: u16, headers: &[(String, String)], body: Bytes) -> ApiResult<Ht
     Ok(response)
 }
 
-/// Routes the rewritten request as the same user, one rewrite deeper. A body the handler
-/// left unread goes back to the client's request, which drains it.
+/// Routes the rewritten request as the same user, one rewrite deeper (forwarded to its
+/// document's active node in a cluster). A body the handler left unread goes back to the
+/// client's request, which drains it.
 async fn dispatch(
     state: &HttpState,
     req: &mut Req,
@@ -209,7 +210,12 @@ async fn dispatch(
         rewrites: req.rewrites + 1,
     };
     tracing::debug!(target, "rewrite");
-    let answer = Box::pin(crate::router::route(state, &mut next)).await;
+    // As the router does for a client's request: a document whose vbucket is active on
+    // another node is answered by that node.
+    let answer = match Box::pin(crate::forward::forward_if_elsewhere(state, &mut next)).await {
+        Some(answer) => answer,
+        None => Box::pin(crate::router::route(state, &mut next)).await,
+    };
     if let Some(RequestBody::Streamed(body)) = next.body.take() {
         req.body = Some(RequestBody::Streamed(body));
     }
