@@ -30,6 +30,9 @@ pub struct Req {
     /// Another node forwarded this request (its user already authenticated there): it is
     /// answered here, never forwarded again.
     pub forwarded: bool,
+    /// How many `_rewrite`s made this request from the one the client sent (0: none);
+    /// checked against `[chttpd] rewrite_limit`.
+    pub rewrites: u32,
 }
 
 /// A request's body: as it arrives from the client, or already read whole (a forwarded

@@ -48,12 +48,12 @@ type DesignKey = (u32, u32, String);
 const PROGRAMS_MAX: usize = 1024;
 
 /// A design document as its render functions see it, with its program.
-struct Design {
+pub(crate) struct Design {
     rev: String,
-    program: Arc<Program>,
+    pub(crate) program: Arc<Program>,
 }
 
-fn design(state: &HttpState, keyspace: &Keyspace, name: &str) -> ApiResult<Design> {
+pub(crate) fn design(state: &HttpState, keyspace: &Keyspace, name: &str) -> ApiResult<Design> {
     let id = format!("_design/{name}");
     let record = read_doc(keyspace, &id)?.ok_or_else(ApiError::missing)?;
     let leaf = record
@@ -217,25 +217,31 @@ async fn run(
         .result()
         .await
         .map_err(|error| ApiError::Internal(format!("render: {error}")))?;
-    if let Some(error) = answer.get("error").and_then(Value::as_str) {
-        let reason = answer
-            .get("reason")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        return Err(match error {
-            "not_found" => ApiError::NotFound(reason),
-            "forbidden" => ApiError::Forbidden(reason),
-            "unauthorized" => ApiError::Unauthorized(reason),
-            "not_acceptable" => ApiError::NotAcceptable(reason),
-            "compilation_error" => ApiError::Compilation(reason),
-            other => ApiError::Render {
-                error: other.to_string(),
-                reason,
-            },
-        });
+    match thrown(&answer) {
+        Some(error) => Err(error),
+        None => Ok(answer),
     }
-    Ok(answer)
+}
+
+/// The error a function's answer reports (`{"error", "reason"}`: what it threw), if any.
+pub(crate) fn thrown(answer: &Value) -> Option<ApiError> {
+    let error = answer.get("error").and_then(Value::as_str)?;
+    let reason = answer
+        .get("reason")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    Some(match error {
+        "not_found" => ApiError::NotFound(reason),
+        "forbidden" => ApiError::Forbidden(reason),
+        "unauthorized" => ApiError::Unauthorized(reason),
+        "not_acceptable" => ApiError::NotAcceptable(reason),
+        "compilation_error" => ApiError::Compilation(reason),
+        other => ApiError::Render {
+            error: other.to_string(),
+            reason,
+        },
+    })
 }
 
 /// The response a function described: `{code, headers, body | base64}`. Its own `ETag` is

@@ -329,6 +329,7 @@ async fn forwarded_response(state: &HttpState, request: ForwardHttp) -> HttpResp
         body_timeout: state.config.body_timeout,
         settings,
         forwarded: true,
+        rewrites: 0,
     };
     match crate::router::route(state, &mut req).await {
         Ok(response) => response,

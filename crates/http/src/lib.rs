@@ -32,6 +32,7 @@ pub mod node_api;
 pub mod partition_api;
 pub mod replicator_api;
 pub mod replicator_docs;
+pub mod rewrite_api;
 pub use settee_http_core::request;
 pub use settee_http_core::response;
 pub mod router;

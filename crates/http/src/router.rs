@@ -91,6 +91,7 @@ pub async fn handle(
                 body_timeout: state.config.body_timeout,
                 settings,
                 forwarded: false,
+                rewrites: 0,
             };
             // A document whose vbucket is active on another node is answered by that node.
             let answer = match crate::forward::forward_if_elsewhere(&state, &mut req).await {
@@ -286,7 +287,10 @@ pub(crate) async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpRes
         [db, "_design", name, "_list", rest @ ..] => {
             Box::pin(design_fns::list(state, req, db, name, rest)).await
         }
-        [_, "_design", _, "_view" | "_info" | "_rewrite", ..] => Err(ApiError::NotImplemented(
+        [db, "_design", name, "_rewrite", rest @ ..] => {
+            Box::pin(crate::rewrite_api::rewrite(state, req, db, name, rest)).await
+        }
+        [_, "_design", _, "_view" | "_info", ..] => Err(ApiError::NotImplemented(
             "design document functions are not served yet".into(),
         )),
         [db, "_design", name, attachment @ ..] => {

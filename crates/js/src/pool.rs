@@ -234,6 +234,22 @@ impl JsPool {
         })
     }
 
+    /// Runs the design document's `rewrites` function of `program` (built with the whole
+    /// design document as `lib`) over a request object. Answers the prelude's object:
+    /// `{"ok": answer}`, `{"no_dispatch": true}` (no rewrite, or the function returned
+    /// nothing), or `{"error": name, "reason": text}` for what it threw.
+    pub fn rewrite(&self, program: Arc<Program>, req_json: String) -> Pending<Value> {
+        self.submit(move |worker| {
+            worker.run_program(&program, |sandbox| {
+                let text = sandbox.call("rewrite", (program.id as f64, req_json))?;
+                let answer: Value = serde_json::from_str(&text)
+                    .map_err(|error| JsError::Internal(format!("rewrite output: {error}")))?;
+                log_lines(&answer);
+                Ok(answer)
+            })
+        })
+    }
+
     /// Runs the filter function `name` over one document and a request object, stopped after
     /// `limit` if that comes before the pool's time limit. A filter that throws answers
     /// [`JsError::Script`] with the error's `name: message`.

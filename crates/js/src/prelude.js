@@ -41,6 +41,13 @@
     if (error instanceof InternalError && String(error.message).indexOf("out of memory") >= 0) {
       throw error;
     }
+    // QuickJS throws null when the memory limit leaves no room for its "out of memory" error
+    // (where that happens depends on the heap's layout, so any change to this file can move
+    // it). The unwinding has freed the memory by now: say what happened. A function that
+    // throws null itself is taken for the same.
+    if (error === null) {
+      throw new InternalError("out of memory");
+    }
   }
 
   function describe(error) {
@@ -615,6 +622,24 @@
       var p = program(id);
       logs = [];
       var answer = renderCall(p, kind, name, JSON.parse(firstJson), JSON.parse(reqJson));
+      answer.logs = logs;
+      return JSON.stringify(answer);
+    },
+    // Runs the design document's `rewrites` function (this: the design document) over the
+    // request object. Returns {"ok": answer} (a string answer is the path), {"no_dispatch":
+    // true} (no function, or a falsy answer), or {"error": name, "reason": text}.
+    rewrite: function (id, reqJson) {
+      var p = program(id), req = JSON.parse(reqJson), answer;
+      logs = [];
+      try {
+        var fn = p.rendered.rewrite || (p.rendered.rewrite = compileFunction(p.design.rewrites, "the rewrite function"));
+        answer = fn.call(p.design, req);
+        answer = !answer ? {no_dispatch: true} : {ok: typeof answer === "string" ? {path: answer, method: req.method} : answer};
+      } catch (error) {
+        rethrowFatal(error);
+        answer = error && error.name === "compilation_error" ? {error: "compilation_error", reason: error.message} : thrown(error);
+        answer.error = answer.error === "render_error" ? "rewrite_error" : answer.error;
+      }
       answer.logs = logs;
       return JSON.stringify(answer);
     },

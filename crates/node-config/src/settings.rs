@@ -31,6 +31,10 @@ impl UuidAlgorithm {
     }
 }
 
+/// CouchDB's default `[chttpd] rewrite_limit`: how many `_rewrite`s one request may pass
+/// through before it is refused as a loop.
+pub const REWRITE_LIMIT_DEFAULT: u32 = 100;
+
 /// One snapshot of the runtime settings; a write replaces the whole value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
@@ -67,6 +71,12 @@ pub struct Settings {
     /// Unset: the node's `--max-request-size` alone (the base configuration shows it here).
     /// A body read never goes past the smaller of the two.
     pub max_http_request_size: Option<usize>,
+    /// `[chttpd]` (else `[httpd]`) `rewrite_limit`: the `_rewrite`s one request may pass
+    /// through (a rewrite to another `_rewrite` included); one more is 400.
+    pub rewrite_limit: u32,
+    /// `[chttpd]` (else `[httpd]`) `secure_rewrites`: a rewrite rule may hold at most two `..`
+    /// segments (it stays in its database); off, it may reach the server root.
+    pub secure_rewrites: bool,
 }
 
 impl Default for Settings {
@@ -83,6 +93,8 @@ impl Default for Settings {
             partition_query_limit: None,
             max_partition_size: None,
             max_http_request_size: None,
+            rewrite_limit: REWRITE_LIMIT_DEFAULT,
+            secure_rewrites: true,
         }
     }
 }
@@ -104,6 +116,10 @@ pub const RUNTIME_KEYS: &[(&str, &str)] = &[
     ("couchdb", "max_partition_size"),
     ("httpd", "x_forwarded_ssl"),
     ("chttpd", "max_http_request_size"),
+    ("chttpd", "rewrite_limit"),
+    ("httpd", "rewrite_limit"),
+    ("chttpd", "secure_rewrites"),
+    ("httpd", "secure_rewrites"),
 ];
 
 impl Settings {
@@ -179,6 +195,12 @@ impl Settings {
                 self.x_forwarded_proto = header_name(value)?
             }
             ("chttpd" | "httpd", "x_forwarded_ssl") => self.x_forwarded_ssl = header_name(value)?,
+            ("chttpd" | "httpd", "rewrite_limit") => {
+                self.rewrite_limit = value
+                    .parse::<u32>()
+                    .map_err(|_| invalid("rewrite_limit must be a non-negative integer"))?;
+            }
+            ("chttpd" | "httpd", "secure_rewrites") => self.secure_rewrites = parse_bool(value)?,
             _ => {}
         }
         Ok(())
@@ -250,12 +272,23 @@ mod tests {
         ]))
         .expect("valid");
         assert!(chttpd_first.allow_jsonp);
+        let rewrites = Settings::from_sections(&sections(&[
+            ("httpd", "rewrite_limit", "7"),
+            ("chttpd", "secure_rewrites", "false"),
+        ]))
+        .expect("valid");
+        assert_eq!(rewrites.rewrite_limit, 7);
+        assert!(!rewrites.secure_rewrites);
+        assert_eq!(Settings::default().rewrite_limit, 100);
+        assert!(Settings::default().secure_rewrites);
         for (section, key, value) in [
             ("httpd", "allow_jsonp", "yes"),
             ("couchdb", "max_document_size", "abc"),
             ("couchdb", "max_document_size", "0"),
             ("uuids", "algorithm", "bogus"),
             ("httpd", "x_forwarded_host", "bad header"),
+            ("chttpd", "rewrite_limit", "-1"),
+            ("httpd", "secure_rewrites", "no"),
         ] {
             assert!(
                 Settings::default().apply(section, key, value).is_err(),

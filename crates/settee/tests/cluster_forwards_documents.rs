@@ -3,10 +3,11 @@
 //! no copy of it and can only answer by forwarding to the active). Documents are written
 //! through a node that is not their active (PUT, POST, an attachment, a design document) and
 //! read back through all three with the same `_rev` and body; a conflict, a 404, a deletion and
-//! an anonymous request answer through forwarding exactly as through the active. Then the
-//! cluster port is driven directly with the cluster secret: a forwarded request for a vbucket
-//! the receiver is not the active of, one made on a stale map, and one whose document is not
-//! in the vbucket it names are refused with nothing written; a wrong secret is refused.
+//! an anonymous request answer through forwarding exactly as through the active, and so does
+//! the request a `_rewrite` makes. Then the cluster port is driven directly with the cluster
+//! secret: a forwarded request for a vbucket the receiver is not the active of, one made on a
+//! stale map, and one whose document is not in the vbucket it names are refused with nothing
+//! written; a wrong secret is refused.
 
 mod support;
 
@@ -212,6 +213,24 @@ fn any_node_answers_a_document_request_through_its_active() {
         let (status, read) = call(node, "GET", "/db/_design/x", None);
         assert_eq!((status, &read["_rev"]), (200, &body["rev"]));
     }
+
+    // `_rewrite` is answered by the node it reaches, from its copy of the design document;
+    // the request it rewrites to is routed like any other: to its document's active.
+    let rewrites = json!({"rewrites": [{"from": "doc/:id", "to": "../../:id"}]});
+    let (status, body) = call(&nodes[0], "PUT", "/db/_design/r", Some(rewrites));
+    assert_eq!(status, 201, "{body}");
+    let front = &nodes[active("_design/r")];
+    let target = (3..DOCS)
+        .find(|index| active(&format!("doc-{index}")) != active("_design/r"))
+        .expect("a document another node is the active of");
+    let (status, read) = call(
+        front,
+        "GET",
+        &format!("/db/_design/r/_rewrite/doc/doc-{target}"),
+        None,
+    );
+    assert_eq!(status, 200, "{read}");
+    assert_eq!(read["n"], json!(target));
 
     // An anonymous reader is answered as the active answers it.
     let anonymous = |node: &Server| {
