@@ -266,3 +266,46 @@ test('map functions see _conflicts, _deleted_conflicts, _attachments stubs and _
   const stubs = await db.view('meta', 'meta', { key: 'att', include_docs: true });
   assert.equal(stubs.rows[0].doc._attachments['a.txt'].stub, true);
 });
+
+test('compressible attachments are stored gzipped as CouchDB stores them', async () => {
+  const db = await freshDb('details_gzip');
+  const body = 'hello world hello world hello world';
+  let resp = await http('PUT', `${base}/details_gzip/d/hello.txt`, { body, headers: { 'content-type': 'text/plain' } });
+  assert.equal(resp.status, 201);
+  // The same revision id and digest CouchDB 3.5.0 gives this edit (it hashes the gzipped body).
+  assert.equal(resp.json.rev, '1-04e0c92a13e36441fc7a1da1b25e8069');
+  let doc = await db.get('d', { att_encoding_info: true });
+  assert.deepEqual(doc._attachments['hello.txt'], {
+    content_type: 'text/plain', revpos: 1, digest: 'md5-CzDfAHx884e72GgEVUS6Ug==', length: 35, stub: true,
+    encoding: 'gzip', encoded_length: 35,
+  });
+  doc = await db.get('d');
+  assert.equal(doc._attachments['hello.txt'].encoding, undefined);
+  assert.equal(doc._attachments['hello.txt'].length, 35);
+  // Readers that do not accept gzip get the body as sent; those that do get it as stored.
+  resp = await http('GET', `${base}/details_gzip/d/hello.txt`, { headers: { 'accept-encoding': 'identity', range: 'bytes=0-4' } });
+  assert.equal(resp.status, 200);
+  assert.equal(resp.text, body);
+  assert.equal(resp.headers.get('accept-ranges'), 'none');
+  const inline = await db.get('d', { attachments: true });
+  assert.equal(Buffer.from(inline._attachments['hello.txt'].data, 'base64').toString(), body);
+  // Not compressible: stored as sent.
+  const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 1, 2, 3]);
+  await db.attachment.insert('img', 'a.png', png, 'image/png');
+  doc = await db.get('img', { att_encoding_info: true });
+  assert.equal(doc._attachments['a.png'].encoding, undefined);
+  assert.deepEqual(await db.attachment.get('img', 'a.png'), png);
+  // A multipart part sent gzipped (as CouchDB's replicator sends one) is stored as it came.
+  const zlib = require('node:zlib');
+  const gz = zlib.gzipSync(Buffer.from('abcabcabcabc'));
+  const json = JSON.stringify({ _attachments: { 'x.txt': { follows: true, content_type: 'text/plain', length: 12, encoding: 'gzip', encoded_length: gz.length } } });
+  const multipart = Buffer.concat([
+    Buffer.from(`--b\r\ncontent-type: application/json\r\n\r\n${json}\r\n--b\r\n\r\n`), gz, Buffer.from('\r\n--b--'),
+  ]);
+  resp = await http('PUT', `${base}/details_gzip/mp`, { body: multipart, headers: { 'content-type': 'multipart/related; boundary="b"' } });
+  assert.equal(resp.status, 201, resp.text);
+  doc = await db.get('mp', { att_encoding_info: true });
+  assert.equal(doc._attachments['x.txt'].encoding, 'gzip');
+  assert.equal(doc._attachments['x.txt'].length, 12);
+  assert.equal((await db.attachment.get('mp', 'x.txt')).toString(), 'abcabcabcabc');
+});

@@ -11,7 +11,7 @@ use crate::bucket::{Bucket, PlannedWrite, Previous};
 use crate::doc_key::DocKey;
 use crate::error::EngineError;
 use crate::limits::{DocLimits, LimitError};
-use crate::record::{AttachmentMeta, DocRecord, Leaf};
+use crate::record::{AttEncoding, AttachmentMeta, DocRecord, Leaf};
 use crate::validate::{Refusal, WriteValidator, Writer};
 
 /// An attachment as the writer describes it.
@@ -20,11 +20,13 @@ pub enum AttachmentInput {
     /// Keep the attachment of this name from the revision being edited (`"stub": true`).
     /// A `revpos` the writer gave must be the kept attachment's (CouchDB's stub check).
     Stub { name: String, revpos: Option<u64> },
-    /// A new body for this name.
+    /// A new body for this name: `data` as stored (gzipped when `encoding` says so; the
+    /// CouchDB door compresses compressible types, docs/format/document.md).
     Data {
         name: String,
         content_type: String,
         data: Bytes,
+        encoding: AttEncoding,
     },
 }
 
@@ -213,6 +215,7 @@ fn resolve_attachments(
                 name,
                 content_type,
                 data,
+                encoding,
             } => {
                 let md5 = md5_of(data);
                 metas.push(AttachmentMeta {
@@ -221,6 +224,7 @@ fn resolve_attachments(
                     length: data.len() as u64,
                     md5,
                     revpos,
+                    encoding: *encoding,
                 });
                 bodies.push((md5, data.clone()));
             }

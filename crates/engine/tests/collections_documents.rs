@@ -287,6 +287,7 @@ async fn local_documents_attachments_and_purges_belong_to_a_collection() {
         name: "f".into(),
         content_type: "text/plain".into(),
         data: Bytes::from_static(b"hello"),
+        encoding: Default::default(),
     }];
     let UpdateOutcome::Saved { rev, .. } = bucket
         .update_doc_in(c1, with_attachment, true, &settee_engine::Writer::system())

@@ -74,6 +74,7 @@ async fn fill(engine: &Engine, cid: u32, prefix: &str) {
             name: "a".into(),
             content_type: "text/plain".into(),
             data: Bytes::from_static(b"body"),
+            encoding: Default::default(),
         }],
     };
     bucket

@@ -30,12 +30,13 @@ async fn compaction_drops_unreferenced_attachment_bodies() {
                         name: "old".into(),
                         content_type: "text/plain".into(),
                         data: old.clone(),
+                        encoding: Default::default(),
                     },
                     AttachmentInput::Data {
                         name: "kept".into(),
-                        revpos: None,
                         content_type: "text/plain".into(),
                         data: kept.clone(),
+                        encoding: Default::default(),
                     },
                 ],
             ),
@@ -53,6 +54,7 @@ async fn compaction_drops_unreferenced_attachment_bodies() {
                 Some(rev),
                 vec![AttachmentInput::Stub {
                     name: "kept".into(),
+                    revpos: None,
                 }],
             ),
             true,

@@ -57,7 +57,7 @@ pub fn decode_body(
     }
 }
 
-fn gunzip(compressed: &[u8], limit: usize) -> Result<Bytes, DecodeError> {
+pub fn gunzip(compressed: &[u8], limit: usize) -> Result<Bytes, DecodeError> {
     let mut decoded = Vec::with_capacity(compressed.len().saturating_mul(4).min(limit));
     // One byte past the limit tells "exactly the limit" from "more".
     let allowed = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);

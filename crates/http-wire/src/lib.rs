@@ -8,6 +8,7 @@
 //! on its own; `settee-http` applies them to requests and answers.
 #![deny(clippy::unwrap_used)]
 
+pub mod attachment_gzip;
 pub mod cors;
 pub mod encoding;
 pub mod multipart;

@@ -8,7 +8,11 @@ use bytes::Bytes;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Response, StatusCode};
 use serde_json::json;
+use settee_engine::record::AttEncoding;
 use settee_engine::{AttachmentInput, DocRecord, Keyspace, Leaf, RevId};
+use settee_http_wire::attachment_gzip::{gzip, is_compressible};
+use settee_http_wire::encoding::gunzip;
+use settee_node_config::Settings;
 
 use crate::couch_doc::{parse_doc, parse_rev, render_doc, ParsedDoc, RenderOptions};
 use crate::doc_api::{attachment_fetcher, doc_access, read_doc, save};
@@ -75,7 +79,11 @@ fn get(req: &Req, keyspace: &Keyspace, id: &str, name: &str) -> ApiResult<HttpRe
     if crate::response::if_none_match(req.header("if-none-match"), &tag) {
         return Ok(crate::response::not_modified(&tag));
     }
-    let data = attachment_fetcher(keyspace, id)(&meta.md5)?;
+    let stored = attachment_fetcher(keyspace, id)(&meta.md5)?;
+    if meta.is_gzip() {
+        return gzip_stored(req, meta, stored, &tag, &digest);
+    }
+    let data = stored;
     let size = data.len() as u64;
     let (status, content_type, body, content_range) = match range::parse(req.header("range"), size)
     {
@@ -111,6 +119,42 @@ fn get(req: &Req, keyspace: &Keyspace, id: &str, name: &str) -> ApiResult<HttpRe
     // attachments_enable`, on by default).
     let response = with_header(response, "content-security-policy", "sandbox");
     Ok(with_header(response, "accept-ranges", "bytes"))
+}
+
+/// A gzip-stored attachment, as CouchDB answers it: as stored with `Content-Encoding: gzip` to
+/// a client that accepts gzip, decompressed to any other; `Range` is not honoured
+/// (`Accept-Ranges: none`).
+fn gzip_stored(
+    req: &Req,
+    meta: &settee_engine::AttachmentMeta,
+    stored: Bytes,
+    tag: &str,
+    digest: &str,
+) -> ApiResult<HttpResponse> {
+    let accepts_gzip = req.header("accept-encoding").is_some_and(|accept| {
+        accept.split(',').any(|coding| {
+            coding
+                .split(';')
+                .next()
+                .is_some_and(|name| name.trim() == "gzip")
+        })
+    });
+    let body = if accepts_gzip {
+        stored
+    } else {
+        crate::couch_doc::identity_body(meta, stored)?
+    };
+    let mut response = Response::new(full(body));
+    if let Ok(value) = HeaderValue::from_str(&meta.content_type) {
+        response.headers_mut().insert(CONTENT_TYPE, value);
+    }
+    if accepts_gzip {
+        response = with_header(response, "content-encoding", "gzip");
+    }
+    let response = with_header(response, "etag", tag);
+    let response = with_header(response, "content-md5", digest);
+    let response = with_header(response, "content-security-policy", "sandbox");
+    Ok(with_header(response, "accept-ranges", "none"))
 }
 
 /// The revision a write names: `?rev=` or `If-Match`.
@@ -176,6 +220,7 @@ async fn put(
         name: name.to_string(),
         content_type,
         data,
+        encoding: AttEncoding::Identity,
     });
     let doc = ParsedDoc {
         body: parent.map_or_else(|| Bytes::from_static(b"{}"), |leaf| leaf.body.clone()),
@@ -270,18 +315,20 @@ fn related_parts(
         if known_pos.is_some_and(|pos| meta.revpos <= pos) {
             continue;
         }
+        // Sent as stored, as CouchDB sends it: a gzip-stored body says so in its part.
         let data = attachment_fetcher(keyspace, id)(&meta.md5)?;
-        parts.push((
-            vec![
-                (
-                    "Content-Disposition".to_string(),
-                    format!("attachment; filename={}", json!(meta.name)),
-                ),
-                ("Content-Type".to_string(), meta.content_type.clone()),
-                ("Content-Length".to_string(), data.len().to_string()),
-            ],
-            data,
-        ));
+        let mut headers = vec![
+            (
+                "Content-Disposition".to_string(),
+                format!("attachment; filename={}", json!(meta.name)),
+            ),
+            ("Content-Type".to_string(), meta.content_type.clone()),
+            ("Content-Length".to_string(), data.len().to_string()),
+        ];
+        if meta.is_gzip() {
+            headers.push(("Content-Encoding".to_string(), "gzip".to_string()));
+        }
+        parts.push((headers, data));
     }
     Ok(parts)
 }
@@ -492,18 +539,65 @@ pub async fn parse_multipart_doc(
         )));
     }
     let mut attachments = doc.attachments.take().unwrap_or_default();
-    for ((name, content_type, length), part) in doc.follows.drain(..).zip(rest) {
-        if length.is_some_and(|length| length != part.body.len() as u64) {
-            return Err(ApiError::BadRequest(format!(
-                "attachment {name} has the wrong length"
-            )));
-        }
+    for (follows, part) in doc.follows.drain(..).zip(rest) {
+        let sent = part.body.len() as u64;
+        let encoding = if follows.gzip {
+            // Stored as it came; its identity length is checked by decompressing it.
+            let identity =
+                gunzip(&part.body, state.config.max_attachment_size_bytes).map_err(|_| {
+                    ApiError::BadRequest(format!("attachment {} is not gzipped", follows.name))
+                })?;
+            let identity_length = identity.len() as u64;
+            let lengths_agree = follows
+                .length
+                .is_none_or(|length| length == identity_length)
+                && follows.encoded_length.is_none_or(|length| length == sent);
+            if !lengths_agree {
+                return Err(ApiError::BadRequest(format!(
+                    "attachment {} has the wrong length",
+                    follows.name
+                )));
+            }
+            AttEncoding::Gzip { identity_length }
+        } else {
+            if follows.length.is_some_and(|length| length != sent) {
+                return Err(ApiError::BadRequest(format!(
+                    "attachment {} has the wrong length",
+                    follows.name
+                )));
+            }
+            AttEncoding::Identity
+        };
         attachments.push(AttachmentInput::Data {
-            name,
-            content_type,
+            name: follows.name,
+            content_type: follows.content_type,
             data: part.body.clone(),
+            encoding,
         });
     }
     doc.attachments = Some(attachments);
     Ok(doc)
+}
+
+/// Stores new attachment bodies of compressible content types gzipped, as CouchDB does
+/// (`[attachments] compressible_types` / `compression_level`, docs/format/document.md).
+pub(crate) fn compress_new(attachments: &mut [AttachmentInput], settings: &Settings) {
+    if settings.compression_level == 0 {
+        return;
+    }
+    for input in attachments {
+        if let AttachmentInput::Data {
+            content_type,
+            data,
+            encoding: encoding @ AttEncoding::Identity,
+            ..
+        } = input
+        {
+            if is_compressible(content_type, &settings.compressible_types) {
+                let identity_length = data.len() as u64;
+                *data = gzip(data, settings.compression_level);
+                *encoding = AttEncoding::Gzip { identity_length };
+            }
+        }
+    }
 }

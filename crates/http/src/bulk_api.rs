@@ -130,6 +130,9 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
             Err((id, error)) => slots.push((id, Slot::Failed(error))),
         }
     }
+    for update in &mut updates {
+        crate::attachments_api::compress_new(&mut update.attachments, &req.settings);
+    }
     let outcomes = keyspace
         .update_docs(updates, new_edits, &req.user.writer())
         .await?;

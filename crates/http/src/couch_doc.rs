@@ -12,6 +12,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
+use settee_engine::record::AttEncoding;
 use settee_engine::{AttachmentInput, AttachmentMeta, DocRecord, Leaf, RevId, REV_HASH_BYTES_MAX};
 
 use crate::error::{ApiError, ApiResult};
@@ -29,8 +30,8 @@ pub struct ParsedDoc {
     /// `_revisions` as a history, newest first.
     pub revisions: Option<Vec<RevId>>,
     pub attachments: Option<Vec<AttachmentInput>>,
-    /// Names of attachments marked `"follows": true` (multipart uploads), with their metadata.
-    pub follows: Vec<(String, String, Option<u64>)>,
+    /// Attachments marked `"follows": true` (multipart uploads), with their metadata.
+    pub follows: Vec<Follows>,
     /// The JSON object without underscore members.
     pub body: Bytes,
 }
@@ -202,9 +203,19 @@ fn parse_revisions(raw: &str) -> ApiResult<Vec<RevId>> {
         .collect()
 }
 
-type Follows = Vec<(String, String, Option<u64>)>;
+/// An attachment whose body follows in a multipart part: name, content type, the `length`
+/// (and `encoded_length`) the stub gives, and whether the part is gzipped (`"encoding":
+/// "gzip"`, as CouchDB's replicator sends stored-compressed attachments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Follows {
+    pub name: String,
+    pub content_type: String,
+    pub length: Option<u64>,
+    pub encoded_length: Option<u64>,
+    pub gzip: bool,
+}
 
-fn parse_attachments(raw: &str) -> ApiResult<(Vec<AttachmentInput>, Follows)> {
+fn parse_attachments(raw: &str) -> ApiResult<(Vec<AttachmentInput>, Vec<Follows>)> {
     let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(raw)
         .map_err(|_| ApiError::BadRequest("_attachments must be an object".into()))?;
     let mut inputs = Vec::with_capacity(map.len());
@@ -219,8 +230,13 @@ fn parse_attachments(raw: &str) -> ApiResult<(Vec<AttachmentInput>, Follows)> {
             let revpos = spec.get("revpos").and_then(|value| value.as_u64());
             inputs.push(AttachmentInput::Stub { name, revpos });
         } else if spec.get("follows").and_then(|value| value.as_bool()) == Some(true) {
-            let length = spec.get("length").and_then(|value| value.as_u64());
-            follows.push((name, content_type, length));
+            follows.push(Follows {
+                name,
+                content_type,
+                length: spec.get("length").and_then(|value| value.as_u64()),
+                encoded_length: spec.get("encoded_length").and_then(|value| value.as_u64()),
+                gzip: spec.get("encoding").and_then(|value| value.as_str()) == Some("gzip"),
+            });
         } else if let Some(data) = spec.get("data").and_then(|value| value.as_str()) {
             let data = BASE64
                 .decode(data.as_bytes())
@@ -229,6 +245,7 @@ fn parse_attachments(raw: &str) -> ApiResult<(Vec<AttachmentInput>, Follows)> {
                 name,
                 content_type,
                 data: Bytes::from(data),
+                encoding: AttEncoding::Identity,
             });
         } else {
             return Err(ApiError::BadRequest(format!(
@@ -256,6 +273,8 @@ pub struct RenderOptions {
     pub atts_since: Vec<RevId>,
     /// Mark attachments `"follows": true` (multipart responses) instead of inlining them.
     pub follows: bool,
+    /// `att_encoding_info=true`: stubs and inline data say how a gzip-stored body is stored.
+    pub att_encoding_info: bool,
 }
 
 impl RenderOptions {
@@ -272,6 +291,7 @@ impl RenderOptions {
             attachments: false,
             atts_since: Vec::new(),
             follows: false,
+            att_encoding_info: false,
         }
     }
 
@@ -448,7 +468,7 @@ fn render_attachments(
         let wanted = options.attachments || options.follows || !options.atts_since.is_empty();
         let newer = known_pos.is_none_or(|pos| meta.revpos > pos);
         let inline = wanted && newer;
-        render_attachment(out, meta, inline, options.follows, fetch)?;
+        render_attachment(out, meta, inline, options, fetch)?;
     }
     out.push('}');
     Ok(())
@@ -458,9 +478,21 @@ fn render_attachment(
     out: &mut String,
     meta: &AttachmentMeta,
     inline: bool,
-    follows: bool,
+    options: &RenderOptions,
     fetch: &dyn Fn(&[u8; 16]) -> ApiResult<Bytes>,
 ) -> ApiResult<()> {
+    let follows = options.follows;
+    // CouchDB's stubs: `length` is the decompressed length; how the body is stored shows
+    // with att_encoding_info, and always on parts that follow (they are sent as stored).
+    let encoding_info = |out: &mut String, shown: bool| {
+        if shown && meta.is_gzip() {
+            let _ = write!(
+                out,
+                ",\"encoding\":\"gzip\",\"encoded_length\":{}",
+                meta.length
+            );
+        }
+    };
     out.push_str(&json_string(&meta.name));
     out.push_str(":{\"content_type\":");
     out.push_str(&json_string(&meta.content_type));
@@ -471,17 +503,34 @@ fn render_attachment(
         digest_text(&meta.md5)
     );
     if inline && follows {
-        let _ = write!(out, ",\"length\":{},\"follows\":true", meta.length);
+        let _ = write!(
+            out,
+            ",\"length\":{},\"follows\":true",
+            meta.identity_length()
+        );
+        encoding_info(out, true);
     } else if inline {
-        let data = fetch(&meta.md5)?;
+        let data = identity_body(meta, fetch(&meta.md5)?)?;
         out.push_str(",\"data\":\"");
         out.push_str(&BASE64.encode(&data));
         out.push('"');
+        encoding_info(out, options.att_encoding_info);
     } else {
-        let _ = write!(out, ",\"length\":{},\"stub\":true", meta.length);
+        let _ = write!(out, ",\"length\":{},\"stub\":true", meta.identity_length());
+        encoding_info(out, options.att_encoding_info);
     }
     out.push('}');
     Ok(())
+}
+
+/// An attachment's body as its readers see it: gzip-stored bodies decompressed.
+pub fn identity_body(meta: &AttachmentMeta, stored: Bytes) -> ApiResult<Bytes> {
+    if !meta.is_gzip() {
+        return Ok(stored);
+    }
+    let limit = usize::try_from(meta.identity_length()).unwrap_or(usize::MAX);
+    settee_http_wire::encoding::gunzip(&stored, limit)
+        .map_err(|_| ApiError::Internal(format!("attachment {} does not decompress", meta.name)))
 }
 
 #[cfg(test)]

@@ -113,6 +113,7 @@ pub fn render_options(req: &Req, keyspace: &Keyspace) -> ApiResult<RenderOptions
         attachments: req.flag("attachments", false),
         atts_since,
         follows: false,
+        att_encoding_info: req.flag("att_encoding_info", false),
     })
 }
 
@@ -371,13 +372,15 @@ pub async fn store(
         doc.deleted,
         new_edits,
     )?;
+    let mut attachments = doc.attachments.unwrap_or_default();
+    crate::attachments_api::compress_new(&mut attachments, &req.settings);
     let update = DocUpdate {
         key: id.as_bytes().to_vec(),
         parent: rev,
         history,
         deleted: doc.deleted,
         body: doc.body,
-        attachments: doc.attachments.unwrap_or_default(),
+        attachments,
     };
     Ok(keyspace
         .update_doc(update, new_edits, &req.user.writer())
@@ -542,6 +545,7 @@ async fn copy(
             name: meta.name.clone(),
             content_type: meta.content_type.clone(),
             data,
+            encoding: meta.encoding,
         });
     }
     // What the user may read of it: another user's replication without its credentials.

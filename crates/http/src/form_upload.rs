@@ -105,6 +105,7 @@ pub async fn post_form(
                         .unwrap_or("application/octet-stream")
                         .to_string(),
                     data: part.body.clone(),
+                    encoding: settee_engine::record::AttEncoding::Identity,
                 });
             }
             _ => {}

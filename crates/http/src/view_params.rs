@@ -36,6 +36,8 @@ pub struct ViewParams {
     pub conflicts: bool,
     /// `attachments=true`: included documents carry their attachments' data inline.
     pub attachments: bool,
+    /// `att_encoding_info=true`: included documents' stubs say how bodies are stored.
+    pub att_encoding_info: bool,
     pub update: UpdateMode,
     pub stable: bool,
     pub update_seq: bool,
@@ -63,6 +65,7 @@ impl Default for ViewParams {
             include_docs: false,
             conflicts: false,
             attachments: false,
+            att_encoding_info: false,
             update: UpdateMode::Wait,
             stable: false,
             update_seq: false,
@@ -187,6 +190,7 @@ impl ViewParams {
             "include_docs" => self.include_docs = raw.boolean()?,
             "conflicts" => self.conflicts = raw.boolean()?,
             "attachments" => self.attachments = raw.boolean()?,
+            "att_encoding_info" => self.att_encoding_info = raw.boolean()?,
             "update_seq" => self.update_seq = raw.boolean()?,
             "sorted" => self.sorted = raw.boolean()?,
             "stable" => self.stable = raw.boolean()?,

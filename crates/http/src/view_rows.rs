@@ -167,6 +167,7 @@ fn map_rows(
     let options = RenderOptions {
         conflicts: params.conflicts,
         attachments: params.attachments,
+        att_encoding_info: params.att_encoding_info,
         ..RenderOptions::for_reader(credentials.clone())
     };
     'ranges: for range in &ranges {

@@ -17,7 +17,9 @@ pub mod ini;
 pub mod settings;
 mod store;
 
-pub use settings::{Settings, UuidAlgorithm};
+pub use settings::{
+    Settings, UuidAlgorithm, COMPRESSIBLE_TYPES_DEFAULT, COMPRESSION_LEVEL_DEFAULT,
+};
 pub use store::{NodeConfig, Persist, Sections};
 
 /// Why a configuration request could not run.

@@ -6,6 +6,13 @@ use std::collections::BTreeMap;
 
 use crate::ConfigError;
 
+/// CouchDB's default `[attachments] compressible_types`.
+pub const COMPRESSIBLE_TYPES_DEFAULT: &str =
+    "text/*, application/javascript, application/json, application/xml";
+
+/// CouchDB's default `[attachments] compression_level`.
+pub const COMPRESSION_LEVEL_DEFAULT: u32 = 8;
+
 /// CouchDB's default `[couchdb] max_document_size` (8 MB), settee's too.
 pub const MAX_DOCUMENT_SIZE_DEFAULT: usize = 8_000_000;
 
@@ -71,6 +78,11 @@ pub struct Settings {
     /// Unset: the node's `--max-request-size` alone (the base configuration shows it here).
     /// A body read never goes past the smaller of the two.
     pub max_http_request_size: Option<usize>,
+    /// `[attachments] compressible_types`: attachments of these content types are stored
+    /// gzipped (comma-separated, `*` wildcards; CouchDB's default list).
+    pub compressible_types: String,
+    /// `[attachments] compression_level`: 1-9, 0 stores every attachment as sent.
+    pub compression_level: u32,
     /// `[chttpd]` (else `[httpd]`) `rewrite_limit`: the `_rewrite`s one request may pass
     /// through (a rewrite to another `_rewrite` included); one more is 400.
     pub rewrite_limit: u32,
@@ -93,6 +105,8 @@ impl Default for Settings {
             partition_query_limit: None,
             max_partition_size: None,
             max_http_request_size: None,
+            compressible_types: COMPRESSIBLE_TYPES_DEFAULT.into(),
+            compression_level: COMPRESSION_LEVEL_DEFAULT,
             rewrite_limit: REWRITE_LIMIT_DEFAULT,
             secure_rewrites: true,
         }
@@ -116,6 +130,8 @@ pub const RUNTIME_KEYS: &[(&str, &str)] = &[
     ("couchdb", "max_partition_size"),
     ("httpd", "x_forwarded_ssl"),
     ("chttpd", "max_http_request_size"),
+    ("attachments", "compressible_types"),
+    ("attachments", "compression_level"),
     ("chttpd", "rewrite_limit"),
     ("httpd", "rewrite_limit"),
     ("chttpd", "secure_rewrites"),
@@ -160,6 +176,14 @@ impl Settings {
                     Some(limit.ok_or_else(|| {
                         invalid("partition_query_limit must be a positive integer")
                     })?);
+            }
+            ("attachments", "compressible_types") => self.compressible_types = value.to_string(),
+            ("attachments", "compression_level") => {
+                self.compression_level = value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|level| *level <= 9)
+                    .ok_or_else(|| invalid("compression_level must be an integer from 0 to 9"))?;
             }
             ("chttpd", "max_http_request_size") => {
                 self.max_http_request_size = Some(

@@ -14,8 +14,12 @@ const FLAG_JSON: u8 = 2;
 const FLAG_CONFLICTS: u8 = 4;
 /// Other leaves' rev texts have a u16 length and attachments a u64 `revpos` (document.md).
 const FLAG_WIDE: u8 = 8;
+/// Every attachment entry carries its encoding (document.md, "Encoded (gzip) attachments").
+const FLAG_ENCODED_ATTS: u8 = 16;
 /// Every flag bit a record may have; a record with any other bit set is refused.
-const FLAGS_KNOWN: u8 = FLAG_DELETED | FLAG_JSON | FLAG_CONFLICTS | FLAG_WIDE;
+const FLAGS_KNOWN: u8 = FLAG_DELETED | FLAG_JSON | FLAG_CONFLICTS | FLAG_WIDE | FLAG_ENCODED_ATTS;
+const ENCODING_IDENTITY: u8 = 0;
+const ENCODING_GZIP: u8 = 1;
 /// Longest rev text a narrow record's one-byte length holds.
 const NARROW_REV_BYTES_MAX: usize = u8::MAX as usize;
 const HEADER_LEN_PLAIN: usize = 30;
@@ -25,10 +29,36 @@ const HEADER_LEN_EXTENDED: usize = 38;
 pub struct AttachmentMeta {
     pub name: String,
     pub content_type: String,
+    /// Bytes of the stored body (compressed when `encoding` is gzip).
     pub length: u64,
+    /// Digest of the stored body.
     pub md5: [u8; 16],
     /// Generation of the revision that added this body.
     pub revpos: u64,
+    pub encoding: AttEncoding,
+}
+
+/// How an attachment's body is stored (document.md, "Encoded (gzip) attachments").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AttEncoding {
+    #[default]
+    Identity,
+    /// Gzipped; the body is `identity_length` bytes once decompressed.
+    Gzip { identity_length: u64 },
+}
+
+impl AttachmentMeta {
+    /// The body's length as its readers see it decompressed (CouchDB's `length`).
+    pub fn identity_length(&self) -> u64 {
+        match self.encoding {
+            AttEncoding::Identity => self.length,
+            AttEncoding::Gzip { identity_length } => identity_length,
+        }
+    }
+
+    pub fn is_gzip(&self) -> bool {
+        matches!(self.encoding, AttEncoding::Gzip { .. })
+    }
 }
 
 /// One leaf revision with its body.
@@ -156,6 +186,14 @@ impl DocRecord {
         if wide {
             flags |= FLAG_WIDE;
         }
+        let encoded = self
+            .leaves
+            .iter()
+            .any(|leaf| leaf.attachments.iter().any(AttachmentMeta::is_gzip));
+        if encoded {
+            flags |= FLAG_ENCODED_ATTS;
+        }
+        let layout = Layout { wide, encoded };
         out.push(if extended {
             VERSION_EXTENDED
         } else {
@@ -181,7 +219,7 @@ impl DocRecord {
             winner
                 .map(|leaf| leaf.attachments.as_slice())
                 .unwrap_or(&[]),
-            wide,
+            layout,
         );
         let mut tree = Vec::new();
         self.tree.encode(&mut tree);
@@ -206,7 +244,7 @@ impl DocRecord {
             }
             out.push(leaf_flags);
             put_bytes32(&mut out, &leaf.body);
-            put_attachments(&mut out, &leaf.attachments, wide);
+            put_attachments(&mut out, &leaf.attachments, layout);
         }
         out
     }
@@ -220,7 +258,11 @@ impl DocRecord {
             raw,
             at: header.sections_end(),
         };
-        let attachments = reader.attachments(header.wide)?;
+        let layout = Layout {
+            wide: header.wide,
+            encoded: header.encoded_atts,
+        };
+        let attachments = reader.attachments(layout)?;
         let tree = RevTree::decode(reader.bytes32()?)
             .map_err(|error| Corrupt(format!("revision tree: {error}")))?;
         let winner_rev = tree
@@ -247,7 +289,7 @@ impl DocRecord {
                 .ok_or_else(|| Corrupt(format!("bad revision id {rev_text}")))?;
             let flags = reader.u8()?;
             let body = Bytes::copy_from_slice(reader.bytes32()?);
-            let attachments = reader.attachments(header.wide)?;
+            let attachments = reader.attachments(layout)?;
             leaves.push(Leaf {
                 rev,
                 deleted: flags & FLAG_DELETED != 0,
@@ -281,6 +323,8 @@ pub struct Header {
     pub conflicts: bool,
     /// Wide layout of the other leaves and attachments (document.md, flags bit3).
     pub wide: bool,
+    /// Attachment entries carry their encoding (flags bit4).
+    pub encoded_atts: bool,
     pub cas: u64,
     pub seqno: u64,
     pub expiry: u32,
@@ -315,6 +359,7 @@ impl Header {
             json: flags & FLAG_JSON != 0,
             conflicts: flags & FLAG_CONFLICTS != 0,
             wide: flags & FLAG_WIDE != 0,
+            encoded_atts: flags & FLAG_ENCODED_ATTS != 0,
             cas: u64_at(2),
             seqno: u64_at(10),
             expiry: u32_at(18),
@@ -397,7 +442,18 @@ fn put_bytes16(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-fn put_attachments(out: &mut Vec<u8>, attachments: &[AttachmentMeta], wide: bool) {
+/// How attachment entries are laid out in one record.
+#[derive(Clone, Copy)]
+struct Layout {
+    wide: bool,
+    encoded: bool,
+}
+
+fn put_attachments(out: &mut Vec<u8>, attachments: &[AttachmentMeta], layout: Layout) {
+    let Layout {
+        wide,
+        encoded: with_encoding,
+    } = layout;
     let mut encoded = Vec::new();
     encoded.extend_from_slice(&(attachments.len() as u16).to_be_bytes());
     for attachment in attachments {
@@ -410,6 +466,15 @@ fn put_attachments(out: &mut Vec<u8>, attachments: &[AttachmentMeta], wide: bool
         } else {
             // Not wide: every revpos fits in a u32.
             encoded.extend_from_slice(&(attachment.revpos as u32).to_be_bytes());
+        }
+        if with_encoding {
+            match attachment.encoding {
+                AttEncoding::Identity => encoded.push(ENCODING_IDENTITY),
+                AttEncoding::Gzip { identity_length } => {
+                    encoded.push(ENCODING_GZIP);
+                    encoded.extend_from_slice(&identity_length.to_be_bytes());
+                }
+            }
         }
     }
     put_bytes32(out, &encoded);
@@ -452,7 +517,8 @@ impl<'a> Reader<'a> {
         String::from_utf8(self.take(len)?.to_vec())
             .map_err(|_| Corrupt("attachment text is not UTF-8".into()))
     }
-    fn attachments(&mut self, wide: bool) -> Result<Vec<AttachmentMeta>, Corrupt> {
+    fn attachments(&mut self, layout: Layout) -> Result<Vec<AttachmentMeta>, Corrupt> {
+        let wide = layout.wide;
         let encoded = self.bytes32()?;
         let mut inner = Reader {
             raw: encoded,
@@ -470,6 +536,17 @@ impl<'a> Reader<'a> {
                     inner.u64()?
                 } else {
                     u64::from(inner.u32()?)
+                },
+                encoding: if layout.encoded {
+                    match inner.u8()? {
+                        ENCODING_IDENTITY => AttEncoding::Identity,
+                        ENCODING_GZIP => AttEncoding::Gzip {
+                            identity_length: inner.u64()?,
+                        },
+                        other => return Err(Corrupt(format!("attachment encoding {other}"))),
+                    }
+                } else {
+                    AttEncoding::Identity
                 },
             });
         }
@@ -511,6 +588,7 @@ mod tests {
                         length: 5,
                         md5: [1; 16],
                         revpos: 1,
+                        encoding: AttEncoding::Identity,
                     }],
                 },
                 Leaf {
@@ -600,6 +678,7 @@ mod tests {
             length: 1,
             md5: [2; 16],
             revpos: u64::MAX,
+            encoding: AttEncoding::Identity,
         };
         let mut record = DocRecord {
             cas: 1,

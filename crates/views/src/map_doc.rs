@@ -46,7 +46,7 @@ pub(crate) fn add_meta(json: &mut String, record: Option<&DocRecord>, local_seq:
                             "content_type": meta.content_type,
                             "revpos": meta.revpos,
                             "digest": format!("md5-{digest}"),
-                            "length": meta.length,
+                            "length": meta.identity_length(),
                             "stub": true,
                         }),
                     )
@@ -107,6 +107,7 @@ mod tests {
                         length: 5,
                         md5: [0; 16],
                         revpos: 2,
+                        encoding: Default::default(),
                     }],
                 ),
                 leaf("2-a", false, vec![]),

@@ -187,7 +187,7 @@ fn doc_json(id: &str, leaf: &Leaf, history: Option<&[RevId]>) -> Value {
                 let stub = json!({
                     "content_type": meta.content_type,
                     "revpos": meta.revpos,
-                    "length": meta.length,
+                    "length": meta.identity_length(),
                     "stub": true,
                 });
                 (meta.name.clone(), stub)
