@@ -625,6 +625,18 @@ mod tests {
             header_alone.extras(&raw_alone).expect("extras"),
             (true, false)
         );
+        assert!(!header_alone.encoded_atts);
+        // A gzip-stored attachment sets bit4 and round-trips its identity length.
+        alone.leaves[0].attachments[0].encoding = AttEncoding::Gzip {
+            identity_length: 99,
+        };
+        let raw_gzip = alone.encode();
+        assert_eq!(raw_gzip[1] & FLAG_ENCODED_ATTS, FLAG_ENCODED_ATTS);
+        assert_eq!(DocRecord::decode(&raw_gzip).expect("decode"), alone);
+        assert_eq!(alone.leaves[0].attachments[0].identity_length(), 99);
+        for cut in 0..raw_gzip.len() {
+            assert!(DocRecord::decode(&raw_gzip[..cut]).is_err());
+        }
         for cut in 0..raw.len() {
             assert!(DocRecord::decode(&raw[..cut]).is_err());
         }
