@@ -131,10 +131,20 @@ pub enum LoginRefused {
     Incorrect,
     /// Too many recent failures ([`crate::LOCKED_OUT`]; CouchDB: 403), whatever the password.
     LockedOut,
+    /// The account's document has conflicting revisions ([`CONFLICTED_ACCOUNT`]; CouchDB:
+    /// 401), whatever the password.
+    Conflicted,
 }
 
+/// CouchDB's answer to a login whose account document has conflicts.
+pub const CONFLICTED_ACCOUNT: &str = "User document conflicts must be resolved before the document is used for authentication purposes.";
+
 pub struct Users {
+    /// From the node's own settings (`--admin`, generated, the cluster's node login).
     admins: Vec<ServerAdmin>,
+    /// From `[admins]` of `/_node/{node}/_config`, stored hashed there; replaced whole when
+    /// that section changes, read on logins that miss the caches.
+    config_admins: parking_lot::RwLock<Vec<ServerAdmin>>,
     /// Failed logins by (client address, user, salt), shared by both doors.
     lockout: Lockout,
     pub pbkdf2_iterations: u32,
@@ -150,6 +160,7 @@ impl Users {
     pub fn new(admins: Vec<ServerAdmin>, pbkdf2_iterations: u32) -> Users {
         Users {
             admins,
+            config_admins: parking_lot::RwLock::new(Vec::new()),
             pbkdf2_iterations,
             lockout: Lockout::new(LockoutConfig::default()),
             verified: Mutex::new(HashMap::new()),
@@ -179,6 +190,9 @@ impl Users {
         }
         match self.verify_password(engine, name, password) {
             Some(account) => Ok(account),
+            None if self.admin(name).is_none() && user_doc_conflicted(engine, name) => {
+                Err(LoginRefused::Conflicted)
+            }
             None => {
                 self.login_failed(engine, name, peer);
                 Err(LoginRefused::Incorrect)
@@ -207,8 +221,54 @@ impl Users {
         self.admin(name).is_some()
     }
 
-    fn admin(&self, name: &str) -> Option<&ServerAdmin> {
-        self.admins.iter().find(|admin| admin.name == name)
+    fn admin(&self, name: &str) -> Option<ServerAdmin> {
+        if let Some(admin) = self.admins.iter().find(|admin| admin.name == name) {
+            return Some(admin.clone());
+        }
+        self.config_admins
+            .read()
+            .iter()
+            .find(|admin| admin.name == name)
+            .cloned()
+    }
+
+    /// Replaces the server admins of `[admins]` (CouchDB's hashed values, see
+    /// [`parse_admin_hash`]); what was cached about accounts is forgotten.
+    pub fn set_config_admins(&self, admins: Vec<ServerAdmin>) {
+        *self.config_admins.write() = admins;
+        self.forget_accounts();
+    }
+
+    /// Reads accounts from database `name` from now on (CouchDB's `[chttpd_auth]
+    /// authentication_db`); answers whether it changed.
+    pub fn set_authentication_db(&self, name: &str) -> bool {
+        let changed = crate::auth_db::set(name);
+        if changed {
+            self.forget_accounts();
+        }
+        changed
+    }
+
+    /// `[chttpd_auth_lockout] mode`, from now on.
+    pub fn set_lockout_mode(&self, mode: crate::LockoutMode) {
+        self.lockout.set_mode(mode);
+    }
+
+    fn forget_accounts(&self) {
+        self.verified.lock().clear();
+        self.accounts.lock().clear();
+        self.admin_scram.lock().clear();
+    }
+
+    /// CouchDB's stored form of an `[admins]` password: `-pbkdf2:sha256-KEY,SALT,ITERATIONS`
+    /// with a new salt and this node's iterations.
+    pub fn hash_admin_password(&self, password: &str) -> String {
+        let mut salt_bytes = [0u8; 16];
+        rand::rng().fill_bytes(&mut salt_bytes);
+        let salt = hex(&salt_bytes);
+        let derived =
+            derive_key(password, &salt, self.pbkdf2_iterations, "sha256").unwrap_or_default();
+        format!("-pbkdf2:sha256-{derived},{salt},{}", self.pbkdf2_iterations)
     }
 
     /// The account of `name` if `password` is right.
@@ -264,7 +324,7 @@ impl Users {
         name: &str,
         mechanism: Mechanism,
     ) -> Option<ScramSecret> {
-        match self.admin(name).map(|admin| &admin.secret) {
+        match self.admin(name).map(|admin| admin.secret) {
             Some(AdminSecret::Password(password)) => {
                 let mut cache = self.admin_scram.lock();
                 let secret = cache
@@ -272,7 +332,7 @@ impl Users {
                     .or_insert_with(|| {
                         ScramSecret::derive(
                             mechanism,
-                            password,
+                            &password,
                             &ScramSecret::random_salt(),
                             SCRAM_ITERATIONS,
                         )
@@ -436,11 +496,53 @@ fn derive_key(password: &str, salt: &str, iterations: u32, prf: &str) -> Option<
     }
 }
 
+/// An `[admins]` value as CouchDB stores it (`-pbkdf2-KEY,SALT,ITERATIONS` with SHA-1, or
+/// `-pbkdf2:PRF-KEY,SALT,ITERATIONS`), as the fields [`ServerAdmin::from_hashed`] reads.
+/// Anything else (a plain password CouchDB has not hashed yet, the old `-hashed-` form) is
+/// `None`.
+pub fn parse_admin_hash(value: &str) -> Option<serde_json::Value> {
+    let rest = value.strip_prefix("-pbkdf2")?;
+    let (prf, fields) = match rest.strip_prefix('-') {
+        Some(fields) => ("sha1", fields),
+        None => {
+            let (prf, fields) = rest.strip_prefix(':')?.split_once('-')?;
+            (if prf == "sha" { "sha1" } else { prf }, fields)
+        }
+    };
+    let mut parts = fields.split(',');
+    let (Some(derived), Some(salt), Some(iterations), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    let iterations: u32 = iterations.parse().ok()?;
+    Some(serde_json::json!({
+        "derived_key": derived,
+        "salt": salt,
+        "iterations": iterations,
+        "pbkdf2_prf": prf,
+        "password_scheme": "pbkdf2",
+    }))
+}
+
+/// The account document of `name` in the accounts database; none while it has conflicting
+/// revisions (CouchDB refuses such an account until they are resolved).
 fn user_doc(engine: &Engine, name: &str) -> Option<serde_json::Value> {
-    let users = engine.bucket(USERS_DB)?;
+    let users = engine.bucket(&crate::authentication_db())?;
     let key = format!("{USER_PREFIX}{name}");
-    let value = users.kv_get(key.as_bytes()).ok()??;
-    serde_json::from_slice(&value.body).ok()
+    let (header, body) = users.read_winner(key.as_bytes()).ok()??;
+    if header.deleted || header.conflicts {
+        return None;
+    }
+    serde_json::from_slice(&body).ok()
+}
+
+fn user_doc_conflicted(engine: &Engine, name: &str) -> bool {
+    let Some(users) = engine.bucket(&crate::authentication_db()) else {
+        return false;
+    };
+    let key = format!("{USER_PREFIX}{name}");
+    matches!(users.read_winner(key.as_bytes()), Ok(Some((header, _))) if header.conflicts && !header.deleted)
 }
 
 fn roles_of(user: &serde_json::Value) -> Vec<String> {

@@ -1,4 +1,4 @@
-//! HTTP authentication (basic, cookie sessions) and the checks that turn a missing permission
+//! HTTP authentication (the configured handlers: JWT, proxy, cookie sessions, basic) and the checks that turn a missing permission
 //! into CouchDB's 401/403. Accounts and `_security` decisions live in `settee-auth`, shared with
 //! the KV door.
 
@@ -18,6 +18,8 @@ pub use settee_auth::{
     USERS_DB, USER_PREFIX,
 };
 
+use settee_node_config::{AuthHandler, Settings};
+
 use crate::error::{ApiError, ApiResult};
 
 pub struct Auth {
@@ -35,46 +37,78 @@ impl Auth {
         }
     }
 
-    /// Who is asking: anonymous without credentials, an error for wrong ones (or for a user
-    /// locked out after failed logins from `peer`).
+    /// Who is asking, as the handlers of `[chttpd] authentication_handlers` say, in their
+    /// order (`settings.auth.handlers`): the first that knows the user wins, one that refuses
+    /// the credentials it reads answers the request with its error (a wrong Basic password,
+    /// an invalid JWT, a user locked out after failed logins from `peer`), and without
+    /// credentials any handler knows the user is anonymous.
     pub fn authenticate(
         &self,
         headers: &HeaderMap,
         engine: &Engine,
         peer: Option<IpAddr>,
+        settings: &Settings,
     ) -> ApiResult<UserCtx> {
-        if let Some(value) = headers
-            .get(hyper::header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-        {
-            if let Some(encoded) = value
-                .strip_prefix("Basic ")
-                .or_else(|| value.strip_prefix("basic "))
-            {
-                let decoded = BASE64
-                    .decode(encoded.trim())
-                    .ok()
-                    .and_then(|bytes| String::from_utf8(bytes).ok())
-                    .ok_or_else(bad_credentials)?;
-                let (name, password) = decoded.split_once(':').ok_or_else(bad_credentials)?;
-                let account = self.login(engine, name, password, peer)?;
-                return Ok(UserCtx {
-                    name: Some(account.name),
-                    roles: account.roles,
-                    authenticated: Some("default"),
-                });
-            }
-        }
-        if let Some(session) = cookie(headers, "AuthSession") {
-            if let Some(account) = self.verify_cookie(engine, session) {
-                return Ok(UserCtx {
-                    name: Some(account.name),
-                    roles: account.roles,
-                    authenticated: Some("cookie"),
-                });
+        for handler in &settings.auth.handlers {
+            let user = match handler {
+                AuthHandler::Jwt => crate::auth_handlers::jwt(headers, &settings.auth)?,
+                AuthHandler::Proxy => crate::auth_handlers::proxy(headers, &settings.auth),
+                AuthHandler::Cookie => self.cookie_user(headers, engine),
+                AuthHandler::Default => self.basic_user(headers, engine, peer)?,
+            };
+            if let Some(user) = user {
+                return Ok(user);
             }
         }
         Ok(UserCtx::default())
+    }
+
+    /// HTTP Basic (CouchDB's `default_authentication_handler`).
+    fn basic_user(
+        &self,
+        headers: &HeaderMap,
+        engine: &Engine,
+        peer: Option<IpAddr>,
+    ) -> ApiResult<Option<UserCtx>> {
+        let Some(value) = headers
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+        else {
+            return Ok(None);
+        };
+        let Some(encoded) = value
+            .strip_prefix("Basic ")
+            .or_else(|| value.strip_prefix("basic "))
+        else {
+            return Ok(None);
+        };
+        let decoded = BASE64
+            .decode(encoded.trim())
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            .ok_or_else(bad_credentials)?;
+        let (name, password) = decoded.split_once(':').ok_or_else(bad_credentials)?;
+        if (name, password) == ("_", "_") {
+            // CouchDB's way to send Basic credentials that mean "nobody" (a logout).
+            return Ok(None);
+        }
+        let account = self.login(engine, name, password, peer)?;
+        Ok(Some(UserCtx {
+            name: Some(account.name),
+            roles: account.roles,
+            authenticated: Some("default"),
+        }))
+    }
+
+    /// The `AuthSession` cookie (CouchDB's `cookie_authentication_handler`): one that does not
+    /// verify is no user.
+    fn cookie_user(&self, headers: &HeaderMap, engine: &Engine) -> Option<UserCtx> {
+        let account = self.verify_cookie(engine, cookie(headers, "AuthSession")?)?;
+        Some(UserCtx {
+            name: Some(account.name),
+            roles: account.roles,
+            authenticated: Some("cookie"),
+        })
     }
 
     /// A password login (Basic, `POST /_session`) from `peer`: CouchDB's 401 for a wrong
@@ -92,6 +126,9 @@ impl Auth {
                 settee_auth::LoginRefused::Incorrect => bad_credentials(),
                 settee_auth::LoginRefused::LockedOut => {
                     ApiError::Forbidden(settee_auth::LOCKED_OUT.into())
+                }
+                settee_auth::LoginRefused::Conflicted => {
+                    ApiError::Unauthorized(settee_auth::CONFLICTED_ACCOUNT.into())
                 }
             })
     }

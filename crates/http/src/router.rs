@@ -73,7 +73,9 @@ pub async fn handle(
     let mut body = Some(body);
     let method = parts.method.clone();
     let mut response = match (
-        state.auth.authenticate(&parts.headers, &state.engine, peer),
+        state
+            .auth
+            .authenticate(&parts.headers, &state.engine, peer, &settings),
         split_path(parts.uri.path(), settings.decode_plus_to_space),
     ) {
         (Err(error), _) => response::error(&error),
