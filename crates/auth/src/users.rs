@@ -148,6 +148,9 @@ pub struct Users {
     /// Failed logins by (client address, user, salt), shared by both doors.
     lockout: Lockout,
     pub pbkdf2_iterations: u32,
+    /// How new passwords are hashed now: PBKDF2 rounds and PRF (`[chttpd_auth] iterations`,
+    /// `pbkdf2_prf`), replaced when `_config` changes, read when a password is set.
+    hashing: parking_lot::RwLock<(u32, String)>,
     /// [`credential_key`] of (name, password) -> the account the password opened.
     verified: Mutex<HashMap<CredentialKey, Stamped<Account>>>,
     /// name -> account, for callers that authenticated the user another way (cookies).
@@ -162,6 +165,7 @@ impl Users {
             admins,
             config_admins: parking_lot::RwLock::new(Vec::new()),
             pbkdf2_iterations,
+            hashing: parking_lot::RwLock::new((pbkdf2_iterations, "sha256".to_string())),
             lockout: Lockout::new(LockoutConfig::default()),
             verified: Mutex::new(HashMap::new()),
             accounts: Mutex::new(HashMap::new()),
@@ -218,7 +222,12 @@ impl Users {
     }
 
     pub fn is_server_admin(&self, name: &str) -> bool {
-        self.admin(name).is_some()
+        self.admins.iter().any(|admin| admin.name == name)
+            || self
+                .config_admins
+                .read()
+                .iter()
+                .any(|admin| admin.name == name)
     }
 
     fn admin(&self, name: &str) -> Option<ServerAdmin> {
@@ -249,6 +258,60 @@ impl Users {
         changed
     }
 
+    /// How new passwords are hashed from now on: `iterations` PBKDF2 rounds with `prf`
+    /// (`sha`, `sha224`, `sha256`, `sha384`, `sha512`).
+    pub fn set_password_hashing(&self, iterations: u32, prf: &str) {
+        *self.hashing.write() = (iterations.max(1), prf.to_string());
+    }
+
+    fn hashing(&self) -> (u32, String) {
+        self.hashing.read().clone()
+    }
+
+    /// Whether account document `user` was hashed with other iterations or another PRF than
+    /// new passwords are now.
+    pub fn hash_is_outdated(&self, user: &serde_json::Map<String, serde_json::Value>) -> bool {
+        let (iterations, prf) = self.hashing();
+        let stored_prf = user
+            .get("pbkdf2_prf")
+            .and_then(|value| value.as_str())
+            .unwrap_or("sha");
+        let stored_iterations = user.get("iterations").and_then(|value| value.as_u64());
+        user.get("password_scheme").and_then(|value| value.as_str()) == Some("pbkdf2")
+            && !(same_prf(stored_prf, &prf) && stored_iterations == Some(u64::from(iterations)))
+    }
+
+    /// CouchDB's `upgrade_hash_on_auth`: when `user` (an account document) was hashed with
+    /// other iterations or another PRF than new passwords are, and `password` is its
+    /// password, its key is derived again the current way with the same salt (so session
+    /// cookies stay valid); answers whether it changed.
+    pub fn upgrade_password_hash(
+        &self,
+        user: &mut serde_json::Map<String, serde_json::Value>,
+        password: &str,
+    ) -> bool {
+        if !self.hash_is_outdated(user) {
+            return false;
+        }
+        let (iterations, prf) = self.hashing();
+        let document = serde_json::Value::Object(user.clone());
+        if user.get("password_scheme").and_then(|value| value.as_str()) != Some("pbkdf2")
+            || !pbkdf2_matches(&document, password)
+        {
+            return false;
+        }
+        let Some(salt) = user.get("salt").and_then(|value| value.as_str()) else {
+            return false;
+        };
+        let Some(derived) = derive_key(password, salt, iterations, &prf) else {
+            return false;
+        };
+        user.insert("derived_key".into(), derived.into());
+        user.insert("iterations".into(), iterations.into());
+        user.insert("pbkdf2_prf".into(), prf.into());
+        true
+    }
+
     /// `[chttpd_auth_lockout] mode`, from now on.
     pub fn set_lockout_mode(&self, mode: crate::LockoutMode) {
         self.lockout.set_mode(mode);
@@ -266,9 +329,9 @@ impl Users {
         let mut salt_bytes = [0u8; 16];
         rand::rng().fill_bytes(&mut salt_bytes);
         let salt = hex(&salt_bytes);
-        let derived =
-            derive_key(password, &salt, self.pbkdf2_iterations, "sha256").unwrap_or_default();
-        format!("-pbkdf2:sha256-{derived},{salt},{}", self.pbkdf2_iterations)
+        let (iterations, prf) = self.hashing();
+        let derived = derive_key(password, &salt, iterations, &prf).unwrap_or_default();
+        format!("-pbkdf2:{prf}-{derived},{salt},{iterations}")
     }
 
     /// The account of `name` if `password` is right.
@@ -370,11 +433,11 @@ impl Users {
         let mut salt_bytes = [0u8; 16];
         rand::rng().fill_bytes(&mut salt_bytes);
         let salt = hex(&salt_bytes);
-        let derived =
-            derive_key(&password, &salt, self.pbkdf2_iterations, "sha256").unwrap_or_default();
+        let (iterations, prf) = self.hashing();
+        let derived = derive_key(&password, &salt, iterations, &prf).unwrap_or_default();
         user.insert("password_scheme".into(), "pbkdf2".into());
-        user.insert("pbkdf2_prf".into(), "sha256".into());
-        user.insert("iterations".into(), self.pbkdf2_iterations.into());
+        user.insert("pbkdf2_prf".into(), prf.into());
+        user.insert("iterations".into(), iterations.into());
         user.insert("salt".into(), salt.into());
         user.insert("derived_key".into(), derived.into());
         let mut scram = serde_json::Map::new();
@@ -466,34 +529,31 @@ pub fn now_secs() -> u64 {
 }
 
 fn derive_key(password: &str, salt: &str, iterations: u32, prf: &str) -> Option<String> {
+    fn derive<M>(password: &str, salt: &str, iterations: u32) -> Option<String>
+    where
+        M: hmac::digest::KeyInit + hmac::digest::Update + hmac::digest::FixedOutput + Clone + Sync,
+    {
+        let mut out = vec![0u8; <M as hmac::digest::OutputSizeUser>::output_size()];
+        pbkdf2::pbkdf2::<M>(password.as_bytes(), salt.as_bytes(), iterations, &mut out).ok()?;
+        Some(hex(&out))
+    }
     if iterations == 0 {
         return None;
     }
     match prf {
-        "sha256" => {
-            let mut out = [0u8; 32];
-            pbkdf2::pbkdf2::<Hmac<Sha256>>(
-                password.as_bytes(),
-                salt.as_bytes(),
-                iterations,
-                &mut out,
-            )
-            .ok()?;
-            Some(hex(&out))
-        }
-        "sha1" => {
-            let mut out = [0u8; 20];
-            pbkdf2::pbkdf2::<Hmac<sha1::Sha1>>(
-                password.as_bytes(),
-                salt.as_bytes(),
-                iterations,
-                &mut out,
-            )
-            .ok()?;
-            Some(hex(&out))
-        }
+        "sha" | "sha1" => derive::<Hmac<sha1::Sha1>>(password, salt, iterations),
+        "sha224" => derive::<Hmac<sha2::Sha224>>(password, salt, iterations),
+        "sha256" => derive::<Hmac<Sha256>>(password, salt, iterations),
+        "sha384" => derive::<Hmac<sha2::Sha384>>(password, salt, iterations),
+        "sha512" => derive::<Hmac<sha2::Sha512>>(password, salt, iterations),
         _ => None,
     }
+}
+
+/// CouchDB names SHA-1 `sha`; account documents written elsewhere may say `sha1`.
+fn same_prf(a: &str, b: &str) -> bool {
+    let canonical = |name| if name == "sha1" { "sha" } else { name };
+    canonical(a) == canonical(b)
 }
 
 /// An `[admins]` value as CouchDB stores it (`-pbkdf2-KEY,SALT,ITERATIONS` with SHA-1, or
@@ -611,5 +671,31 @@ mod tests {
             let again = ScramSecret::derive(mechanism, "pw", &secret.salt, secret.iterations);
             assert_eq!(secret, again);
         }
+    }
+
+    #[test]
+    fn hashing_follows_the_settings_and_an_old_hash_upgrades_with_its_salt() {
+        let users = Users::new(Vec::new(), 10);
+        let mut doc = serde_json::json!({"name": "bob", "password": "pw", "roles": []})
+            .as_object()
+            .cloned()
+            .unwrap();
+        users.hash_user_password(&mut doc);
+        assert!(!users.hash_is_outdated(&doc));
+        users.set_password_hashing(3, "sha512");
+        assert!(users.hash_is_outdated(&doc));
+        let salt = doc["salt"].clone();
+        assert!(!users.upgrade_password_hash(&mut doc, "wrong"));
+        assert!(users.upgrade_password_hash(&mut doc, "pw"));
+        assert_eq!(doc["salt"], salt);
+        assert_eq!(doc["iterations"], 3);
+        assert_eq!(doc["derived_key"].as_str().unwrap().len(), 128);
+        assert!(pbkdf2_matches(&serde_json::Value::Object(doc.clone()), "pw"));
+        assert!(!users.hash_is_outdated(&doc));
+        let admin = users.hash_admin_password("pw");
+        assert!(admin.starts_with("-pbkdf2:sha512-"));
+        let stored = parse_admin_hash(&admin).unwrap();
+        assert!(ServerAdmin::from_hashed("root", stored).unwrap().verify("pw"));
+        assert!(parse_admin_hash("plain").is_none());
     }
 }

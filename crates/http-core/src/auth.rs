@@ -24,6 +24,9 @@ use crate::error::{ApiError, ApiResult};
 
 pub struct Auth {
     pub users: Arc<Users>,
+    /// Accounts whose password hash was upgraded lately, and when (`auth_db.rs`,
+    /// CouchDB's `upgrade_hash_on_auth`): written on password logins that start an upgrade.
+    pub(crate) upgrades: parking_lot::Mutex<std::collections::HashMap<String, std::time::Instant>>,
     secret: Vec<u8>,
     session_timeout_secs: u64,
 }
@@ -32,6 +35,7 @@ impl Auth {
     pub fn new(users: Arc<Users>, secret: Vec<u8>, session_timeout_secs: u64) -> Auth {
         Auth {
             users,
+            upgrades: Default::default(),
             secret,
             session_timeout_secs,
         }
@@ -45,7 +49,7 @@ impl Auth {
     pub fn authenticate(
         &self,
         headers: &HeaderMap,
-        engine: &Engine,
+        engine: &Arc<Engine>,
         peer: Option<IpAddr>,
         settings: &Settings,
     ) -> ApiResult<UserCtx> {
@@ -54,7 +58,7 @@ impl Auth {
                 AuthHandler::Jwt => crate::auth_handlers::jwt(headers, &settings.auth)?,
                 AuthHandler::Proxy => crate::auth_handlers::proxy(headers, &settings.auth),
                 AuthHandler::Cookie => self.cookie_user(headers, engine),
-                AuthHandler::Default => self.basic_user(headers, engine, peer)?,
+                AuthHandler::Default => self.basic_user(headers, engine, peer, settings)?,
             };
             if let Some(user) = user {
                 return Ok(user);
@@ -67,8 +71,9 @@ impl Auth {
     fn basic_user(
         &self,
         headers: &HeaderMap,
-        engine: &Engine,
+        engine: &Arc<Engine>,
         peer: Option<IpAddr>,
+        settings: &Settings,
     ) -> ApiResult<Option<UserCtx>> {
         let Some(value) = headers
             .get(hyper::header::AUTHORIZATION)
@@ -93,6 +98,9 @@ impl Auth {
             return Ok(None);
         }
         let account = self.login(engine, name, password, peer)?;
+        if settings.auth.upgrade_hash_on_auth {
+            self.upgrade_password_hash(engine, name, password);
+        }
         Ok(Some(UserCtx {
             name: Some(account.name),
             roles: account.roles,

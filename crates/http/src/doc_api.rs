@@ -52,6 +52,9 @@ pub(crate) fn doc_access(
     write: bool,
 ) -> ApiResult<Keyspace> {
     let keyspace = crate::db_api::keyspace(state, db)?;
+    if !write {
+        settee_http_core::auth_db::check_doc_read(keyspace.bucket(), &req.user, id)?;
+    }
     let operation = if write {
         Operation::WriteDoc(id.as_bytes())
     } else {

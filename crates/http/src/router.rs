@@ -193,6 +193,7 @@ fn request_id(headers: &hyper::HeaderMap) -> String {
 pub(crate) async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
     let path = req.path.clone();
     let segments: Vec<&str> = path.iter().map(String::as_str).collect();
+    settee_http_core::auth_db::check_request(&state.engine, &req.user, &segments)?;
     match segments.as_slice() {
         [] => server_api::welcome(state, req),
         ["_up"] => server_api::up(state, req),

@@ -211,6 +211,11 @@ pub async fn session(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse
             let account = state
                 .auth
                 .login(&state.engine, &name, &password, req.peer)?;
+            if req.settings.auth.upgrade_hash_on_auth {
+                state
+                    .auth
+                    .upgrade_password_hash(&state.engine, &name, &password);
+            }
             let cookie = state.auth.make_cookie(&account, crate::auth::now_secs());
             let response = json(
                 StatusCode::OK,

@@ -133,6 +133,14 @@ pub struct AuthSettings {
     /// `[chttpd_auth] password_regexp` as written (read when a password is set, as CouchDB
     /// does: `settee_auth::check_password`).
     pub password_regexp: String,
+    /// `[chttpd_auth] iterations`: PBKDF2 rounds of new passwords (`None`: the node's
+    /// `--pbkdf2-iterations`, which the base section normally shows anyway).
+    pub iterations: Option<u32>,
+    /// `[chttpd_auth] pbkdf2_prf`: `sha`, `sha224`, `sha256` (default), `sha384`, `sha512`.
+    pub pbkdf2_prf: String,
+    /// `[chttpd_auth] upgrade_hash_on_auth` (default true, as CouchDB): a password login
+    /// re-derives an account's key when it was hashed with other iterations or another PRF.
+    pub upgrade_hash_on_auth: bool,
 }
 
 /// CouchDB's default `[chttpd_auth] hash_algorithms`.
@@ -158,6 +166,9 @@ impl Default for AuthSettings {
             jwt_keys: BTreeMap::new(),
             lockout_mode: "enforce".into(),
             password_regexp: String::new(),
+            iterations: None,
+            pbkdf2_prf: "sha256".into(),
+            upgrade_hash_on_auth: true,
         }
     }
 }
@@ -210,6 +221,24 @@ impl AuthSettings {
                     )));
                 }
                 self.hash_algorithms = names;
+            }
+            ("chttpd_auth" | "couch_httpd_auth", "iterations") => {
+                let iterations = value.parse::<u32>().ok().filter(|rounds| *rounds > 0);
+                self.iterations = Some(iterations.ok_or_else(|| {
+                    ConfigError::Invalid("iterations must be a positive integer".into())
+                })?);
+            }
+            ("chttpd_auth" | "couch_httpd_auth", "pbkdf2_prf") => {
+                if !HASH_ALGORITHMS.contains(&value) {
+                    return Err(ConfigError::Invalid(format!(
+                        "pbkdf2_prf must be one of {}",
+                        HASH_ALGORITHMS.join(", ")
+                    )));
+                }
+                self.pbkdf2_prf = value.to_string();
+            }
+            ("chttpd_auth" | "couch_httpd_auth", "upgrade_hash_on_auth") => {
+                self.upgrade_hash_on_auth = crate::settings::parse_bool(value)?;
             }
             ("chttpd_auth" | "couch_httpd_auth", "password_regexp") => {
                 self.password_regexp = value.to_string();
