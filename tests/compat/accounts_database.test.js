@@ -78,6 +78,10 @@ test('[chttpd_auth] authentication_db reads accounts from another database', asy
     assert.equal(me.status, 200, me.text);
     assert.equal(me.json.userCtx.name, 'ada');
     assert.equal(me.json.info.authentication_db, 'accounts');
+    // Its listing is for its admins, as a system database's.
+    const listing = await http('GET', `${server.url}/accounts/_all_docs`, { user: 'ada', password: 'ada-pw' });
+    assert.equal(listing.status, 403, listing.text);
+    assert.equal(listing.json.reason, 'Only admins can access _all_docs of system databases.');
     // _users' accounts no longer log in.
     assert.equal((await whoami('sue', 'sue-pw')).status, 401);
     // Its accounts follow the accounts' rules there too.

@@ -155,6 +155,11 @@ pub struct Users {
     verified: Mutex<HashMap<CredentialKey, Stamped<Account>>>,
     /// name -> account, for callers that authenticated the user another way (cookies).
     accounts: Mutex<HashMap<String, Stamped<Account>>>,
+    /// Accounts whose password was verified against a hash made another way than new
+    /// passwords are (`upgrade_hash_on_auth`), until the HTTP door takes them.
+    outdated_hashes: Mutex<std::collections::HashSet<String>>,
+    /// `outdated_hashes` is not empty: read without the lock on every password login.
+    any_outdated_hash: std::sync::atomic::AtomicBool,
     /// Admins' SCRAM secrets, derived on first use with a random salt.
     admin_scram: Mutex<HashMap<(String, Mechanism), ScramSecret>>,
 }
@@ -170,6 +175,8 @@ impl Users {
             verified: Mutex::new(HashMap::new()),
             accounts: Mutex::new(HashMap::new()),
             admin_scram: Mutex::new(HashMap::new()),
+            outdated_hashes: Mutex::new(std::collections::HashSet::new()),
+            any_outdated_hash: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -261,7 +268,13 @@ impl Users {
     /// How new passwords are hashed from now on: `iterations` PBKDF2 rounds with `prf`
     /// (`sha`, `sha224`, `sha256`, `sha384`, `sha512`).
     pub fn set_password_hashing(&self, iterations: u32, prf: &str) {
-        *self.hashing.write() = (iterations.max(1), prf.to_string());
+        let hashing = (iterations.max(1), prf.to_string());
+        let changed = *self.hashing.read() != hashing;
+        *self.hashing.write() = hashing;
+        if changed {
+            // Verified passwords are checked again, which finds the hashes to upgrade.
+            self.forget_accounts();
+        }
     }
 
     fn hashing(&self) -> (u32, String) {
@@ -353,7 +366,44 @@ impl Users {
             return admin.verify(password).then(|| admin.account());
         }
         let user = user_doc(engine, name)?;
-        pbkdf2_matches(&user, password).then(|| user_account(name, &user))
+        if !pbkdf2_matches(&user, password) {
+            return None;
+        }
+        if user
+            .as_object()
+            .is_some_and(|fields| self.hash_is_outdated(fields))
+        {
+            let mut outdated = self.outdated_hashes.lock();
+            if outdated.len() >= CREDENTIAL_CACHE_MAX {
+                outdated.clear();
+            }
+            outdated.insert(name.to_string());
+            self.any_outdated_hash
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
+        Some(user_account(name, &user))
+    }
+
+    /// Whether `name` logged in with a password whose stored hash was made another way than
+    /// new passwords are (found when the password was checked against the account
+    /// document); answers it once.
+    pub fn take_outdated_hash(&self, name: &str) -> bool {
+        if !self.may_have_outdated_hash() {
+            return false;
+        }
+        let mut outdated = self.outdated_hashes.lock();
+        let taken = outdated.remove(name);
+        if outdated.is_empty() {
+            self.any_outdated_hash
+                .store(false, std::sync::atomic::Ordering::Release);
+        }
+        taken
+    }
+
+    /// Whether some account may be waiting for its hash to be upgraded (no lock taken).
+    pub fn may_have_outdated_hash(&self) -> bool {
+        self.any_outdated_hash
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The account of an existing user (admin or `_users`), without a password check: for
@@ -690,12 +740,17 @@ mod tests {
         assert_eq!(doc["salt"], salt);
         assert_eq!(doc["iterations"], 3);
         assert_eq!(doc["derived_key"].as_str().unwrap().len(), 128);
-        assert!(pbkdf2_matches(&serde_json::Value::Object(doc.clone()), "pw"));
+        assert!(pbkdf2_matches(
+            &serde_json::Value::Object(doc.clone()),
+            "pw"
+        ));
         assert!(!users.hash_is_outdated(&doc));
         let admin = users.hash_admin_password("pw");
         assert!(admin.starts_with("-pbkdf2:sha512-"));
         let stored = parse_admin_hash(&admin).unwrap();
-        assert!(ServerAdmin::from_hashed("root", stored).unwrap().verify("pw"));
+        assert!(ServerAdmin::from_hashed("root", stored)
+            .unwrap()
+            .verify("pw"));
         assert!(parse_admin_hash("plain").is_none());
     }
 }

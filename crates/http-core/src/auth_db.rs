@@ -241,11 +241,18 @@ pub fn check_doc_read(bucket: &Bucket, user: &UserCtx, id: &str) -> ApiResult<()
 
 /// CouchDB's rules for requests on accounts databases beyond single documents: `_users`'
 /// `_all_docs` and `_changes` are for server admins (401 `You are not a server admin.`, as
-/// CouchDB's request authorisation names `_users`), and views and lists of any accounts
-/// database for its admins (they read design documents).
+/// CouchDB's request authorisation names `_users`), another accounts database's `_all_docs`
+/// for its admins (a system database's), and views and lists of any accounts database for
+/// its admins (they read design documents).
 pub fn check_request(engine: &Engine, user: &UserCtx, segments: &[&str]) -> ApiResult<()> {
     match segments {
         [USERS_DB, "_all_docs" | "_changes", ..] => crate::auth::require_admin(user),
+        [db, "_all_docs", ..] if settee_auth::is_users_db(db) => match engine.bucket(db) {
+            Some(bucket) if !reads_everything(&bucket, user) => Err(ApiError::Forbidden(
+                "Only admins can access _all_docs of system databases.".into(),
+            )),
+            _ => Ok(()),
+        },
         [db, "_design", _, "_view" | "_list", ..] if settee_auth::is_users_db(db) => {
             match engine.bucket(db) {
                 Some(bucket) if !reads_everything(&bucket, user) => {
