@@ -13,7 +13,7 @@
 //! replication documents: those are read that way only by database admins.
 
 use crate::access::DbAccess;
-use crate::users::{USERS_DB, USER_PREFIX};
+use crate::users::USER_PREFIX;
 
 /// The database whose documents describe replications (CouchDB's `_replicator`).
 pub const REPLICATOR_DB: &str = "_replicator";
@@ -86,7 +86,7 @@ fn needed(who: Principal<'_>, db: &str, operation: Operation<'_>) -> Option<DbAc
         Operation::WriteSecurity | Operation::AdminDb => Some(DbAccess::Admin),
         Operation::AdminServer => Some(DbAccess::Admin),
         Operation::ReadDoc(id) | Operation::ReadDocRaw(id) | Operation::WriteDoc(id)
-            if db == USERS_DB && id.starts_with(USER_PREFIX.as_bytes()) =>
+            if crate::is_users_db(db) && id.starts_with(USER_PREFIX.as_bytes()) =>
         {
             let own = who.name.is_some_and(|name| {
                 id.len() == USER_PREFIX.len() + name.len()
@@ -104,7 +104,9 @@ fn needed(who: Principal<'_>, db: &str, operation: Operation<'_>) -> Option<DbAc
         Operation::ReadDocRaw(_) => Some(DbAccess::Member),
         Operation::WriteDoc(id) if is_design(id) => Some(DbAccess::Admin),
         Operation::WriteDoc(_) => Some(DbAccess::Member),
-        Operation::WriteDocRaw(id) if is_design(id) || db == USERS_DB || db == REPLICATOR_DB => {
+        Operation::WriteDocRaw(id)
+            if is_design(id) || crate::is_users_db(db) || db == REPLICATOR_DB =>
+        {
             Some(DbAccess::Admin)
         }
         Operation::WriteDocRaw(_) => Some(DbAccess::Member),
@@ -143,6 +145,7 @@ pub fn authorize(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::users::USERS_DB;
 
     const BOB: Principal<'static> = Principal {
         name: Some("bob"),

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -77,8 +77,19 @@ struct Failures {
     first: Instant,
 }
 
+fn mode_byte(mode: LockoutMode) -> u8 {
+    match mode {
+        LockoutMode::Off => 0,
+        LockoutMode::Warn => 1,
+        LockoutMode::Enforce => 2,
+    }
+}
+
 pub struct Lockout {
+    /// `config.mode` is where the mode started; `mode` is the one in force.
     config: LockoutConfig,
+    /// [`LockoutMode`] as [`mode_byte`] writes it: read on every failed or refused login.
+    mode: AtomicU8,
     /// `table.len()`, readable without the mutex: with nothing remembered (the usual case) a
     /// login pays one atomic load for the lockout check.
     entries: AtomicUsize,
@@ -90,6 +101,7 @@ pub struct Lockout {
 impl Lockout {
     pub fn new(config: LockoutConfig) -> Lockout {
         Lockout {
+            mode: AtomicU8::new(mode_byte(config.mode)),
             config,
             entries: AtomicUsize::new(0),
             table: Mutex::new(HashMap::new()),
@@ -98,7 +110,21 @@ impl Lockout {
 
     /// False when no login can be refused now (nothing is remembered), without a lock.
     pub fn may_refuse(&self) -> bool {
-        self.config.mode != LockoutMode::Off && self.entries.load(Ordering::Acquire) > 0
+        self.mode() != LockoutMode::Off && self.entries.load(Ordering::Acquire) > 0
+    }
+
+    /// The mode now (`[chttpd_auth_lockout] mode` may change at runtime).
+    fn mode(&self) -> LockoutMode {
+        match self.mode.load(Ordering::Acquire) {
+            0 => LockoutMode::Off,
+            1 => LockoutMode::Warn,
+            _ => LockoutMode::Enforce,
+        }
+    }
+
+    /// Changes the mode from now on; what was counted is kept.
+    pub fn set_mode(&self, mode: LockoutMode) {
+        self.mode.store(mode_byte(mode), Ordering::Release);
     }
 
     /// Whether logins of `name` (whose salt is `salt`) from `peer` are refused now.
@@ -132,7 +158,7 @@ impl Lockout {
         if count < self.config.threshold {
             return false;
         }
-        match self.config.mode {
+        match self.mode() {
             LockoutMode::Enforce => true,
             LockoutMode::Warn => {
                 tracing::warn!(
@@ -150,7 +176,7 @@ impl Lockout {
         let Some(peer) = peer else {
             return;
         };
-        if self.config.mode == LockoutMode::Off || self.config.max_objects == 0 {
+        if self.mode() == LockoutMode::Off || self.config.max_objects == 0 {
             return;
         }
         let key = (peer, name.to_string(), salt.to_string());

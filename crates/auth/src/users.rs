@@ -131,17 +131,35 @@ pub enum LoginRefused {
     Incorrect,
     /// Too many recent failures ([`crate::LOCKED_OUT`]; CouchDB: 403), whatever the password.
     LockedOut,
+    /// The account's document has conflicting revisions ([`CONFLICTED_ACCOUNT`]; CouchDB:
+    /// 401), whatever the password.
+    Conflicted,
 }
 
+/// CouchDB's answer to a login whose account document has conflicts.
+pub const CONFLICTED_ACCOUNT: &str = "User document conflicts must be resolved before the document is used for authentication purposes.";
+
 pub struct Users {
+    /// From the node's own settings (`--admin`, generated, the cluster's node login).
     admins: Vec<ServerAdmin>,
+    /// From `[admins]` of `/_node/{node}/_config`, stored hashed there; replaced whole when
+    /// that section changes, read on logins that miss the caches.
+    config_admins: parking_lot::RwLock<Vec<ServerAdmin>>,
     /// Failed logins by (client address, user, salt), shared by both doors.
     lockout: Lockout,
     pub pbkdf2_iterations: u32,
+    /// How new passwords are hashed now: PBKDF2 rounds and PRF (`[chttpd_auth] iterations`,
+    /// `pbkdf2_prf`), replaced when `_config` changes, read when a password is set.
+    hashing: parking_lot::RwLock<(u32, String)>,
     /// [`credential_key`] of (name, password) -> the account the password opened.
     verified: Mutex<HashMap<CredentialKey, Stamped<Account>>>,
     /// name -> account, for callers that authenticated the user another way (cookies).
     accounts: Mutex<HashMap<String, Stamped<Account>>>,
+    /// Accounts whose password was verified against a hash made another way than new
+    /// passwords are (`upgrade_hash_on_auth`), until the HTTP door takes them.
+    outdated_hashes: Mutex<std::collections::HashSet<String>>,
+    /// `outdated_hashes` is not empty: read without the lock on every password login.
+    any_outdated_hash: std::sync::atomic::AtomicBool,
     /// Admins' SCRAM secrets, derived on first use with a random salt.
     admin_scram: Mutex<HashMap<(String, Mechanism), ScramSecret>>,
 }
@@ -150,11 +168,15 @@ impl Users {
     pub fn new(admins: Vec<ServerAdmin>, pbkdf2_iterations: u32) -> Users {
         Users {
             admins,
+            config_admins: parking_lot::RwLock::new(Vec::new()),
             pbkdf2_iterations,
+            hashing: parking_lot::RwLock::new((pbkdf2_iterations, "sha256".to_string())),
             lockout: Lockout::new(LockoutConfig::default()),
             verified: Mutex::new(HashMap::new()),
             accounts: Mutex::new(HashMap::new()),
             admin_scram: Mutex::new(HashMap::new()),
+            outdated_hashes: Mutex::new(std::collections::HashSet::new()),
+            any_outdated_hash: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -179,6 +201,9 @@ impl Users {
         }
         match self.verify_password(engine, name, password) {
             Some(account) => Ok(account),
+            None if self.admin(name).is_none() && user_doc_conflicted(engine, name) => {
+                Err(LoginRefused::Conflicted)
+            }
             None => {
                 self.login_failed(engine, name, peer);
                 Err(LoginRefused::Incorrect)
@@ -204,11 +229,122 @@ impl Users {
     }
 
     pub fn is_server_admin(&self, name: &str) -> bool {
-        self.admin(name).is_some()
+        self.admins.iter().any(|admin| admin.name == name)
+            || self
+                .config_admins
+                .read()
+                .iter()
+                .any(|admin| admin.name == name)
     }
 
-    fn admin(&self, name: &str) -> Option<&ServerAdmin> {
-        self.admins.iter().find(|admin| admin.name == name)
+    fn admin(&self, name: &str) -> Option<ServerAdmin> {
+        if let Some(admin) = self.admins.iter().find(|admin| admin.name == name) {
+            return Some(admin.clone());
+        }
+        self.config_admins
+            .read()
+            .iter()
+            .find(|admin| admin.name == name)
+            .cloned()
+    }
+
+    /// Replaces the server admins of `[admins]` (CouchDB's hashed values, see
+    /// [`parse_admin_hash`]); what was cached about accounts is forgotten.
+    pub fn set_config_admins(&self, admins: Vec<ServerAdmin>) {
+        *self.config_admins.write() = admins;
+        self.forget_accounts();
+    }
+
+    /// Reads accounts from database `name` from now on (CouchDB's `[chttpd_auth]
+    /// authentication_db`); answers whether it changed.
+    pub fn set_authentication_db(&self, name: &str) -> bool {
+        let changed = crate::auth_db::set(name);
+        if changed {
+            self.forget_accounts();
+        }
+        changed
+    }
+
+    /// How new passwords are hashed from now on: `iterations` PBKDF2 rounds with `prf`
+    /// (`sha`, `sha224`, `sha256`, `sha384`, `sha512`).
+    pub fn set_password_hashing(&self, iterations: u32, prf: &str) {
+        let hashing = (iterations.max(1), prf.to_string());
+        let changed = *self.hashing.read() != hashing;
+        *self.hashing.write() = hashing;
+        if changed {
+            // Verified passwords are checked again, which finds the hashes to upgrade.
+            self.forget_accounts();
+        }
+    }
+
+    fn hashing(&self) -> (u32, String) {
+        self.hashing.read().clone()
+    }
+
+    /// Whether account document `user` was hashed with other iterations or another PRF than
+    /// new passwords are now.
+    pub fn hash_is_outdated(&self, user: &serde_json::Map<String, serde_json::Value>) -> bool {
+        let (iterations, prf) = self.hashing();
+        let stored_prf = user
+            .get("pbkdf2_prf")
+            .and_then(|value| value.as_str())
+            .unwrap_or("sha");
+        let stored_iterations = user.get("iterations").and_then(|value| value.as_u64());
+        user.get("password_scheme").and_then(|value| value.as_str()) == Some("pbkdf2")
+            && !(same_prf(stored_prf, &prf) && stored_iterations == Some(u64::from(iterations)))
+    }
+
+    /// CouchDB's `upgrade_hash_on_auth`: when `user` (an account document) was hashed with
+    /// other iterations or another PRF than new passwords are, and `password` is its
+    /// password, its key is derived again the current way with the same salt (so session
+    /// cookies stay valid); answers whether it changed.
+    pub fn upgrade_password_hash(
+        &self,
+        user: &mut serde_json::Map<String, serde_json::Value>,
+        password: &str,
+    ) -> bool {
+        if !self.hash_is_outdated(user) {
+            return false;
+        }
+        let (iterations, prf) = self.hashing();
+        let document = serde_json::Value::Object(user.clone());
+        if user.get("password_scheme").and_then(|value| value.as_str()) != Some("pbkdf2")
+            || !pbkdf2_matches(&document, password)
+        {
+            return false;
+        }
+        let Some(salt) = user.get("salt").and_then(|value| value.as_str()) else {
+            return false;
+        };
+        let Some(derived) = derive_key(password, salt, iterations, &prf) else {
+            return false;
+        };
+        user.insert("derived_key".into(), derived.into());
+        user.insert("iterations".into(), iterations.into());
+        user.insert("pbkdf2_prf".into(), prf.into());
+        true
+    }
+
+    /// `[chttpd_auth_lockout] mode`, from now on.
+    pub fn set_lockout_mode(&self, mode: crate::LockoutMode) {
+        self.lockout.set_mode(mode);
+    }
+
+    fn forget_accounts(&self) {
+        self.verified.lock().clear();
+        self.accounts.lock().clear();
+        self.admin_scram.lock().clear();
+    }
+
+    /// CouchDB's stored form of an `[admins]` password: `-pbkdf2:sha256-KEY,SALT,ITERATIONS`
+    /// with a new salt and this node's iterations.
+    pub fn hash_admin_password(&self, password: &str) -> String {
+        let mut salt_bytes = [0u8; 16];
+        rand::rng().fill_bytes(&mut salt_bytes);
+        let salt = hex(&salt_bytes);
+        let (iterations, prf) = self.hashing();
+        let derived = derive_key(password, &salt, iterations, &prf).unwrap_or_default();
+        format!("-pbkdf2:{prf}-{derived},{salt},{iterations}")
     }
 
     /// The account of `name` if `password` is right.
@@ -230,7 +366,44 @@ impl Users {
             return admin.verify(password).then(|| admin.account());
         }
         let user = user_doc(engine, name)?;
-        pbkdf2_matches(&user, password).then(|| user_account(name, &user))
+        if !pbkdf2_matches(&user, password) {
+            return None;
+        }
+        if user
+            .as_object()
+            .is_some_and(|fields| self.hash_is_outdated(fields))
+        {
+            let mut outdated = self.outdated_hashes.lock();
+            if outdated.len() >= CREDENTIAL_CACHE_MAX {
+                outdated.clear();
+            }
+            outdated.insert(name.to_string());
+            self.any_outdated_hash
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
+        Some(user_account(name, &user))
+    }
+
+    /// Whether `name` logged in with a password whose stored hash was made another way than
+    /// new passwords are (found when the password was checked against the account
+    /// document); answers it once.
+    pub fn take_outdated_hash(&self, name: &str) -> bool {
+        if !self.may_have_outdated_hash() {
+            return false;
+        }
+        let mut outdated = self.outdated_hashes.lock();
+        let taken = outdated.remove(name);
+        if outdated.is_empty() {
+            self.any_outdated_hash
+                .store(false, std::sync::atomic::Ordering::Release);
+        }
+        taken
+    }
+
+    /// Whether some account may be waiting for its hash to be upgraded (no lock taken).
+    pub fn may_have_outdated_hash(&self) -> bool {
+        self.any_outdated_hash
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The account of an existing user (admin or `_users`), without a password check: for
@@ -264,7 +437,7 @@ impl Users {
         name: &str,
         mechanism: Mechanism,
     ) -> Option<ScramSecret> {
-        match self.admin(name).map(|admin| &admin.secret) {
+        match self.admin(name).map(|admin| admin.secret) {
             Some(AdminSecret::Password(password)) => {
                 let mut cache = self.admin_scram.lock();
                 let secret = cache
@@ -272,7 +445,7 @@ impl Users {
                     .or_insert_with(|| {
                         ScramSecret::derive(
                             mechanism,
-                            password,
+                            &password,
                             &ScramSecret::random_salt(),
                             SCRAM_ITERATIONS,
                         )
@@ -310,11 +483,11 @@ impl Users {
         let mut salt_bytes = [0u8; 16];
         rand::rng().fill_bytes(&mut salt_bytes);
         let salt = hex(&salt_bytes);
-        let derived =
-            derive_key(&password, &salt, self.pbkdf2_iterations, "sha256").unwrap_or_default();
+        let (iterations, prf) = self.hashing();
+        let derived = derive_key(&password, &salt, iterations, &prf).unwrap_or_default();
         user.insert("password_scheme".into(), "pbkdf2".into());
-        user.insert("pbkdf2_prf".into(), "sha256".into());
-        user.insert("iterations".into(), self.pbkdf2_iterations.into());
+        user.insert("pbkdf2_prf".into(), prf.into());
+        user.insert("iterations".into(), iterations.into());
         user.insert("salt".into(), salt.into());
         user.insert("derived_key".into(), derived.into());
         let mut scram = serde_json::Map::new();
@@ -406,41 +579,80 @@ pub fn now_secs() -> u64 {
 }
 
 fn derive_key(password: &str, salt: &str, iterations: u32, prf: &str) -> Option<String> {
+    fn derive<M>(password: &str, salt: &str, iterations: u32) -> Option<String>
+    where
+        M: hmac::digest::KeyInit + hmac::digest::Update + hmac::digest::FixedOutput + Clone + Sync,
+    {
+        let mut out = vec![0u8; <M as hmac::digest::OutputSizeUser>::output_size()];
+        pbkdf2::pbkdf2::<M>(password.as_bytes(), salt.as_bytes(), iterations, &mut out).ok()?;
+        Some(hex(&out))
+    }
     if iterations == 0 {
         return None;
     }
     match prf {
-        "sha256" => {
-            let mut out = [0u8; 32];
-            pbkdf2::pbkdf2::<Hmac<Sha256>>(
-                password.as_bytes(),
-                salt.as_bytes(),
-                iterations,
-                &mut out,
-            )
-            .ok()?;
-            Some(hex(&out))
-        }
-        "sha1" => {
-            let mut out = [0u8; 20];
-            pbkdf2::pbkdf2::<Hmac<sha1::Sha1>>(
-                password.as_bytes(),
-                salt.as_bytes(),
-                iterations,
-                &mut out,
-            )
-            .ok()?;
-            Some(hex(&out))
-        }
+        "sha" | "sha1" => derive::<Hmac<sha1::Sha1>>(password, salt, iterations),
+        "sha224" => derive::<Hmac<sha2::Sha224>>(password, salt, iterations),
+        "sha256" => derive::<Hmac<Sha256>>(password, salt, iterations),
+        "sha384" => derive::<Hmac<sha2::Sha384>>(password, salt, iterations),
+        "sha512" => derive::<Hmac<sha2::Sha512>>(password, salt, iterations),
         _ => None,
     }
 }
 
+/// CouchDB names SHA-1 `sha`; account documents written elsewhere may say `sha1`.
+fn same_prf(a: &str, b: &str) -> bool {
+    let canonical = |name| if name == "sha1" { "sha" } else { name };
+    canonical(a) == canonical(b)
+}
+
+/// An `[admins]` value as CouchDB stores it (`-pbkdf2-KEY,SALT,ITERATIONS` with SHA-1, or
+/// `-pbkdf2:PRF-KEY,SALT,ITERATIONS`), as the fields [`ServerAdmin::from_hashed`] reads.
+/// Anything else (a plain password CouchDB has not hashed yet, the old `-hashed-` form) is
+/// `None`.
+pub fn parse_admin_hash(value: &str) -> Option<serde_json::Value> {
+    let rest = value.strip_prefix("-pbkdf2")?;
+    let (prf, fields) = match rest.strip_prefix('-') {
+        Some(fields) => ("sha1", fields),
+        None => {
+            let (prf, fields) = rest.strip_prefix(':')?.split_once('-')?;
+            (if prf == "sha" { "sha1" } else { prf }, fields)
+        }
+    };
+    let mut parts = fields.split(',');
+    let (Some(derived), Some(salt), Some(iterations), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    let iterations: u32 = iterations.parse().ok()?;
+    Some(serde_json::json!({
+        "derived_key": derived,
+        "salt": salt,
+        "iterations": iterations,
+        "pbkdf2_prf": prf,
+        "password_scheme": "pbkdf2",
+    }))
+}
+
+/// The account document of `name` in the accounts database; none while it has conflicting
+/// revisions (CouchDB refuses such an account until they are resolved).
 fn user_doc(engine: &Engine, name: &str) -> Option<serde_json::Value> {
-    let users = engine.bucket(USERS_DB)?;
+    let users = engine.bucket(&crate::authentication_db())?;
     let key = format!("{USER_PREFIX}{name}");
-    let value = users.kv_get(key.as_bytes()).ok()??;
-    serde_json::from_slice(&value.body).ok()
+    let (header, body) = users.read_winner(key.as_bytes()).ok()??;
+    if header.deleted || header.conflicts {
+        return None;
+    }
+    serde_json::from_slice(&body).ok()
+}
+
+fn user_doc_conflicted(engine: &Engine, name: &str) -> bool {
+    let Some(users) = engine.bucket(&crate::authentication_db()) else {
+        return false;
+    };
+    let key = format!("{USER_PREFIX}{name}");
+    matches!(users.read_winner(key.as_bytes()), Ok(Some((header, _))) if header.conflicts && !header.deleted)
 }
 
 fn roles_of(user: &serde_json::Value) -> Vec<String> {
@@ -509,5 +721,36 @@ mod tests {
             let again = ScramSecret::derive(mechanism, "pw", &secret.salt, secret.iterations);
             assert_eq!(secret, again);
         }
+    }
+
+    #[test]
+    fn hashing_follows_the_settings_and_an_old_hash_upgrades_with_its_salt() {
+        let users = Users::new(Vec::new(), 10);
+        let mut doc = serde_json::json!({"name": "bob", "password": "pw", "roles": []})
+            .as_object()
+            .cloned()
+            .unwrap();
+        users.hash_user_password(&mut doc);
+        assert!(!users.hash_is_outdated(&doc));
+        users.set_password_hashing(3, "sha512");
+        assert!(users.hash_is_outdated(&doc));
+        let salt = doc["salt"].clone();
+        assert!(!users.upgrade_password_hash(&mut doc, "wrong"));
+        assert!(users.upgrade_password_hash(&mut doc, "pw"));
+        assert_eq!(doc["salt"], salt);
+        assert_eq!(doc["iterations"], 3);
+        assert_eq!(doc["derived_key"].as_str().unwrap().len(), 128);
+        assert!(pbkdf2_matches(
+            &serde_json::Value::Object(doc.clone()),
+            "pw"
+        ));
+        assert!(!users.hash_is_outdated(&doc));
+        let admin = users.hash_admin_password("pw");
+        assert!(admin.starts_with("-pbkdf2:sha512-"));
+        let stored = parse_admin_hash(&admin).unwrap();
+        assert!(ServerAdmin::from_hashed("root", stored)
+            .unwrap()
+            .verify("pw"));
+        assert!(parse_admin_hash("plain").is_none());
     }
 }

@@ -259,8 +259,9 @@ pub struct Bucket {
 /// How a bucket takes part in the node's access epoch.
 pub(crate) struct BucketAccess {
     pub epoch: Arc<AccessEpoch>,
-    /// Whether its documents decide access (`EngineOptions::access_buckets`).
-    pub writes_move_epoch: bool,
+    /// Whether its documents decide access (`EngineOptions::access_buckets`, changed by
+    /// `Engine::set_access_buckets`): read after each committed write, an atomic flag.
+    pub writes_move_epoch: std::sync::atomic::AtomicBool,
 }
 
 /// What every bucket of the node shares.
@@ -445,6 +446,14 @@ impl Bucket {
             }
             other => other,
         }
+    }
+
+    /// Whether this bucket's committed writes move the accounts epoch (its documents are
+    /// accounts).
+    pub(crate) fn set_writes_move_epoch(&self, moves: bool) {
+        self.access
+            .writes_move_epoch
+            .store(moves, std::sync::atomic::Ordering::Release);
     }
 
     pub fn name(&self) -> &str {
@@ -842,7 +851,11 @@ impl Bucket {
                     .fetch_max(done.seqno, std::sync::atomic::Ordering::AcqRel);
             }
         }
-        if self.access.writes_move_epoch {
+        if self
+            .access
+            .writes_move_epoch
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
             self.access.epoch.advance_accounts();
         }
         if writes

@@ -104,7 +104,9 @@ pub struct Engine {
     /// Moves when access decisions may have changed (`access_epoch.rs`); shared with every
     /// bucket.
     access_epoch: Arc<AccessEpoch>,
-    access_buckets: Vec<String>,
+    /// Read when a bucket is created or dropped, written when the node's accounts database
+    /// changes (`set_access_buckets`).
+    access_buckets: RwLock<Vec<String>>,
     limits: DocLimits,
     manifest_limits: ManifestLimits,
     /// Woken by a dropped collection: the background purger (`run_expiry_purger`) starts on
@@ -150,7 +152,7 @@ impl Engine {
                 .map_err(|error| EngineError::Corrupt(format!("bucket config: {error}")))?;
             let access = BucketAccess {
                 epoch: access_epoch.clone(),
-                writes_move_epoch: options.access_buckets.contains(&name),
+                writes_move_epoch: options.access_buckets.contains(&name).into(),
             };
             let node = NodeParts {
                 store: store.clone(),
@@ -178,7 +180,7 @@ impl Engine {
             purge_wake,
             purge_hooks,
             validator,
-            access_buckets: options.access_buckets,
+            access_buckets: RwLock::new(options.access_buckets),
             limits: options.limits,
             skip_total,
         })
@@ -208,11 +210,28 @@ impl Engine {
 
     /// After bucket `name` was created or dropped.
     fn advance_epoch_for(&self, name: &str) {
-        if self.access_buckets.iter().any(|bucket| bucket == name) {
+        if self
+            .access_buckets
+            .read()
+            .iter()
+            .any(|bucket| bucket == name)
+        {
             self.access_epoch.advance_accounts();
         } else {
             self.access_epoch.advance();
         }
+    }
+
+    /// Names the buckets whose writes move the accounts epoch from now on (the node's
+    /// accounts database changed: CouchDB's `[chttpd_auth] authentication_db`).
+    pub fn set_access_buckets(&self, names: Vec<String>) {
+        let buckets = self.buckets.read();
+        let mut access = self.access_buckets.write();
+        for (name, bucket) in buckets.iter() {
+            bucket.set_writes_move_epoch(names.contains(name));
+        }
+        *access = names;
+        self.access_epoch.advance_accounts();
     }
 
     pub fn bucket(&self, name: &str) -> Option<Arc<Bucket>> {
@@ -325,7 +344,12 @@ impl Engine {
         self.store.commit(batch).await?;
         let access = BucketAccess {
             epoch: self.access_epoch.clone(),
-            writes_move_epoch: self.access_buckets.iter().any(|bucket| bucket == name),
+            writes_move_epoch: self
+                .access_buckets
+                .read()
+                .iter()
+                .any(|bucket| bucket == name)
+                .into(),
         };
         let node = NodeParts {
             store: self.store.clone(),

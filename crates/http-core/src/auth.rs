@@ -1,4 +1,4 @@
-//! HTTP authentication (basic, cookie sessions) and the checks that turn a missing permission
+//! HTTP authentication (the configured handlers: JWT, proxy, cookie sessions, basic) and the checks that turn a missing permission
 //! into CouchDB's 401/403. Accounts and `_security` decisions live in `settee-auth`, shared with
 //! the KV door.
 
@@ -18,10 +18,15 @@ pub use settee_auth::{
     USERS_DB, USER_PREFIX,
 };
 
+use settee_node_config::{AuthHandler, Settings};
+
 use crate::error::{ApiError, ApiResult};
 
 pub struct Auth {
     pub users: Arc<Users>,
+    /// Accounts whose password hash was upgraded lately, and when (`auth_db.rs`,
+    /// CouchDB's `upgrade_hash_on_auth`): written on password logins that start an upgrade.
+    pub(crate) upgrades: parking_lot::Mutex<std::collections::HashMap<String, std::time::Instant>>,
     secret: Vec<u8>,
     session_timeout_secs: u64,
 }
@@ -30,51 +35,88 @@ impl Auth {
     pub fn new(users: Arc<Users>, secret: Vec<u8>, session_timeout_secs: u64) -> Auth {
         Auth {
             users,
+            upgrades: Default::default(),
             secret,
             session_timeout_secs,
         }
     }
 
-    /// Who is asking: anonymous without credentials, an error for wrong ones (or for a user
-    /// locked out after failed logins from `peer`).
+    /// Who is asking, as the handlers of `[chttpd] authentication_handlers` say, in their
+    /// order (`settings.auth.handlers`): the first that knows the user wins, one that refuses
+    /// the credentials it reads answers the request with its error (a wrong Basic password,
+    /// an invalid JWT, a user locked out after failed logins from `peer`), and without
+    /// credentials any handler knows the user is anonymous.
     pub fn authenticate(
         &self,
         headers: &HeaderMap,
-        engine: &Engine,
+        engine: &Arc<Engine>,
         peer: Option<IpAddr>,
+        settings: &Settings,
     ) -> ApiResult<UserCtx> {
-        if let Some(value) = headers
-            .get(hyper::header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-        {
-            if let Some(encoded) = value
-                .strip_prefix("Basic ")
-                .or_else(|| value.strip_prefix("basic "))
-            {
-                let decoded = BASE64
-                    .decode(encoded.trim())
-                    .ok()
-                    .and_then(|bytes| String::from_utf8(bytes).ok())
-                    .ok_or_else(bad_credentials)?;
-                let (name, password) = decoded.split_once(':').ok_or_else(bad_credentials)?;
-                let account = self.login(engine, name, password, peer)?;
-                return Ok(UserCtx {
-                    name: Some(account.name),
-                    roles: account.roles,
-                    authenticated: Some("default"),
-                });
-            }
-        }
-        if let Some(session) = cookie(headers, "AuthSession") {
-            if let Some(account) = self.verify_cookie(engine, session) {
-                return Ok(UserCtx {
-                    name: Some(account.name),
-                    roles: account.roles,
-                    authenticated: Some("cookie"),
-                });
+        for handler in &settings.auth.handlers {
+            let user = match handler {
+                AuthHandler::Jwt => crate::auth_handlers::jwt(headers, &settings.auth)?,
+                AuthHandler::Proxy => crate::auth_handlers::proxy(headers, &settings.auth),
+                AuthHandler::Cookie => self.cookie_user(headers, engine),
+                AuthHandler::Default => self.basic_user(headers, engine, peer, settings)?,
+            };
+            if let Some(user) = user {
+                return Ok(user);
             }
         }
         Ok(UserCtx::default())
+    }
+
+    /// HTTP Basic (CouchDB's `default_authentication_handler`).
+    fn basic_user(
+        &self,
+        headers: &HeaderMap,
+        engine: &Arc<Engine>,
+        peer: Option<IpAddr>,
+        settings: &Settings,
+    ) -> ApiResult<Option<UserCtx>> {
+        let Some(value) = headers
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+        else {
+            return Ok(None);
+        };
+        let Some(encoded) = value
+            .strip_prefix("Basic ")
+            .or_else(|| value.strip_prefix("basic "))
+        else {
+            return Ok(None);
+        };
+        let decoded = BASE64
+            .decode(encoded.trim())
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            .ok_or_else(bad_credentials)?;
+        let (name, password) = decoded.split_once(':').ok_or_else(bad_credentials)?;
+        if (name, password) == ("_", "_") {
+            // CouchDB's way to send Basic credentials that mean "nobody" (a logout).
+            return Ok(None);
+        }
+        let account = self.login(engine, name, password, peer)?;
+        if settings.auth.upgrade_hash_on_auth {
+            self.upgrade_password_hash(engine, name, password);
+        }
+        Ok(Some(UserCtx {
+            name: Some(account.name),
+            roles: account.roles,
+            authenticated: Some("default"),
+        }))
+    }
+
+    /// The `AuthSession` cookie (CouchDB's `cookie_authentication_handler`): one that does not
+    /// verify is no user.
+    fn cookie_user(&self, headers: &HeaderMap, engine: &Engine) -> Option<UserCtx> {
+        let account = self.verify_cookie(engine, cookie(headers, "AuthSession")?)?;
+        Some(UserCtx {
+            name: Some(account.name),
+            roles: account.roles,
+            authenticated: Some("cookie"),
+        })
     }
 
     /// A password login (Basic, `POST /_session`) from `peer`: CouchDB's 401 for a wrong
@@ -92,6 +134,9 @@ impl Auth {
                 settee_auth::LoginRefused::Incorrect => bad_credentials(),
                 settee_auth::LoginRefused::LockedOut => {
                     ApiError::Forbidden(settee_auth::LOCKED_OUT.into())
+                }
+                settee_auth::LoginRefused::Conflicted => {
+                    ApiError::Unauthorized(settee_auth::CONFLICTED_ACCOUNT.into())
                 }
             })
     }

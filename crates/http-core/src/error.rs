@@ -98,6 +98,11 @@ pub enum ApiError {
     ReduceOverflow(String),
     #[error("{0}")]
     Internal(String),
+    /// A change no copy of the database took (CouchDB: 500 `error` / `no_majority`): what it
+    /// answers for a `_security` object whose names or roles are not lists of strings, which
+    /// each shard refuses.
+    #[error("no_majority")]
+    NoMajority,
     /// The stored record of one document does not decode (issue 18); the reason says what is
     /// wrong and how an admin removes it.
     #[error("{0}")]
@@ -140,6 +145,7 @@ impl ApiError {
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Internal(_)
+            | ApiError::NoMajority
             | ApiError::CorruptDocument(_)
             | ApiError::OsProcess(_)
             | ApiError::JsThrew { .. }
@@ -188,6 +194,7 @@ impl ApiError {
             ApiError::OsProcess(_) => "os_process_error",
             ApiError::JsThrew { name, .. } => name,
             ApiError::Render { error, .. } => error,
+            ApiError::NoMajority => "error",
             ApiError::NotAcceptable(_) => "not_acceptable",
             ApiError::BuiltinReduce(_) => "builtin_reduce_error",
             ApiError::ReduceOverflow(_) => "reduce_overflow_error",

@@ -10,6 +10,8 @@
 #![deny(clippy::unwrap_used)]
 
 pub mod auth;
+pub mod auth_db;
+pub mod auth_handlers;
 pub mod config;
 pub mod connection;
 pub mod error;

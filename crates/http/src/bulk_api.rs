@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use settee_engine::{DocUpdate, Keyspace, RevId, ScanRange, UpdateOutcome};
 
-use crate::auth::{require, Operation, REPLICATOR_DB, USERS_DB};
+use crate::auth::{require, Operation, REPLICATOR_DB};
 use crate::couch_doc::{parse_doc, parse_rev, render_doc, ParsedDoc, RenderOptions};
 use crate::db_api::open;
 use crate::doc_api::{
@@ -255,8 +255,8 @@ fn prepare_bulk_doc(
     if id.starts_with("_design/") && !doc.deleted {
         crate::view_api::check_design_fields(&id, &doc.body).map_err(fail)?;
     }
-    if keyspace.bucket().name() == USERS_DB {
-        prepare_user_doc(state, &req.user, &id, &mut doc).map_err(fail)?;
+    if settee_auth::is_users_db(keyspace.bucket().name()) {
+        prepare_user_doc(state, keyspace, &req.user, &id, &mut doc).map_err(fail)?;
     }
     if keyspace.bucket().name() == REPLICATOR_DB {
         prepare_replicator_doc(keyspace, &req.user, &id, &mut doc).map_err(fail)?;

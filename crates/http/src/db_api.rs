@@ -273,6 +273,13 @@ pub async fn create_db(
             if let Some(bucket) = state.engine.bucket(db) {
                 bucket.set_security(default_security()).await?;
             }
+            if settee_auth::is_users_db(db) {
+                // As CouchDB's accounts cache does when its database appears: `_design/_auth`
+                // in the new database and in the configured accounts database.
+                for accounts in [db.to_string(), settee_auth::authentication_db()] {
+                    settee_http_core::auth_db::ensure_auth_ddoc(&state.engine, &accounts).await?;
+                }
+            }
             Ok(())
         }
     }
@@ -297,6 +304,9 @@ pub async fn security(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<H
     }
 }
 
+/// A security object as CouchDB takes it: an object whose `admins` and `members` hold
+/// lists of strings as `names` and `roles`. Any other shape of those is refused as CouchDB's
+/// shards refuse it (500 `no_majority`).
 fn validate_security(body: &serde_json::Value) -> ApiResult<()> {
     let Some(object) = body.as_object() else {
         return Err(ApiError::BadRequest(
@@ -307,15 +317,16 @@ fn validate_security(body: &serde_json::Value) -> ApiResult<()> {
         let Some(value) = object.get(section) else {
             continue;
         };
+        if !value.is_object() {
+            return Err(ApiError::NoMajority);
+        }
         for field in ["names", "roles"] {
             if let Some(list) = value.get(field) {
                 let ok = list
                     .as_array()
                     .is_some_and(|items| items.iter().all(|item| item.is_string()));
                 if !ok {
-                    return Err(ApiError::BadRequest(format!(
-                        "{section}.{field} must be a JSON list of strings"
-                    )));
+                    return Err(ApiError::NoMajority);
                 }
             }
         }

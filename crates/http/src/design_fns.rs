@@ -304,6 +304,14 @@ async fn target<'a>(
     let keyspace = open(state, req, db, Operation::ReadDb)?;
     let design = design(state, &keyspace, ddoc)?;
     let doc = match &id {
+        // An account another user may not read is no document to them (CouchDB's
+        // `after_doc_read` in accounts databases).
+        Some(id)
+            if settee_http_core::auth_db::check_doc_read(keyspace.bucket(), &req.user, id)
+                .is_err() =>
+        {
+            None
+        }
         Some(id) => current_doc(req, &keyspace, id)?,
         None => None,
     };

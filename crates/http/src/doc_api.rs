@@ -8,7 +8,7 @@ use settee_engine::{
     RevId, UpdateOutcome,
 };
 
-use crate::auth::{require, Operation, UserCtx, REPLICATOR_DB, USERS_DB, USER_PREFIX};
+use crate::auth::{db_access, require, DbAccess, Operation, UserCtx, REPLICATOR_DB, USER_PREFIX};
 use crate::couch_doc::{parse_doc, parse_rev, render_doc, ParsedDoc, RenderOptions};
 use crate::db_api::open;
 use crate::error::{ApiError, ApiResult};
@@ -52,6 +52,9 @@ pub(crate) fn doc_access(
     write: bool,
 ) -> ApiResult<Keyspace> {
     let keyspace = crate::db_api::keyspace(state, db)?;
+    if !write {
+        settee_http_core::auth_db::check_doc_read(keyspace.bucket(), &req.user, id)?;
+    }
     let operation = if write {
         Operation::WriteDoc(id.as_bytes())
     } else {
@@ -252,38 +255,63 @@ pub async fn read_doc_body(state: &HttpState, req: &mut Req, id: &str) -> ApiRes
     parse_doc(&bytes)
 }
 
-/// `_users` documents: passwords are hashed before storage, names must match ids, and only
-/// admins may grant roles.
+/// Account documents (in any accounts database, `settee_auth::is_users_db`): a plain
+/// `password` is hashed before storage (CouchDB's `before_doc_update`). The accounts' rules
+/// are the database's `_design/_auth` validation (`settee_http_core::auth_db`); the one that
+/// keeps users from raising themselves — only a database admin sets or changes roles — is
+/// also checked here, so it holds while a database has no `_design/_auth` yet (CouchDB writes
+/// it in a new accounts database a while after the setting changed; settee when the database
+/// is created or the node starts).
 pub fn prepare_user_doc(
     state: &HttpState,
+    keyspace: &Keyspace,
     user: &UserCtx,
     id: &str,
     doc: &mut ParsedDoc,
 ) -> ApiResult<()> {
-    let Some(name) = id.strip_prefix(USER_PREFIX) else {
-        return Ok(());
-    };
-    if doc.deleted {
+    if !id.starts_with(USER_PREFIX) || doc.deleted {
         return Ok(());
     }
     let mut value: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(&doc.body)
             .map_err(|_| ApiError::BadRequest("invalid user document".into()))?;
-    if value.get("name").and_then(|value| value.as_str()) != Some(name) {
-        return Err(ApiError::Forbidden(
-            "Document id must match the user name: org.couchdb.user:<name>".into(),
-        ));
+    if db_access(keyspace.bucket(), user) != DbAccess::Admin {
+        let current = keyspace
+            .read_winner(id.as_bytes())?
+            .filter(|(header, _)| !header.deleted)
+            .and_then(|(_, body)| serde_json::from_slice::<serde_json::Value>(&body).ok());
+        let roles = |doc: Option<&serde_json::Value>| {
+            let mut roles: Vec<String> = doc
+                .and_then(|doc| doc.get("roles"))
+                .and_then(|roles| roles.as_array())
+                .map(|roles| roles.iter().map(|role| role.to_string()).collect())
+                .unwrap_or_default();
+            roles.sort();
+            roles
+        };
+        let new_roles = roles(Some(&serde_json::Value::Object(value.clone())));
+        match &current {
+            None if !new_roles.is_empty() => {
+                return Err(ApiError::Forbidden("Only _admin may set roles".into()))
+            }
+            Some(old) if roles(Some(old)) != new_roles => {
+                return Err(ApiError::Forbidden("Only _admin may edit roles".into()))
+            }
+            _ => {}
+        }
     }
-    if value.get("type").and_then(|value| value.as_str()) != Some("user") {
-        return Err(ApiError::Forbidden("doc.type must be user".into()));
-    }
-    let has_roles = value
-        .get("roles")
-        .and_then(|roles| roles.as_array())
-        .is_some_and(|roles| !roles.is_empty());
-    if has_roles && !user.is_admin() {
-        return Err(ApiError::Forbidden("Only _admin may set roles".into()));
-    }
+    let Some(password) = value.get("password").and_then(|password| password.as_str()) else {
+        return Ok(());
+    };
+    let rules = state.node_config.settings();
+    settee_auth::check_password(&rules.auth.password_regexp, password).map_err(|refused| {
+        match refused {
+            settee_auth::PasswordRefused::Requirement(reason) => ApiError::BadRequest(reason),
+            settee_auth::PasswordRefused::RulesBroken => {
+                ApiError::Forbidden(settee_auth::PASSWORD_RULES_BROKEN.into())
+            }
+        }
+    })?;
     state.auth.hash_user_password(&mut value);
     doc.body = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
     Ok(())
@@ -340,8 +368,8 @@ pub async fn store(
 ) -> ApiResult<UpdateOutcome> {
     validate_doc_id(id, state.config.max_key_bytes)?;
     crate::partition_api::validate_partitioned_id(keyspace, id)?;
-    if keyspace.bucket().name() == USERS_DB {
-        prepare_user_doc(state, &req.user, id, &mut doc)?;
+    if settee_auth::is_users_db(keyspace.bucket().name()) {
+        prepare_user_doc(state, keyspace, &req.user, id, &mut doc)?;
     }
     if keyspace.bucket().name() == REPLICATOR_DB {
         prepare_replicator_doc(keyspace, &req.user, id, &mut doc)?;
@@ -446,7 +474,13 @@ async fn put(
 }
 
 pub async fn post(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
-    let keyspace = open(state, req, db, Operation::ReadDb)?;
+    // Anyone may sign up in an accounts database, which only its members may read: the
+    // document's own write rule (below) decides there.
+    let keyspace = if settee_auth::is_users_db(db) {
+        crate::db_api::keyspace(state, db)?
+    } else {
+        open(state, req, db, Operation::ReadDb)?
+    };
     req.require_json_content_type()?;
     let provisional = "(new document)";
     let mut doc = read_doc_body(state, req, provisional).await?;

@@ -201,6 +201,26 @@ impl HttpState {
         }
     }
 
+    /// Gives the accounts and the engine the authentication settings of `_config` (the
+    /// accounts database, `[admins]`, the lockout mode), after every `_config` change and at
+    /// startup (`startup`), where it also makes sure `_users` and the configured accounts
+    /// database have `_design/_auth`. As in CouchDB, a database named later gets it when it
+    /// is created (`db_api::create_db`) or at the next start, not at once.
+    pub async fn configure_accounts(&self, startup: bool) {
+        settee_http_core::auth_db::configure(&self.auth, &self.engine, &self.node_config);
+        if !startup {
+            return;
+        }
+        let mut dbs = vec![auth::USERS_DB.to_string(), settee_auth::authentication_db()];
+        dbs.dedup();
+        for db in dbs {
+            if let Err(error) = settee_http_core::auth_db::ensure_auth_ddoc(&self.engine, &db).await
+            {
+                tracing::warn!(db, %error, "writing the accounts database's _design/_auth");
+            }
+        }
+    }
+
     /// Counts into the node's metrics, which the KV door's `/metrics` shares.
     pub fn with_metrics(mut self, metrics: Arc<settee_metrics::NodeMetrics>) -> HttpState {
         self.metrics = metrics;

@@ -137,6 +137,7 @@ async fn config_request(
         [] => Err(not_allowed("GET")),
         ["_reload"] if req.method == Method::POST => {
             config.reload().map_err(config_error)?;
+            state.configure_accounts(false).await;
             Ok(crate::response::ok_true(StatusCode::OK))
         }
         ["_reload"] => Err(not_allowed("POST")),
@@ -149,18 +150,24 @@ async fn config_request(
             },
             Method::PUT => {
                 refuse_blacklisted(section)?;
-                let value = string_body(state, req).await?;
+                let mut value = string_body(state, req).await?;
+                if *section == "admins" && settee_auth::parse_admin_hash(&value).is_none() {
+                    // CouchDB keeps only the hash of a server admin's password.
+                    value = state.auth.users.hash_admin_password(&value);
+                }
                 let previous = config
                     .set(section, key, &value, persist(req))
                     .map_err(config_error)?;
+                state.configure_accounts(false).await;
                 Ok(json(StatusCode::OK, &json!(previous.unwrap_or_default())))
             }
             Method::DELETE => {
                 refuse_blacklisted(section)?;
-                match config
+                let deleted = config
                     .delete(section, key, persist(req))
-                    .map_err(config_error)?
-                {
+                    .map_err(config_error)?;
+                state.configure_accounts(false).await;
+                match deleted {
                     Some(previous) => Ok(json(StatusCode::OK, &json!(previous))),
                     None => Err(unknown_value()),
                 }
@@ -179,13 +186,6 @@ fn refuse_blacklisted(section: &str) -> ApiResult<()> {
     if BLACKLISTED_SECTIONS.contains(&section) {
         return Err(ApiError::Forbidden(
             "Config section blacklisted for modification over HTTP API.".into(),
-        ));
-    }
-    if section == "admins" {
-        // CouchDB hashes the password and adds the admin; settee's server admins come from
-        // its own settings (`--admin`) and are not changed at runtime yet.
-        return Err(ApiError::Forbidden(
-            "settee's server admins are set with --admin, not through _config.".into(),
         ));
     }
     Ok(())

@@ -73,7 +73,9 @@ pub async fn handle(
     let mut body = Some(body);
     let method = parts.method.clone();
     let mut response = match (
-        state.auth.authenticate(&parts.headers, &state.engine, peer),
+        state
+            .auth
+            .authenticate(&parts.headers, &state.engine, peer, &settings),
         split_path(parts.uri.path(), settings.decode_plus_to_space),
     ) {
         (Err(error), _) => response::error(&error),
@@ -192,6 +194,7 @@ fn request_id(headers: &hyper::HeaderMap) -> String {
 pub(crate) async fn route(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
     let path = req.path.clone();
     let segments: Vec<&str> = path.iter().map(String::as_str).collect();
+    settee_http_core::auth_db::check_request(&state.engine, &req.user, &segments)?;
     match segments.as_slice() {
         [] => server_api::welcome(state, req),
         ["_up"] => server_api::up(state, req),

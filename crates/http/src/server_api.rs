@@ -4,7 +4,7 @@
 use hyper::{Method, StatusCode};
 use serde_json::json;
 
-use crate::auth::{require_admin, UserCtx};
+use crate::auth::require_admin;
 use crate::db_api::db_info;
 use crate::error::{ApiError, ApiResult};
 use crate::request::Req;
@@ -181,7 +181,7 @@ fn uuids_etag(body: &serde_json::Value) -> String {
 
 pub async fn session(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
     match req.method {
-        Method::GET | Method::HEAD => Ok(session_info(&req.user)),
+        Method::GET | Method::HEAD => Ok(session_info(req)),
         Method::POST => {
             let body = req.body_bytes(state.config.max_request_size_bytes).await?;
             let form = req
@@ -211,6 +211,11 @@ pub async fn session(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse
             let account = state
                 .auth
                 .login(&state.engine, &name, &password, req.peer)?;
+            if req.settings.auth.upgrade_hash_on_auth {
+                state
+                    .auth
+                    .upgrade_password_hash(&state.engine, &name, &password);
+            }
             let cookie = state.auth.make_cookie(&account, crate::auth::now_secs());
             let response = json(
                 StatusCode::OK,
@@ -237,11 +242,16 @@ pub async fn session(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse
     }
 }
 
-fn session_info(user: &UserCtx) -> HttpResponse {
-    let mut info = json!({"authentication_handlers": ["cookie", "default"]});
+/// `GET /_session`: who the request's handlers found, the handlers that run and, for a
+/// known user, the handler that knew them and the accounts database.
+fn session_info(req: &Req) -> HttpResponse {
+    let user = &req.user;
+    let auth = &req.settings.auth;
+    let handlers: Vec<&str> = auth.handlers.iter().map(|handler| handler.name()).collect();
+    let mut info = json!({"authentication_handlers": handlers});
     if let Some(method) = user.authenticated {
         info["authenticated"] = json!(method);
-        info["authentication_db"] = json!(crate::auth::USERS_DB);
+        info["authentication_db"] = json!(auth.authentication_db);
     }
     json(
         StatusCode::OK,

@@ -875,6 +875,7 @@ fn refusal_context(refused: LoginRefused) -> &'static str {
     match refused {
         LoginRefused::Incorrect => "Authentication failed",
         LoginRefused::LockedOut => LOCKED_OUT,
+        LoginRefused::Conflicted => settee_auth::CONFLICTED_ACCOUNT,
     }
 }
 

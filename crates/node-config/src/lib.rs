@@ -13,10 +13,12 @@
 //! This crate knows nothing of HTTP, the engine or storage keys.
 #![deny(clippy::unwrap_used)]
 
+pub mod auth;
 pub mod ini;
 pub mod settings;
 mod store;
 
+pub use auth::{AuthHandler, AuthSettings};
 pub use settings::{
     Settings, UuidAlgorithm, COMPRESSIBLE_TYPES_DEFAULT, COMPRESSION_LEVEL_DEFAULT,
 };

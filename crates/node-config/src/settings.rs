@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::auth::AuthSettings;
 use crate::ConfigError;
 
 /// CouchDB's default `[attachments] compressible_types`.
@@ -89,6 +90,8 @@ pub struct Settings {
     /// `[chttpd]` (else `[httpd]`) `secure_rewrites`: a rewrite rule may hold at most two `..`
     /// segments (it stays in its database); off, it may reach the server root.
     pub secure_rewrites: bool,
+    /// Authentication: handlers, the accounts database, proxy and JWT (`auth.rs`).
+    pub auth: AuthSettings,
 }
 
 impl Default for Settings {
@@ -109,6 +112,7 @@ impl Default for Settings {
             compression_level: COMPRESSION_LEVEL_DEFAULT,
             rewrite_limit: REWRITE_LIMIT_DEFAULT,
             secure_rewrites: true,
+            auth: AuthSettings::default(),
         }
     }
 }
@@ -136,6 +140,22 @@ pub const RUNTIME_KEYS: &[(&str, &str)] = &[
     ("httpd", "rewrite_limit"),
     ("chttpd", "secure_rewrites"),
     ("httpd", "secure_rewrites"),
+    ("chttpd", "authentication_handlers"),
+    ("chttpd_auth", "authentication_db"),
+    ("chttpd_auth", "proxy_use_secret"),
+    ("chttpd_auth", "secret"),
+    ("chttpd_auth", "x_auth_username"),
+    ("chttpd_auth", "x_auth_roles"),
+    ("chttpd_auth", "x_auth_token"),
+    ("chttpd_auth", "hash_algorithms"),
+    ("chttpd_auth", "password_regexp"),
+    ("chttpd_auth", "iterations"),
+    ("chttpd_auth", "pbkdf2_prf"),
+    ("chttpd_auth", "upgrade_hash_on_auth"),
+    ("jwt_auth", "required_claims"),
+    ("jwt_auth", "roles_claim_name"),
+    ("jwt_auth", "roles_claim_path"),
+    ("chttpd_auth_lockout", "mode"),
 ];
 
 impl Settings {
@@ -144,13 +164,13 @@ impl Settings {
         sections: &BTreeMap<String, BTreeMap<String, String>>,
     ) -> Result<Settings, ConfigError> {
         let mut settings = Settings::default();
-        // `[chttpd]` is applied last: CouchDB reads the HTTP keys there first and falls back
-        // to `[httpd]`.
-        let chttpd = sections.get_key_value("chttpd");
+        // `[chttpd]` and `[chttpd_auth]` are applied last: CouchDB reads the HTTP keys there
+        // first and falls back to `[httpd]` and `[couch_httpd_auth]`.
+        let last = ["chttpd", "chttpd_auth"];
         for (section, keys) in sections
             .iter()
-            .filter(|(section, _)| *section != "chttpd")
-            .chain(chttpd)
+            .filter(|(section, _)| !last.contains(&section.as_str()))
+            .chain(last.iter().filter_map(|name| sections.get_key_value(*name)))
         {
             for (key, value) in keys {
                 settings.apply(section, key, value)?;
@@ -161,6 +181,9 @@ impl Settings {
 
     /// Checks `value` for `[section] key` and, when settee uses that key, sets it.
     pub fn apply(&mut self, section: &str, key: &str, value: &str) -> Result<(), ConfigError> {
+        if self.auth.apply(section, key, value)? {
+            return Ok(());
+        }
         match (section, key) {
             ("chttpd" | "httpd", "allow_jsonp") => self.allow_jsonp = parse_bool(value)?,
             ("chttpd", "decode_plus_to_space") => self.decode_plus_to_space = parse_bool(value)?,
@@ -235,7 +258,7 @@ fn invalid(reason: &str) -> ConfigError {
     ConfigError::Invalid(reason.to_string())
 }
 
-fn parse_bool(value: &str) -> Result<bool, ConfigError> {
+pub(crate) fn parse_bool(value: &str) -> Result<bool, ConfigError> {
     match value {
         "true" => Ok(true),
         "false" => Ok(false),
@@ -244,7 +267,7 @@ fn parse_bool(value: &str) -> Result<bool, ConfigError> {
 }
 
 /// An HTTP header name (RFC 9110 token characters), as the door looks it up.
-fn header_name(value: &str) -> Result<String, ConfigError> {
+pub(crate) fn header_name(value: &str) -> Result<String, ConfigError> {
     let token = |byte: u8| byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte);
     if value.is_empty() || !value.bytes().all(token) {
         return Err(invalid("value must be an HTTP header name"));

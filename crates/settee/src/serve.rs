@@ -159,6 +159,7 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
                 .map_err(|error| anyhow::anyhow!("creating {db}: {error}"))?;
         }
     }
+    state.configure_accounts(true).await;
     let kv_listener = tokio::net::TcpListener::bind(settings.kv_addr)
         .await
         .with_context(|| format!("binding the KV port {}", settings.kv_addr))?;
