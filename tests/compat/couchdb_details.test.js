@@ -309,3 +309,25 @@ test('compressible attachments are stored gzipped as CouchDB stores them', async
   assert.equal(doc._attachments['x.txt'].length, 12);
   assert.equal((await db.attachment.get('mp', 'x.txt')).toString(), 'abcabcabcabc');
 });
+
+test('_info gives the index position as a number; a doc_ids replication of nothing has no_changes', async () => {
+  const db = await freshDb('details_info');
+  await db.bulk({ docs: [{ _id: 'a' }, { _id: 'b' }] });
+  await db.insert({ _id: '_design/d', views: { v: { map: 'function (doc) { emit(doc._id); }' } } });
+  await db.view('d', 'v');
+  let info = (await http('GET', `${base}/details_info/_design/d/_info`)).json.view_index;
+  assert.equal(info.update_seq, 3);
+  assert.deepEqual(info.updates_pending, { minimum: 0, preferred: 0, total: 0 });
+  await db.insert({ _id: 'c' });
+  info = (await http('GET', `${base}/details_info/_design/d/_info`)).json.view_index;
+  assert.equal(info.update_seq + info.updates_pending.total, 4);
+
+  await nano.db.create('details_info_target');
+  const source = `${server.adminUrl}/details_info`;
+  const target = `${server.adminUrl}/details_info_target`;
+  let result = await nano.db.replicate(source, target, { doc_ids: ['missing'] });
+  assert.deepEqual(result, { ok: true, no_changes: true });
+  result = await nano.db.replicate(source, target, { doc_ids: ['a'] });
+  assert.equal(result.ok, true);
+  assert.equal(result.docs_written, 1);
+});

@@ -253,6 +253,14 @@ pub async fn design_info(
     let found = design_views(state, &keyspace, ddoc).await?;
     let group = &found.group;
     let (file, active) = group.sizes();
+    // CouchDB's `_info` gives the index's position as a number (its shards' seqs summed) and
+    // how many changes it has still to index.
+    let indexed = group.update_seq().sum();
+    let pending = keyspace
+        .bucket()
+        .high_seqnos()
+        .sum()
+        .saturating_sub(indexed);
     Ok(json_response(
         StatusCode::OK,
         &json!({
@@ -261,7 +269,8 @@ pub async fn design_info(
                 "signature": settee_views::hex(&group.signature()),
                 "language": found.design.language,
                 "sizes": {"file": file, "active": active, "external": active},
-                "update_seq": group.update_seq().encode(),
+                "update_seq": indexed,
+                "updates_pending": {"minimum": pending, "preferred": pending, "total": pending},
                 "purge_seq": 0,
                 "updater_running": group.is_updater_running(),
                 "compact_running": false,

@@ -320,8 +320,10 @@ impl Job {
         tasks.abort_all();
         match result {
             Ok(()) => {
-                if !copied_any && through == checkpointer.start_seq {
-                    // Nothing to do: CouchDB answers with the existing checkpoint.
+                // Nothing to do: CouchDB answers with the existing checkpoint. A `doc_ids`
+                // replication none of whose documents the source has did nothing either,
+                // whatever position the source's feed reached.
+                if !copied_any && (through == checkpointer.start_seq || checkpointer.by_doc_ids) {
                     let mut body = source_log.unwrap_or_else(|| json!({}));
                     if let Some(members) = body.as_object_mut() {
                         members.retain(|key, _| !key.starts_with('_'));
