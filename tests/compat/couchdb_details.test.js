@@ -331,3 +331,19 @@ test('_info gives the index position as a number; a doc_ids replication of nothi
   assert.equal(result.ok, true);
   assert.equal(result.docs_written, 1);
 });
+
+test('_changes: feed=live is continuous; an EventSource Last-Event-ID wins over since', async () => {
+  const db = await freshDb('details_feeds');
+  for (let i = 0; i < 4; i += 1) await db.insert({ _id: `d${i}` });
+  const all = (await http('GET', `${base}/details_feeds/_changes`)).json.results;
+  let resp = await http('GET', `${base}/details_feeds/_changes?feed=live&timeout=100`);
+  assert.equal(resp.status, 200);
+  const lines = resp.text.trim().split('\n').map((line) => JSON.parse(line));
+  assert.equal(lines.length, 5);
+  assert.ok(lines[4].last_seq);
+  resp = await http('GET', `${base}/details_feeds/_changes?feed=eventsource&timeout=100&since=0`, {
+    headers: { accept: 'text/event-stream', 'last-event-id': all[1].seq },
+  });
+  const ids = resp.text.split('\n').filter((line) => line.startsWith('data: ')).map((line) => JSON.parse(line.slice(6)).id);
+  assert.deepEqual(ids, all.slice(2).map((row) => row.id));
+});

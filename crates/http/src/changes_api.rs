@@ -100,7 +100,9 @@ pub async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Ht
     };
     let keyspace = open(state, req, db, Operation::ReadDb)?;
     let options = feed_options(state, req, &keyspace, &body)?;
-    let since = match req.param("since").or(req.header("last-event-id")) {
+    // An EventSource reconnecting names the last event it saw; that wins over `since`, as in
+    // CouchDB (a browser repeats the URL it first opened, `since` included).
+    let since = match req.header("last-event-id").or(req.param("since")) {
         None => SeqVector::zero(keyspace.bucket().vbuckets()),
         Some("now") => keyspace.high_seqnos()?,
         Some(text) => SeqVector::decode(text, keyspace.bucket().vbuckets()).ok_or_else(|| {
@@ -234,7 +236,8 @@ fn feed_options(
     let feed = match req.param("feed").unwrap_or("normal") {
         "normal" => Feed::Normal,
         "longpoll" => Feed::Longpoll,
-        "continuous" => Feed::Continuous,
+        // CouchDB takes `live` as another name of `continuous`.
+        "continuous" | "live" => Feed::Continuous,
         "eventsource" => Feed::EventSource,
         other => {
             return Err(ApiError::BadRequest(format!(
