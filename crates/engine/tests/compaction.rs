@@ -33,7 +33,6 @@ async fn compaction_drops_unreferenced_attachment_bodies() {
                     },
                     AttachmentInput::Data {
                         name: "kept".into(),
-                        revpos: None,
                         content_type: "text/plain".into(),
                         data: kept.clone(),
                     },
@@ -53,6 +52,7 @@ async fn compaction_drops_unreferenced_attachment_bodies() {
                 Some(rev),
                 vec![AttachmentInput::Stub {
                     name: "kept".into(),
+                    revpos: None,
                 }],
             ),
             true,

@@ -256,6 +256,11 @@ pub struct RenderOptions {
     pub atts_since: Vec<RevId>,
     /// Mark attachments `"follows": true` (multipart responses) instead of inlining them.
     pub follows: bool,
+    /// Inner revisions whose old bodies are kept (`revs_info` says "available" for them).
+    pub kept_revisions: std::collections::HashSet<RevId>,
+    /// `_revisions` lists at most this many ids (the database's `_revs_limit`: CouchDB cuts
+    /// the path it reads to it, so a lowered limit shows before compaction stems the tree).
+    pub revs_limit: usize,
 }
 
 impl RenderOptions {
@@ -272,6 +277,8 @@ impl RenderOptions {
             attachments: false,
             atts_since: Vec::new(),
             follows: false,
+            kept_revisions: Default::default(),
+            revs_limit: usize::MAX,
         }
     }
 
@@ -363,7 +370,7 @@ pub fn render_doc(
                 ",\"_revisions\":{{\"start\":{},\"ids\":[",
                 leaf.rev.pos
             );
-            for (index, rev) in path.iter().enumerate() {
+            for (index, rev) in path.iter().take(options.revs_limit.max(1)).enumerate() {
                 if index > 0 {
                     out.push(',');
                 }
@@ -382,6 +389,13 @@ pub fn render_doc(
                 let status = match record.leaf(rev) {
                     Some(found) if found.deleted => "deleted",
                     Some(_) => "available",
+                    None if options.kept_revisions.contains(rev) => {
+                        if record.tree.is_deleted(rev) == Some(true) {
+                            "deleted"
+                        } else {
+                            "available"
+                        }
+                    }
                     None => "missing",
                 };
                 let rev = path_rev(rev);

@@ -387,7 +387,7 @@ fn array<const N: usize>(slice: &[u8]) -> [u8; N] {
     out
 }
 
-fn put_bytes32(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn put_bytes32(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
     out.extend_from_slice(bytes);
 }
@@ -397,7 +397,7 @@ fn put_bytes16(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-fn put_attachments(out: &mut Vec<u8>, attachments: &[AttachmentMeta], wide: bool) {
+pub(crate) fn put_attachments(out: &mut Vec<u8>, attachments: &[AttachmentMeta], wide: bool) {
     let mut encoded = Vec::new();
     encoded.extend_from_slice(&(attachments.len() as u16).to_be_bytes());
     for attachment in attachments {
@@ -415,13 +415,13 @@ fn put_attachments(out: &mut Vec<u8>, attachments: &[AttachmentMeta], wide: bool
     put_bytes32(out, &encoded);
 }
 
-struct Reader<'a> {
-    raw: &'a [u8],
-    at: usize,
+pub(crate) struct Reader<'a> {
+    pub(crate) raw: &'a [u8],
+    pub(crate) at: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, len: usize) -> Result<&'a [u8], Corrupt> {
+    pub(crate) fn take(&mut self, len: usize) -> Result<&'a [u8], Corrupt> {
         let end = self
             .at
             .checked_add(len)
@@ -431,19 +431,19 @@ impl<'a> Reader<'a> {
         self.at = end;
         Ok(slice)
     }
-    fn u8(&mut self) -> Result<u8, Corrupt> {
+    pub(crate) fn u8(&mut self) -> Result<u8, Corrupt> {
         Ok(self.take(1)?[0])
     }
-    fn u16(&mut self) -> Result<u16, Corrupt> {
+    pub(crate) fn u16(&mut self) -> Result<u16, Corrupt> {
         Ok(u16::from_be_bytes(array(self.take(2)?)))
     }
-    fn u32(&mut self) -> Result<u32, Corrupt> {
+    pub(crate) fn u32(&mut self) -> Result<u32, Corrupt> {
         Ok(u32::from_be_bytes(array(self.take(4)?)))
     }
-    fn u64(&mut self) -> Result<u64, Corrupt> {
+    pub(crate) fn u64(&mut self) -> Result<u64, Corrupt> {
         Ok(u64::from_be_bytes(array(self.take(8)?)))
     }
-    fn bytes32(&mut self) -> Result<&'a [u8], Corrupt> {
+    pub(crate) fn bytes32(&mut self) -> Result<&'a [u8], Corrupt> {
         let len = self.u32()? as usize;
         self.take(len)
     }
@@ -452,7 +452,7 @@ impl<'a> Reader<'a> {
         String::from_utf8(self.take(len)?.to_vec())
             .map_err(|_| Corrupt("attachment text is not UTF-8".into()))
     }
-    fn attachments(&mut self, wide: bool) -> Result<Vec<AttachmentMeta>, Corrupt> {
+    pub(crate) fn attachments(&mut self, wide: bool) -> Result<Vec<AttachmentMeta>, Corrupt> {
         let encoded = self.bytes32()?;
         let mut inner = Reader {
             raw: encoded,
