@@ -42,9 +42,16 @@ test('an old revision, its attachment and a view over it are readable until comp
   // open_revs lists it as found, an unknown revision as missing.
   const open = await db.get('doc', { open_revs: JSON.stringify([first.rev, '9-unknown']) });
   assert.deepEqual(open, [{ ok: { _id: 'doc', _rev: first.rev, v: 1 } }, { missing: '9-unknown' }]);
+  // _bulk_get (what replicators fetch with) finds it too.
+  const bulk = await http('POST', `${server.url}/oldrevs/_bulk_get`, { body: { docs: [{ id: 'doc', rev: first.rev }] } });
+  assert.deepEqual(bulk.json.results[0].docs, [{ ok: { _id: 'doc', _rev: first.rev, v: 1 } }]);
   // revs_info says the old revisions are available.
   const info = await db.get('doc', { revs_info: true });
   assert.deepEqual(info._revs_info.map((entry) => entry.status), ['available', 'available', 'available']);
+  // COPY ?rev=OLD copies the old revision.
+  const copied = await http('COPY', `${server.url}/oldrevs/doc?rev=${first.rev}`, { headers: { destination: 'copy' } });
+  assert.equal(copied.status, 201);
+  assert.equal((await db.get('copy')).v, 1);
   // A view emitting {_rev: prev} includes that revision.
   await db.insert({
     _id: '_design/t',

@@ -535,10 +535,15 @@ async fn copy(
         Operation::WriteDoc(target.as_bytes()),
     )?;
     let record = read_doc(keyspace, id)?.ok_or_else(ApiError::missing)?;
+    // `?rev=` may name an inner revision whose old body is still kept.
+    let kept: Leaf;
     let leaf = match req.param("rev") {
-        Some(text) => record
-            .leaf(&parse_rev(text)?)
-            .ok_or_else(ApiError::missing)?,
+        Some(text) => {
+            kept = keyspace
+                .revision(id.as_bytes(), &record, &parse_rev(text)?)?
+                .ok_or_else(ApiError::missing)?;
+            &kept
+        }
         None => record
             .winner()
             .filter(|leaf| !leaf.deleted)
