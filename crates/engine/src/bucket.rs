@@ -145,6 +145,8 @@ pub(crate) struct PlannedWrite {
     /// Whether the collection's max TTL caps the new record's expiry (a mutation by a client;
     /// not a purge, nor the expiry purger's tombstone).
     pub apply_max_ttl: bool,
+    /// Old revision bodies the write keeps and drops (`old_revs.rs`).
+    pub old_revisions: crate::old_revs::OldRevisions,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -946,7 +948,11 @@ impl Bucket {
                 body.to_vec(),
             );
         }
+        write
+            .old_revisions
+            .stage(batch, id, vbucket, cid, &write.key);
         let Some(record) = write.record.as_mut() else {
+            crate::old_revs::drop_all(batch, id, vbucket, cid, &write.key);
             batch.delete(Cf::Doc, doc_key);
             let (lower, upper) = {
                 let prefix = keys::att_prefix(id, vbucket, cid, &write.key);

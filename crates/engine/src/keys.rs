@@ -184,9 +184,47 @@ pub fn att_key(bucket_id: u32, vbucket: u16, cid: u32, key: &[u8], md5: &[u8; 16
 pub fn parse_att_key(raw: &[u8]) -> Option<(u16, u32, &[u8], [u8; 16])> {
     let (vbucket, cid, rest) = split_prefix(raw)?;
     let len = *rest.first()? as usize;
+    if len > crate::bucket::KEY_BYTES_MAX {
+        // An old revision entry (OLD_REV_MARK), not an attachment body.
+        return None;
+    }
     let key = rest.get(1..1 + len)?;
     let md5: [u8; 16] = rest.get(1 + len..)?.try_into().ok()?;
     Some((vbucket, cid, key, md5))
+}
+
+/// The byte in an `att` key's length position that marks an old revision entry (keys.md).
+pub const OLD_REV_MARK: u8 = 0xff;
+
+/// `prefix | 0xff | keylen | key`: the range of one document's old revision entries.
+pub fn old_rev_prefix(bucket_id: u32, vbucket: u16, cid: u32, key: &[u8]) -> Vec<u8> {
+    let prefix = Prefix::new(bucket_id, vbucket, cid);
+    let mut out = Vec::with_capacity(prefix.len() + 2 + key.len() + 40);
+    out.extend_from_slice(prefix.as_slice());
+    out.push(OLD_REV_MARK);
+    out.push(key.len() as u8);
+    out.extend_from_slice(key);
+    out
+}
+
+/// The `att` key of `rev`'s old revision entry in document `key`.
+pub fn old_rev_key(bucket_id: u32, vbucket: u16, cid: u32, key: &[u8], rev: &str) -> Vec<u8> {
+    let mut out = old_rev_prefix(bucket_id, vbucket, cid, key);
+    out.extend_from_slice(rev.as_bytes());
+    out
+}
+
+/// Splits an old revision entry's key into (vbucket, collection, document key, rev text);
+/// `None` for any other `att` key.
+pub fn parse_old_rev_key(raw: &[u8]) -> Option<(u16, u32, &[u8], &[u8])> {
+    let (vbucket, cid, rest) = split_prefix(raw)?;
+    if *rest.first()? != OLD_REV_MARK {
+        return None;
+    }
+    let len = *rest.get(1)? as usize;
+    let key = rest.get(2..2 + len)?;
+    let rev = rest.get(2 + len..)?;
+    Some((vbucket, cid, key, rev))
 }
 
 pub fn exp_key(bucket_id: u32, vbucket: u16, cid: u32, expiry: u32, key: &[u8]) -> Vec<u8> {

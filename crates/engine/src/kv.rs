@@ -376,6 +376,7 @@ impl Bucket {
             new_attachments: Vec::new(),
             macro_nonce: None,
             apply_max_ttl,
+            old_revisions: Default::default(),
         }];
         let counter = counter_result(current.as_ref(), &mutation, self.now_secs());
         let committed = self.commit_writes(&mut writes).await?;

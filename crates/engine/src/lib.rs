@@ -34,6 +34,7 @@ pub mod limits;
 mod local;
 mod maintenance;
 mod map_read;
+mod old_revs;
 pub mod partition;
 mod read;
 pub use settee_record::record;

@@ -47,6 +47,8 @@ pub struct CompactionReport {
     pub attachment_bodies_removed: u64,
     /// Change entries rewritten to name their document by a (new) id prefix.
     pub change_entries_abbreviated: u64,
+    /// Old revision bodies (no longer leaves) deleted.
+    pub old_revisions_removed: u64,
 }
 
 impl Bucket {
@@ -92,11 +94,19 @@ impl Bucket {
         // document whose record does not decode (its references are unknown).
         let mut referenced: Option<(DocumentId, Option<Digests>)> = None;
         let mut stale = Vec::new();
+        let mut old_revisions = Vec::new();
         // Both key forms are in the bucket's range; collections that are not live are left to
         // the drop purger.
         let mut view = self.collections_view();
         for item in self.store.scan(Cf::Att, &lower, &upper, false) {
             let (raw_key, _) = item?;
+            if let Some((_, cid, _, _)) = keys::parse_old_rev_key(&raw_key) {
+                // CouchDB's compaction keeps only leaves' bodies.
+                if view.classify(self, cid) == Liveness::Live {
+                    old_revisions.push(raw_key.to_vec());
+                }
+                continue;
+            }
             let Some((_, cid, key, md5)) = keys::parse_att_key(&raw_key) else {
                 continue;
             };
@@ -133,6 +143,15 @@ impl Bucket {
                 stale.push(raw_key.to_vec());
             }
         }
+        for chunk in old_revisions.chunks(GC_BATCH) {
+            for key in chunk {
+                batch.delete(Cf::Att, key.clone());
+            }
+            self.store.commit(std::mem::take(&mut batch)).await?;
+        }
+        // Old revisions a write kept after the scan passed them stay until the next
+        // compaction, and so do the attachment bodies they reference.
+        let stale = self.unreferenced_by_old_revisions(stale)?;
         for chunk in stale.chunks(GC_BATCH) {
             for key in chunk {
                 batch.delete(Cf::Att, key.clone());
@@ -154,6 +173,7 @@ impl Bucket {
         Ok(CompactionReport {
             attachment_bodies_removed: stale.len() as u64,
             change_entries_abbreviated,
+            old_revisions_removed: old_revisions.len() as u64,
         })
     }
 
@@ -276,11 +296,20 @@ impl Bucket {
             Err(error) => return Err(error),
         };
         let previous = Previous::of(&record);
+        let before = record.tree.clone();
         let purged = record.tree.purge(revs);
         if purged.is_empty() {
             return Ok(purged);
         }
         record.normalise_leaves();
+        let old_revisions = crate::old_revs::OldRevisions {
+            keep: Vec::new(),
+            drop: before
+                .revs()
+                .filter(|rev| !record.tree.contains(rev))
+                .cloned()
+                .collect(),
+        };
         let mut writes = [PlannedWrite {
             vbucket: self.vbucket_of(key.key),
             collection: key.collection,
@@ -290,6 +319,7 @@ impl Bucket {
             new_attachments: Vec::new(),
             macro_nonce: None,
             apply_max_ttl: false,
+            old_revisions,
         }];
         self.commit_purge(key.collection, &mut writes).await?;
         Ok(purged)
@@ -431,6 +461,7 @@ impl Bucket {
             new_attachments: Vec::new(),
             macro_nonce: None,
             apply_max_ttl: false,
+            old_revisions: Default::default(),
         }];
         self.commit_purge(key.collection, &mut writes).await
     }
@@ -549,6 +580,7 @@ impl Bucket {
             new_attachments: Vec::new(),
             macro_nonce: None,
             apply_max_ttl: false,
+            old_revisions: Default::default(),
         }];
         self.commit_writes(&mut writes).await?;
         Ok(true)

@@ -11,6 +11,7 @@ use crate::bucket::{Bucket, PlannedWrite, Previous};
 use crate::doc_key::DocKey;
 use crate::error::EngineError;
 use crate::limits::{DocLimits, LimitError};
+use crate::old_revs::OldRevisions;
 use crate::record::{AttEncoding, AttachmentMeta, DocRecord, Leaf};
 use crate::validate::{Refusal, WriteValidator, Writer};
 
@@ -516,12 +517,15 @@ impl Bucket {
                     match previous_write {
                         // A second update of the same key in one batch replaces the first write.
                         Some(index) => {
+                            let old = OldRevisions::between(current, &plan.record);
+                            writes[index].old_revisions.extend(old);
                             writes[index].record = Some(plan.record);
                             writes[index].new_attachments.extend(plan.new_attachments);
                             write_of_outcome.push(Some(index));
                         }
                         None => {
                             let previous = current.map(Previous::of);
+                            let old_revisions = OldRevisions::between(current, &plan.record);
                             writes.push(PlannedWrite {
                                 vbucket: self.vbucket_of(&update.key),
                                 collection,
@@ -531,6 +535,7 @@ impl Bucket {
                                 new_attachments: plan.new_attachments,
                                 macro_nonce: None,
                                 apply_max_ttl: true,
+                                old_revisions,
                             });
                             latest.insert(update.key.clone(), writes.len() - 1);
                             write_of_outcome.push(Some(writes.len() - 1));

@@ -52,23 +52,26 @@ pub async fn attachment(
     }
 }
 
-/// The leaf a request names with `?rev=`, or the live winner.
-fn target_leaf<'a>(req: &Req, record: &'a DocRecord) -> ApiResult<&'a Leaf> {
+/// The revision a request names with `?rev=` (a leaf, or an inner revision whose old body is
+/// kept), or the live winner.
+fn target_leaf(req: &Req, keyspace: &Keyspace, id: &str, record: &DocRecord) -> ApiResult<Leaf> {
     match req.param("rev") {
-        Some(text) => record.leaf(&parse_rev(text)?).ok_or_else(ApiError::missing),
+        Some(text) => keyspace
+            .revision(id.as_bytes(), record, &parse_rev(text)?)?
+            .ok_or_else(ApiError::missing),
         None => {
             let winner = record.winner().ok_or_else(ApiError::missing)?;
             if winner.deleted {
                 return Err(ApiError::deleted());
             }
-            Ok(winner)
+            Ok(winner.clone())
         }
     }
 }
 
 fn get(req: &Req, keyspace: &Keyspace, id: &str, name: &str) -> ApiResult<HttpResponse> {
     let record = read_doc(keyspace, id)?.ok_or_else(ApiError::missing)?;
-    let leaf = target_leaf(req, &record)?;
+    let leaf = target_leaf(req, keyspace, id, &record)?;
     let meta = leaf
         .attachments
         .iter()
@@ -381,11 +384,11 @@ pub fn open_revs(
                 .collect::<ApiResult<_>>()?,
         )
     };
-    let mut found: Vec<&Leaf> = Vec::new();
+    let mut found: Vec<std::borrow::Cow<'_, Leaf>> = Vec::new();
     let mut missing: Vec<String> = Vec::new();
     match (&requested, record) {
         (None, None) => return Err(ApiError::missing()),
-        (None, Some(record)) => found.extend(record.leaves.iter()),
+        (None, Some(record)) => found.extend(record.leaves.iter().map(std::borrow::Cow::Borrowed)),
         (Some(revs), record) => {
             for rev in revs {
                 let candidates: Vec<RevId> = match record {
@@ -400,7 +403,17 @@ pub fn open_revs(
                     _ => vec![rev.clone()],
                 };
                 for candidate in candidates {
-                    match record.and_then(|record| record.leaf(&candidate)) {
+                    // A leaf, or an inner revision whose old body is still kept.
+                    let leaf = match record {
+                        Some(record) => match record.leaf(&candidate) {
+                            Some(leaf) => Some(std::borrow::Cow::Borrowed(leaf)),
+                            None => keyspace
+                                .revision(id.as_bytes(), record, &candidate)?
+                                .map(std::borrow::Cow::Owned),
+                        },
+                        None => None,
+                    };
+                    match leaf {
                         Some(leaf) if !found.iter().any(|seen| seen.rev == leaf.rev) => {
                             found.push(leaf)
                         }

@@ -384,7 +384,12 @@ fn bulk_get_one(
         if index > 0 {
             out.push(b',');
         }
-        match record.leaf(rev) {
+        // A leaf, or an inner revision whose old body is still kept.
+        let kept = match record.leaf(rev) {
+            Some(_) => None,
+            None => keyspace.revision(id.as_bytes(), &record, rev)?,
+        };
+        match record.leaf(rev).or(kept.as_ref()) {
             Some(leaf) => match within_limits(keyspace, id, leaf) {
                 Err(error) => {
                     let error = ApiError::over_limit(&error, id);

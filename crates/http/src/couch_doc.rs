@@ -275,6 +275,11 @@ pub struct RenderOptions {
     pub follows: bool,
     /// `att_encoding_info=true`: stubs and inline data say how a gzip-stored body is stored.
     pub att_encoding_info: bool,
+    /// Inner revisions whose old bodies are kept (`revs_info` says "available" for them).
+    pub kept_revisions: std::collections::HashSet<RevId>,
+    /// `_revisions` lists at most this many ids (the database's `_revs_limit`: CouchDB cuts
+    /// the path it reads to it, so a lowered limit shows before compaction stems the tree).
+    pub revs_limit: usize,
 }
 
 impl RenderOptions {
@@ -292,6 +297,8 @@ impl RenderOptions {
             atts_since: Vec::new(),
             follows: false,
             att_encoding_info: false,
+            kept_revisions: Default::default(),
+            revs_limit: usize::MAX,
         }
     }
 
@@ -383,7 +390,7 @@ pub fn render_doc(
                 ",\"_revisions\":{{\"start\":{},\"ids\":[",
                 leaf.rev.pos
             );
-            for (index, rev) in path.iter().enumerate() {
+            for (index, rev) in path.iter().take(options.revs_limit.max(1)).enumerate() {
                 if index > 0 {
                     out.push(',');
                 }
@@ -402,6 +409,13 @@ pub fn render_doc(
                 let status = match record.leaf(rev) {
                     Some(found) if found.deleted => "deleted",
                     Some(_) => "available",
+                    None if options.kept_revisions.contains(rev) => {
+                        if record.tree.is_deleted(rev) == Some(true) {
+                            "deleted"
+                        } else {
+                            "available"
+                        }
+                    }
                     None => "missing",
                 };
                 let rev = path_rev(rev);

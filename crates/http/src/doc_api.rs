@@ -110,6 +110,8 @@ pub fn render_options(req: &Req, keyspace: &Keyspace) -> ApiResult<RenderOptions
         credentials: credentials_shown(keyspace, &req.user),
         revs: req.flag("revs", false),
         revs_info: meta || req.flag("revs_info", false),
+        kept_revisions: Default::default(),
+        revs_limit: keyspace.bucket().revs_limit() as usize,
         conflicts: meta || req.flag("conflicts", false),
         deleted_conflicts: meta || req.flag("deleted_conflicts", false),
         local_seq: req.flag("local_seq", false),
@@ -159,7 +161,10 @@ pub fn within_limits(keyspace: &Keyspace, id: &str, leaf: &Leaf) -> Result<(), L
 }
 
 fn get(state: &HttpState, req: &Req, keyspace: &Keyspace, id: &str) -> ApiResult<HttpResponse> {
-    let options = render_options(req, keyspace)?;
+    let mut options = render_options(req, keyspace)?;
+    if options.revs_info {
+        options.kept_revisions = keyspace.kept_revisions(id.as_bytes())?;
+    }
     let record = read_doc(keyspace, id)?;
     if let Some(open_revs) = req.param("open_revs") {
         return crate::attachments_api::open_revs(
@@ -173,6 +178,7 @@ fn get(state: &HttpState, req: &Req, keyspace: &Keyspace, id: &str) -> ApiResult
         );
     }
     let record = record.ok_or_else(ApiError::missing)?;
+    let kept: Leaf;
     let leaf: &Leaf = match req.param("rev") {
         Some(text) => {
             let rev = parse_rev(text)?;
@@ -186,7 +192,10 @@ fn get(state: &HttpState, req: &Req, keyspace: &Keyspace, id: &str) -> ApiResult
             } else {
                 rev
             };
-            record.leaf(&rev).ok_or_else(ApiError::missing)?
+            kept = keyspace
+                .revision(id.as_bytes(), &record, &rev)?
+                .ok_or_else(ApiError::missing)?;
+            &kept
         }
         None => {
             let winner = record.winner().ok_or_else(ApiError::missing)?;
@@ -563,10 +572,15 @@ async fn copy(
         Operation::WriteDoc(target.as_bytes()),
     )?;
     let record = read_doc(keyspace, id)?.ok_or_else(ApiError::missing)?;
+    // `?rev=` may name an inner revision whose old body is still kept.
+    let kept: Leaf;
     let leaf = match req.param("rev") {
-        Some(text) => record
-            .leaf(&parse_rev(text)?)
-            .ok_or_else(ApiError::missing)?,
+        Some(text) => {
+            kept = keyspace
+                .revision(id.as_bytes(), &record, &parse_rev(text)?)?
+                .ok_or_else(ApiError::missing)?;
+            &kept
+        }
         None => record
             .winner()
             .filter(|leaf| !leaf.deleted)

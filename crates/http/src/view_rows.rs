@@ -215,26 +215,32 @@ fn include_doc(
     options: &RenderOptions,
 ) -> ApiResult<()> {
     let value = row.value();
-    let (id, rev) = match value.get("_id").and_then(Value::as_str) {
-        Some(linked) => (
-            linked.to_string(),
-            value
-                .get("_rev")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-        ),
-        None => (row.id_str().into_owned(), None),
+    // As CouchDB: an object value's `_id` names the document (else the row's), and its `_rev`
+    // the revision (else the winner), with or without an `_id`.
+    let id = match value.get("_id").and_then(Value::as_str) {
+        Some(linked) => linked.to_string(),
+        None => row.id_str().into_owned(),
     };
+    let rev = value
+        .get("_rev")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     // A document whose record does not decode, or whose body is past the document limits,
     // is `null` here, as a missing one is: one bad document never fails the query (issue 18).
     let record = read_doc_or_skip(keyspace, &id)?;
-    let leaf = record.as_ref().and_then(|record| match &rev {
-        Some(rev) => record
-            .leaves
-            .iter()
-            .find(|leaf| leaf.rev.to_string() == *rev),
-        None => record.winner().filter(|leaf| !leaf.deleted),
-    });
+    // An emitted `_rev` may name an inner revision whose old body is still kept.
+    let kept;
+    let leaf = match (record.as_ref(), &rev) {
+        (Some(record), Some(rev)) => match settee_engine::RevId::parse(rev) {
+            Some(rev) => {
+                kept = keyspace.revision(id.as_bytes(), record, &rev)?;
+                kept.as_ref().filter(|leaf| !leaf.deleted)
+            }
+            None => None,
+        },
+        (Some(record), None) => record.winner().filter(|leaf| !leaf.deleted),
+        (None, _) => None,
+    };
     let leaf = leaf.filter(|leaf| within_limits(keyspace, &id, leaf).is_ok());
     match (record.as_ref(), leaf) {
         (Some(record), Some(leaf)) => {

@@ -8,6 +8,7 @@
 
 pub mod clock;
 pub mod doc_key;
+pub mod old_rev;
 pub mod record;
 pub mod seqvec;
 pub mod vattr;

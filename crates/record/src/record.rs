@@ -432,7 +432,7 @@ fn array<const N: usize>(slice: &[u8]) -> [u8; N] {
     out
 }
 
-fn put_bytes32(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn put_bytes32(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
     out.extend_from_slice(bytes);
 }
@@ -442,14 +442,14 @@ fn put_bytes16(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// How attachment entries are laid out in one record.
+/// How attachment entries are laid out in one record (or old revision entry).
 #[derive(Clone, Copy)]
-struct Layout {
-    wide: bool,
-    encoded: bool,
+pub(crate) struct Layout {
+    pub(crate) wide: bool,
+    pub(crate) encoded: bool,
 }
 
-fn put_attachments(out: &mut Vec<u8>, attachments: &[AttachmentMeta], layout: Layout) {
+pub(crate) fn put_attachments(out: &mut Vec<u8>, attachments: &[AttachmentMeta], layout: Layout) {
     let Layout {
         wide,
         encoded: with_encoding,
@@ -480,13 +480,13 @@ fn put_attachments(out: &mut Vec<u8>, attachments: &[AttachmentMeta], layout: La
     put_bytes32(out, &encoded);
 }
 
-struct Reader<'a> {
-    raw: &'a [u8],
-    at: usize,
+pub(crate) struct Reader<'a> {
+    pub(crate) raw: &'a [u8],
+    pub(crate) at: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, len: usize) -> Result<&'a [u8], Corrupt> {
+    pub(crate) fn take(&mut self, len: usize) -> Result<&'a [u8], Corrupt> {
         let end = self
             .at
             .checked_add(len)
@@ -496,19 +496,19 @@ impl<'a> Reader<'a> {
         self.at = end;
         Ok(slice)
     }
-    fn u8(&mut self) -> Result<u8, Corrupt> {
+    pub(crate) fn u8(&mut self) -> Result<u8, Corrupt> {
         Ok(self.take(1)?[0])
     }
-    fn u16(&mut self) -> Result<u16, Corrupt> {
+    pub(crate) fn u16(&mut self) -> Result<u16, Corrupt> {
         Ok(u16::from_be_bytes(array(self.take(2)?)))
     }
-    fn u32(&mut self) -> Result<u32, Corrupt> {
+    pub(crate) fn u32(&mut self) -> Result<u32, Corrupt> {
         Ok(u32::from_be_bytes(array(self.take(4)?)))
     }
-    fn u64(&mut self) -> Result<u64, Corrupt> {
+    pub(crate) fn u64(&mut self) -> Result<u64, Corrupt> {
         Ok(u64::from_be_bytes(array(self.take(8)?)))
     }
-    fn bytes32(&mut self) -> Result<&'a [u8], Corrupt> {
+    pub(crate) fn bytes32(&mut self) -> Result<&'a [u8], Corrupt> {
         let len = self.u32()? as usize;
         self.take(len)
     }
@@ -517,7 +517,7 @@ impl<'a> Reader<'a> {
         String::from_utf8(self.take(len)?.to_vec())
             .map_err(|_| Corrupt("attachment text is not UTF-8".into()))
     }
-    fn attachments(&mut self, layout: Layout) -> Result<Vec<AttachmentMeta>, Corrupt> {
+    pub(crate) fn attachments(&mut self, layout: Layout) -> Result<Vec<AttachmentMeta>, Corrupt> {
         let wide = layout.wide;
         let encoded = self.bytes32()?;
         let mut inner = Reader {

@@ -46,6 +46,11 @@ impl RevTree {
         self.nodes.len()
     }
 
+    /// Every revision of the forest (leaves and inner nodes), in `(pos, hash)` order.
+    pub fn revs(&self) -> impl Iterator<Item = &RevId> {
+        self.nodes.keys()
+    }
+
     /// Whether `rev` is in the tree (as a leaf or an inner node).
     pub fn contains(&self, rev: &RevId) -> bool {
         self.nodes.contains_key(rev)

@@ -629,6 +629,7 @@ impl Bucket {
             new_attachments: Vec::new(),
             macro_nonce: nonce,
             apply_max_ttl,
+            old_revisions: Default::default(),
         }];
         let committed = self.commit_writes(&mut writes).await?;
         if lock.is_some() {
