@@ -264,16 +264,7 @@ mod tests {
     use super::*;
     use crate::Settings;
 
-    fn sections(entries: &[(&str, &str, &str)]) -> BTreeMap<String, BTreeMap<String, String>> {
-        let mut sections: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-        for (section, key, value) in entries {
-            sections
-                .entry(section.to_string())
-                .or_default()
-                .insert(key.to_string(), value.to_string());
-        }
-        sections
-    }
+    use crate::test_sections as sections;
 
     #[test]
     fn handlers_are_read_in_order_from_either_module() {

@@ -36,3 +36,21 @@ pub enum ConfigError {
     #[error("node configuration file: {0}")]
     Io(#[from] std::io::Error),
 }
+
+/// Sections from `(section, key, value)` triples, for the crate's tests.
+#[cfg(test)]
+pub(crate) fn test_sections(
+    entries: &[(&str, &str, &str)],
+) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>> {
+    let mut sections: std::collections::BTreeMap<
+        String,
+        std::collections::BTreeMap<String, String>,
+    > = Default::default();
+    for (section, key, value) in entries {
+        sections
+            .entry(section.to_string())
+            .or_default()
+            .insert(key.to_string(), value.to_string());
+    }
+    sections
+}

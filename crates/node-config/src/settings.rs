@@ -279,16 +279,7 @@ pub(crate) fn header_name(value: &str) -> Result<String, ConfigError> {
 mod tests {
     use super::*;
 
-    fn sections(entries: &[(&str, &str, &str)]) -> BTreeMap<String, BTreeMap<String, String>> {
-        let mut sections: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-        for (section, key, value) in entries {
-            sections
-                .entry(section.to_string())
-                .or_default()
-                .insert(key.to_string(), value.to_string());
-        }
-        sections
-    }
+    use crate::test_sections as sections;
 
     #[test]
     fn absent_keys_have_couchdbs_defaults() {
