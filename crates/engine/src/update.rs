@@ -231,7 +231,8 @@ fn resolve_attachments(
             }
         }
     }
-    metas.sort_by(|a, b| a.name.cmp(&b.name));
+    // In the order the writer gave them, as CouchDB keeps a document's attachments: the
+    // revision id hashes them in that order, and readers list them so.
     Ok((metas, bodies))
 }
 

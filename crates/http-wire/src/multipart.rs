@@ -134,7 +134,7 @@ pub fn write_multipart(boundary: &str, parts: &[(Vec<(String, String)>, Bytes)])
 /// A boundary that does not occur in any of the bodies.
 pub fn new_boundary(bodies: &[&[u8]]) -> String {
     loop {
-        let candidate = format!("settee-{:032x}", rand::random::<u128>());
+        let candidate = format!("{:032x}", rand::random::<u128>());
         let delimiter = format!("--{candidate}");
         if !bodies
             .iter()

@@ -588,6 +588,13 @@ pub async fn parse_multipart_doc(
             encoding,
         });
     }
+    let position = |input: &AttachmentInput| {
+        let name = match input {
+            AttachmentInput::Stub { name, .. } | AttachmentInput::Data { name, .. } => name,
+        };
+        doc.attachment_order.iter().position(|known| known == name)
+    };
+    attachments.sort_by_key(position);
     doc.attachments = Some(attachments);
     Ok(doc)
 }

@@ -32,6 +32,9 @@ pub struct ParsedDoc {
     pub attachments: Option<Vec<AttachmentInput>>,
     /// Attachments marked `"follows": true` (multipart uploads), with their metadata.
     pub follows: Vec<Follows>,
+    /// Every `_attachments` name in the order the writer gave them (CouchDB keeps that
+    /// order; a multipart upload puts its followers back in it).
+    pub attachment_order: Vec<String>,
     /// The JSON object without underscore members.
     pub body: Bytes,
 }
@@ -115,9 +118,10 @@ pub fn parse_doc(bytes: &[u8]) -> ApiResult<ParsedDoc> {
             }
             "_revisions" => doc.revisions = Some(parse_revisions(value.get())?),
             "_attachments" => {
-                let (inputs, follows) = parse_attachments(value.get())?;
+                let (inputs, follows, order) = parse_attachments(value.get())?;
                 doc.attachments = Some(inputs);
                 doc.follows = follows;
+                doc.attachment_order = order;
             }
             // Output-only members that clients echo back; CouchDB ignores them on write.
             "_conflicts" | "_deleted_conflicts" | "_local_seq" | "_revs_info" => {}
@@ -215,11 +219,12 @@ pub struct Follows {
     pub gzip: bool,
 }
 
-fn parse_attachments(raw: &str) -> ApiResult<(Vec<AttachmentInput>, Vec<Follows>)> {
+fn parse_attachments(raw: &str) -> ApiResult<(Vec<AttachmentInput>, Vec<Follows>, Vec<String>)> {
     let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(raw)
         .map_err(|_| ApiError::BadRequest("_attachments must be an object".into()))?;
     let mut inputs = Vec::with_capacity(map.len());
     let mut follows = Vec::new();
+    let order: Vec<String> = map.keys().cloned().collect();
     for (name, spec) in map {
         let content_type = spec
             .get("content_type")
@@ -253,7 +258,7 @@ fn parse_attachments(raw: &str) -> ApiResult<(Vec<AttachmentInput>, Vec<Follows>
             )));
         }
     }
-    Ok((inputs, follows))
+    Ok((inputs, follows, order))
 }
 
 /// What to add around a document body when rendering it, and what the reader may see of it.
