@@ -347,3 +347,31 @@ test('_changes: feed=live is continuous; an EventSource Last-Event-ID wins over 
   const ids = resp.text.split('\n').filter((line) => line.startsWith('data: ')).map((line) => JSON.parse(line.slice(6)).id);
   assert.deepEqual(ids, all.slice(2).map((row) => row.id));
 });
+
+test('multipart answers: atts_since, open_revs for a replicator, Accept wildcards, replicated revpos', async () => {
+  const db = await freshDb('details_multipart');
+  const first = await db.insert({ _id: 'm', _attachments: { 'a.bin': { content_type: 'application/octet-stream', data: Buffer.from('aaa').toString('base64') } } });
+  const doc = await db.get('m');
+  const second = await db.insert({ ...doc, _attachments: { ...doc._attachments, 'b.bin': { content_type: 'application/octet-stream', data: Buffer.from('bbb').toString('base64') } } });
+  const since = encodeURIComponent(JSON.stringify([first.rev]));
+  // atts_since alone: multipart, with only the newer attachment following.
+  let resp = await http('GET', `${base}/details_multipart/m?atts_since=${since}`, { headers: { accept: 'multipart/related,*/*;' } });
+  assert.match(resp.headers.get('content-type'), /^multipart\/related; boundary="[0-9a-f]{32}"$/);
+  assert.match(resp.text, /"a.bin":\{[^}]*"stub":true/);
+  assert.match(resp.text, /"b.bin":\{[^}]*"follows":true/);
+  // open_revs as a replicator asks for it: every newer attachment follows, attachments=true or not.
+  resp = await http('GET', `${base}/details_multipart/m?open_revs=${encodeURIComponent(JSON.stringify([second.rev]))}`, { headers: { accept: 'multipart/mixed' } });
+  assert.match(resp.headers.get('content-type'), /^multipart\/mixed/);
+  assert.match(resp.text, /Content-Type: multipart\/related; boundary=/);
+  // Accept */* takes multipart (CouchDB's accepts_content_type); application/json does not.
+  resp = await http('GET', `${base}/details_multipart/m?attachments=true`, { headers: { accept: '*/*' } });
+  assert.match(resp.headers.get('content-type'), /^multipart\/related/);
+  resp = await http('GET', `${base}/details_multipart/m?attachments=true`, { headers: { accept: 'application/json' } });
+  assert.equal(resp.json._attachments['b.bin'].data, Buffer.from('bbb').toString('base64'));
+  // A replicated write keeps the attachment's revpos (new_edits=false with inline data).
+  resp = await http('POST', `${base}/details_multipart/_bulk_docs`, {
+    body: { new_edits: false, docs: [{ _id: 'r', _rev: '3-abc', _revisions: { start: 3, ids: ['abc', 'def', 'ghi'] }, _attachments: { 'x.txt': { content_type: 'application/octet-stream', revpos: 2, data: Buffer.from('x').toString('base64') } } }] },
+  });
+  assert.equal(resp.status, 201);
+  assert.equal((await db.get('r'))._attachments['x.txt'].revpos, 2);
+});

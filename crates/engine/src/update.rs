@@ -28,6 +28,9 @@ pub enum AttachmentInput {
         content_type: String,
         data: Bytes,
         encoding: AttEncoding,
+        /// The `revpos` the writer gave: kept by replicated (`new_edits=false`) writes, as
+        /// CouchDB keeps a replicated attachment's; an edit gives its own generation.
+        revpos: Option<u64>,
     },
 }
 
@@ -197,6 +200,7 @@ fn resolve_attachments(
     inputs: &[AttachmentInput],
     sources: &[&Leaf],
     revpos: u64,
+    replicated: bool,
 ) -> Result<(Vec<AttachmentMeta>, NewBodies), UpdateOutcome> {
     let mut metas = Vec::with_capacity(inputs.len());
     let mut bodies = Vec::new();
@@ -217,8 +221,13 @@ fn resolve_attachments(
                 content_type,
                 data,
                 encoding,
+                revpos: given_revpos,
             } => {
                 let md5 = md5_of(data);
+                let revpos = match given_revpos {
+                    Some(given) if replicated && *given >= 1 && *given <= revpos => *given,
+                    _ => revpos,
+                };
                 metas.push(AttachmentMeta {
                     name: name.clone(),
                     content_type: content_type.clone(),
@@ -268,7 +277,8 @@ pub(crate) fn plan_edit(
         (Some(parent), Some(record)) => record.leaf(parent).into_iter().collect(),
         _ => Vec::new(),
     };
-    let (attachments, new_attachments) = resolve_attachments(&update.attachments, &sources, pos)?;
+    let (attachments, new_attachments) =
+        resolve_attachments(&update.attachments, &sources, pos, false)?;
     let rev = RevId {
         pos,
         hash: couch_revision_hash(parent.as_ref(), update.deleted, &update.body, &attachments),
@@ -337,7 +347,7 @@ pub(crate) fn plan_replicated(
         .map(|record| record.leaves.iter().collect())
         .unwrap_or_default();
     let (attachments, new_attachments) =
-        resolve_attachments(&update.attachments, &sources, newest.pos)?;
+        resolve_attachments(&update.attachments, &sources, newest.pos, true)?;
     record.tree.merge_path(&update.history, update.deleted);
     record.leaves.push(Leaf {
         rev: newest.clone(),

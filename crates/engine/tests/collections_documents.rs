@@ -288,6 +288,7 @@ async fn local_documents_attachments_and_purges_belong_to_a_collection() {
         content_type: "text/plain".into(),
         data: Bytes::from_static(b"hello"),
         encoding: Default::default(),
+        revpos: None,
     }];
     let UpdateOutcome::Saved { rev, .. } = bucket
         .update_doc_in(c1, with_attachment, true, &settee_engine::Writer::system())

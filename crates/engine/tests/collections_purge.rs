@@ -75,6 +75,7 @@ async fn fill(engine: &Engine, cid: u32, prefix: &str) {
             content_type: "text/plain".into(),
             data: Bytes::from_static(b"body"),
             encoding: Default::default(),
+            revpos: None,
         }],
     };
     bucket

@@ -50,6 +50,7 @@ async fn three_revisions(bucket: &Bucket, att: &Bytes) -> Vec<RevId> {
                 content_type: "text/plain".into(),
                 data: att.clone(),
                 encoding: Default::default(),
+                revpos: None,
             }],
         ),
     )

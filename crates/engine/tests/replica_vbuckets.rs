@@ -185,6 +185,7 @@ async fn applied_records_equal_the_actives_and_resent_seqnos_change_nothing() {
         content_type: "text/plain".into(),
         data: Bytes::from_static(b"attachment body"),
         encoding: Default::default(),
+        revpos: None,
     }];
     source
         .update_docs(vec![attached], true)

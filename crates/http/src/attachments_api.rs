@@ -224,6 +224,7 @@ async fn put(
         content_type,
         data,
         encoding: AttEncoding::Identity,
+        revpos: None,
     });
     let doc = ParsedDoc {
         body: parent.map_or_else(|| Bytes::from_static(b"{}"), |leaf| leaf.body.clone()),
@@ -282,10 +283,35 @@ async fn delete(
     Ok(response)
 }
 
-/// Whether the client asked for a multipart answer (PouchDB and CouchDB's replicator do).
+/// Whether the client takes a multipart answer for a document (`multipart/related`, or a
+/// wildcard that covers it, as CouchDB's `accepts_content_type` reads `Accept`).
 pub fn wants_multipart(req: &Req) -> bool {
-    req.header("accept").is_some_and(|accept| {
-        accept.contains("multipart/related") || accept.contains("multipart/mixed")
+    accepts(req, "multipart/related") || accepts(req, "multipart/mixed")
+}
+
+/// Whether `Accept` names `media` or a wildcard covering it (`multipart/*`, `*/*`) with a
+/// non-zero quality. A request without `Accept` gets JSON from settee.
+pub fn accepts(req: &Req, media: &str) -> bool {
+    let Some(accept) = req.header("accept") else {
+        return false;
+    };
+    let (kind, _) = media.split_once('/').unwrap_or((media, ""));
+    accept.split(',').any(|item| {
+        let mut params = item.split(';');
+        let range = params.next().unwrap_or("").trim().to_ascii_lowercase();
+        let refused = params.any(|param| {
+            param
+                .trim()
+                .strip_prefix("q=")
+                .and_then(|q| q.trim().parse::<f32>().ok())
+                .is_some_and(|q| q <= 0.0)
+        });
+        let covers = range == media
+            || range == "*/*"
+            || range
+                .strip_suffix("/*")
+                .is_some_and(|prefix| prefix == kind);
+        covers && !refused
     })
 }
 
@@ -441,14 +467,20 @@ pub fn open_revs(
             }
         },
     );
-    let multipart = req
-        .header("accept")
-        .is_some_and(|accept| accept.contains("multipart/mixed"));
+    let multipart = accepts(req, "multipart/mixed");
     if multipart {
         let mut parts = Vec::new();
         for leaf in &found {
             let record = record.ok_or_else(ApiError::missing)?;
-            if options.attachments && !leaf.attachments.is_empty() {
+            // A multipart/related part when some attachment body follows: as CouchDB sends
+            // revisions to a replicator, every attachment newer than `atts_since` (all of
+            // them without it), `attachments=true` or not.
+            let known_pos = options.known_attachment_pos(record);
+            let some_body_follows = leaf
+                .attachments
+                .iter()
+                .any(|meta| known_pos.is_none_or(|pos| meta.revpos > pos));
+            if some_body_follows {
                 let inner = related_parts(keyspace, id, record, leaf, options)?;
                 let bodies: Vec<&[u8]> = inner.iter().map(|(_, body)| body.as_ref()).collect();
                 let boundary = new_boundary(&bodies);
@@ -586,6 +618,7 @@ pub async fn parse_multipart_doc(
             content_type: follows.content_type,
             data: part.body.clone(),
             encoding,
+            revpos: None,
         });
     }
     let position = |input: &AttachmentInput| {

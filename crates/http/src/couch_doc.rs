@@ -251,6 +251,7 @@ fn parse_attachments(raw: &str) -> ApiResult<(Vec<AttachmentInput>, Vec<Follows>
                 content_type,
                 data: Bytes::from(data),
                 encoding: AttEncoding::Identity,
+                revpos: spec.get("revpos").and_then(|value| value.as_u64()),
             });
         } else {
             return Err(ApiError::BadRequest(format!(

@@ -209,10 +209,15 @@ fn get(state: &HttpState, req: &Req, keyspace: &Keyspace, id: &str) -> ApiResult
     if crate::response::if_none_match(req.header("if-none-match"), &tag) {
         return Ok(crate::response::not_modified(&tag));
     }
-    if options.attachments
-        && !leaf.attachments.is_empty()
-        && crate::attachments_api::wants_multipart(req)
-    {
+    // Multipart when some attachment body goes out with the document: all of them with
+    // `attachments=true`, those newer than the client's revisions with `atts_since`.
+    let known_pos = options.known_attachment_pos(&record);
+    let some_body_follows = (options.attachments || !options.atts_since.is_empty())
+        && leaf
+            .attachments
+            .iter()
+            .any(|meta| known_pos.is_none_or(|pos| meta.revpos > pos));
+    if some_body_follows && crate::attachments_api::wants_multipart(req) {
         return crate::attachments_api::multipart_doc(keyspace, id, &record, leaf, &options);
     }
     let body = render_doc(
@@ -594,6 +599,7 @@ async fn copy(
             content_type: meta.content_type.clone(),
             data,
             encoding: meta.encoding,
+            revpos: None,
         });
     }
     // What the user may read of it: another user's replication without its credentials.

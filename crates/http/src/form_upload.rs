@@ -106,6 +106,7 @@ pub async fn post_form(
                         .to_string(),
                     data: part.body.clone(),
                     encoding: settee_engine::record::AttEncoding::Identity,
+                    revpos: None,
                 });
             }
             _ => {}
