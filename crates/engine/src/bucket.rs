@@ -25,7 +25,7 @@ use crate::error::EngineError;
 use crate::key_locks::{KeyGuard, KeyLocks};
 use crate::keys;
 use crate::limits::{DocLimits, LimitError};
-use crate::record::{DocRecord, Header};
+use crate::record::DocRecord;
 use crate::seqvec::SeqVector;
 use crate::skips::{SkipCounters, SkipStats, SkippedRecord, Skips};
 use crate::vb_state::{read_states, VbSlot, VbState};
@@ -418,38 +418,6 @@ impl Bucket {
         self.skips.record(&self.name, kind, vbucket, key, reason);
     }
 
-    /// [`Bucket::read_record`] for readers of many documents: a record that does not decode is
-    /// skipped (counted, logged once) and reads as absent, so the reader goes on with the rest.
-    pub fn read_record_or_skip<'k>(
-        &self,
-        key: impl Into<DocKey<'k>>,
-    ) -> Result<Option<DocRecord>, EngineError> {
-        let key = key.into();
-        match self.read_record(key) {
-            Err(EngineError::CorruptDocument(reason)) => {
-                self.skip_corrupt_document(key.key, &reason);
-                Ok(None)
-            }
-            other => other,
-        }
-    }
-
-    /// [`Bucket::read_winner`] for readers of many documents, like
-    /// [`Bucket::read_record_or_skip`].
-    pub fn read_winner_or_skip<'k>(
-        &self,
-        key: impl Into<DocKey<'k>>,
-    ) -> Result<Option<(Header, Bytes)>, EngineError> {
-        let key = key.into();
-        match self.read_winner(key) {
-            Err(EngineError::CorruptDocument(reason)) => {
-                self.skip_corrupt_document(key.key, &reason);
-                Ok(None)
-            }
-            other => other,
-        }
-    }
-
     /// Whether this bucket's committed writes move the accounts epoch (its documents are
     /// accounts).
     pub(crate) fn set_writes_move_epoch(&self, moves: bool) {
@@ -679,38 +647,6 @@ impl Bucket {
             serde_json::to_vec(&config).unwrap_or_default(),
         );
         Ok(self.store.commit(batch).await?)
-    }
-
-    /// Reads a document's record as stored (deleted and expired ones included). A record that
-    /// does not decode is [`EngineError::CorruptDocument`]; a collection that is not live is
-    /// [`EngineError::UnknownCollection`].
-    pub fn read_record<'k>(
-        &self,
-        key: impl Into<DocKey<'k>>,
-    ) -> Result<Option<DocRecord>, EngineError> {
-        let key = key.into();
-        self.check_live(key.collection)?;
-        match self.store.get(Cf::Doc, &self.doc_storage_key(key))? {
-            Some(raw) => DocRecord::decode(&raw).map(Some).map_err(corrupt_document),
-            None => Ok(None),
-        }
-    }
-
-    /// The winner's header and body bytes, without decoding the revision tree.
-    pub fn read_winner<'k>(
-        &self,
-        key: impl Into<DocKey<'k>>,
-    ) -> Result<Option<(Header, Bytes)>, EngineError> {
-        let key = key.into();
-        self.check_live(key.collection)?;
-        match self.store.get(Cf::Doc, &self.doc_storage_key(key))? {
-            Some(raw) => {
-                let header = Header::decode(&raw).map_err(corrupt_document)?;
-                let body = Bytes::copy_from_slice(header.body(&raw).map_err(corrupt_document)?);
-                Ok(Some((header, body)))
-            }
-            None => Ok(None),
-        }
     }
 
     /// The `doc` key of a document.

@@ -49,7 +49,7 @@ pub struct ProposedWrite<'a> {
     /// The new revision's history, newest first (CouchDB's `_revisions`).
     pub history: Vec<RevId>,
     /// The revision it replaces (the parent of an edit, the nearest ancestor a replicated
-    /// revision has here, or a deleted winner being re-created); `None` for a new document.
+    /// revision has here); `None` for a new document, and for a deleted one re-created.
     pub old: Option<&'a Leaf>,
 }
 
@@ -116,8 +116,11 @@ impl Bucket {
         if exempt(key.key) {
             return Ok(());
         }
-        let old =
-            current.and_then(|record| history.iter().skip(1).find_map(|rev| record.leaf(rev)));
+        // A deleted ancestor is no old document: re-creating a deleted document validates
+        // with `oldDoc` null, as CouchDB validates it ("reuse existing deleted doc").
+        let old = current
+            .and_then(|record| history.iter().skip(1).find_map(|rev| record.leaf(rev)))
+            .filter(|leaf| !leaf.deleted);
         let write = ProposedWrite {
             key: key.key,
             new,
