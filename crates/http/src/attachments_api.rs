@@ -475,12 +475,7 @@ pub fn open_revs(
             // A multipart/related part when some attachment body follows: as CouchDB sends
             // revisions to a replicator, every attachment newer than `atts_since` (all of
             // them without it), `attachments=true` or not.
-            let known_pos = options.known_attachment_pos(record);
-            let some_body_follows = leaf
-                .attachments
-                .iter()
-                .any(|meta| known_pos.is_none_or(|pos| meta.revpos > pos));
-            if some_body_follows {
+            if options.has_newer_attachment(record, leaf) {
                 let inner = related_parts(keyspace, id, record, leaf, options)?;
                 let bodies: Vec<&[u8]> = inner.iter().map(|(_, body)| body.as_ref()).collect();
                 let boundary = new_boundary(&bodies);

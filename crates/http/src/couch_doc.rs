@@ -308,6 +308,15 @@ impl RenderOptions {
         }
     }
 
+    /// Whether some attachment of `leaf` is newer than the `atts_since` revisions (every one
+    /// is without them), so its body would go out with the document.
+    pub fn has_newer_attachment(&self, record: &DocRecord, leaf: &Leaf) -> bool {
+        let known_pos = self.known_attachment_pos(record);
+        leaf.attachments
+            .iter()
+            .any(|meta| known_pos.is_none_or(|pos| meta.revpos > pos))
+    }
+
     /// The newest generation among `atts_since` revisions this document has: attachments
     /// added at or before it are known to the client and go out as stubs.
     pub fn known_attachment_pos(&self, record: &DocRecord) -> Option<u64> {

@@ -211,12 +211,8 @@ fn get(state: &HttpState, req: &Req, keyspace: &Keyspace, id: &str) -> ApiResult
     }
     // Multipart when some attachment body goes out with the document: all of them with
     // `attachments=true`, those newer than the client's revisions with `atts_since`.
-    let known_pos = options.known_attachment_pos(&record);
     let some_body_follows = (options.attachments || !options.atts_since.is_empty())
-        && leaf
-            .attachments
-            .iter()
-            .any(|meta| known_pos.is_none_or(|pos| meta.revpos > pos));
+        && options.has_newer_attachment(&record, leaf);
     if some_body_follows && crate::attachments_api::wants_multipart(req) {
         return crate::attachments_api::multipart_doc(keyspace, id, &record, leaf, &options);
     }
