@@ -375,3 +375,57 @@ test('multipart answers: atts_since, open_revs for a replicator, Accept wildcard
   assert.equal(resp.status, 201);
   assert.equal((await db.get('r'))._attachments['x.txt'].revpos, 2);
 });
+
+test('_all_docs offset counts the live documents before startkey, either way round', async () => {
+  const db = await freshDb('details_offset');
+  const docs = [];
+  for (let i = 0; i < 6; i += 1) docs.push({ _id: String(i) });
+  const written = await db.bulk({ docs });
+  // A deleted document is not counted.
+  await db.destroy('1', written[1].rev);
+  await db.insert({ _id: '_design/a' });
+  assert.equal((await db.list({ startkey: '3' })).offset, 2);
+  assert.equal((await db.list({ startkey: '3', skip: 1 })).offset, 3);
+  assert.equal((await db.list({ startkey: '3', descending: true })).offset, 3);
+  assert.equal((await db.list({})).offset, 0);
+  const design = await http('GET', `${base}/details_offset/_design_docs?startkey="_design/b"`);
+  assert.equal(design.json.offset, 1);
+});
+
+test('sizes: active is less than file before and after compaction, for documents and views', async () => {
+  const db = await freshDb('details_sizes');
+  const docs = [];
+  for (let i = 0; i < 200; i += 1) docs.push({ _id: `d${i}`, n: i, text: 'x'.repeat(100) });
+  let written = await db.bulk({ docs });
+  const info = await db.info();
+  assert.ok(info.sizes.active > 0 && info.sizes.active < info.sizes.file, JSON.stringify(info.sizes));
+
+  await db.insert({ _id: '_design/v', views: { n: { map: 'function (doc) { emit(doc.n, doc.text); }' } } });
+  for (let round = 0; round < 3; round += 1) {
+    await db.view('v', 'n', { limit: 1 });
+    written = await db.bulk({ docs: docs.map((doc, i) => ({ ...doc, n: doc.n + round, _rev: written[i].rev })) });
+  }
+  await db.view('v', 'n', { limit: 1 });
+  const before = (await http('GET', `${base}/details_sizes/_design/v/_info`)).json.view_index;
+  assert.ok(before.sizes.active < before.sizes.file, JSON.stringify(before.sizes));
+  const compact = await http('POST', `${base}/details_sizes/_compact/v`, { body: {} });
+  assert.equal(compact.status, 202);
+  let after;
+  for (let tries = 0; tries < 100; tries += 1) {
+    after = (await http('GET', `${base}/details_sizes/_design/v/_info`)).json.view_index;
+    if (!after.compact_running && after.sizes.file < before.sizes.file) break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  assert.ok(after.sizes.file < before.sizes.file, `${JSON.stringify(after.sizes)} ${JSON.stringify(before.sizes)}`);
+  assert.ok(after.sizes.active < after.sizes.file, JSON.stringify(after.sizes));
+  assert.equal((await db.view('v', 'n', {})).rows.length, 200);
+
+  await db.compact();
+  let compacted;
+  for (let tries = 0; tries < 100; tries += 1) {
+    compacted = await db.info();
+    if (!compacted.compact_running) break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  assert.ok(compacted.sizes.active < compacted.sizes.file, JSON.stringify(compacted.sizes));
+});

@@ -605,15 +605,15 @@ impl Bucket {
         let mut sizes = DiskSizes::default();
         for cf in [Cf::Doc, Cf::Seq, Cf::Att, Cf::Exp, Cf::Local] {
             let bytes = self.store.range_bytes(cf, &lower, &upper)?;
-            sizes.file += bytes.files + bytes.unflushed;
-            sizes.active += bytes.files_live + bytes.unflushed;
+            sizes.file += bytes.file();
+            sizes.active += bytes.active();
         }
         for cid in self.dropped_collections().keys() {
             for vbucket in 0..self.vbuckets {
                 let (lower, upper) = keys::coll_range(self.id, vbucket, *cid);
                 for cf in [Cf::Doc, Cf::Att, Cf::Exp, Cf::Local] {
                     let bytes = self.store.range_bytes(cf, &lower, &upper)?;
-                    sizes.pending_purge += bytes.files + bytes.unflushed;
+                    sizes.pending_purge += bytes.file();
                 }
             }
         }

@@ -8,7 +8,7 @@ use settee_storage::Cf;
 use crate::bucket::Bucket;
 use crate::error::EngineError;
 use crate::keys;
-use crate::record::DocRecord;
+use crate::record::{DocRecord, Header};
 use crate::skips::SkippedRecord;
 
 /// Records read from one vbucket per refill, at most.
@@ -82,6 +82,30 @@ impl Bucket {
                 .max(REFILL_BYTES_MIN),
             refused,
         }
+    }
+
+    /// Live (not deleted) documents in `range`, counted by walking every vbucket's keys and
+    /// reading only record headers: what precedes a `startkey` in `_all_docs` (its `offset`).
+    /// Records that do not decode are not counted.
+    pub fn count_live_docs(&self, range: ScanRange) -> Result<u64, EngineError> {
+        let mut scan = self.scan_docs(range);
+        if let Some(refused) = scan.refused.take() {
+            return Err(refused);
+        }
+        let mut count = 0;
+        for vbucket in 0..self.vbuckets {
+            let (lower, upper) = scan.bounds(vbucket);
+            if lower >= upper {
+                continue;
+            }
+            for item in self.store.scan(Cf::Doc, &lower, &upper, false) {
+                let (_, value) = item?;
+                if Header::decode(&value).is_ok_and(|header| !header.deleted) {
+                    count += 1;
+                }
+            }
+        }
+        Ok(count)
     }
 }
 

@@ -627,14 +627,17 @@ pub async fn all_docs(
         Some((low, high)) => live_doc_count(&keyspace, low, high),
         None => keyspace.doc_counts()?.0,
     };
-    let mut head = format!("{{\"total_rows\":{live},\"offset\":{skip}");
-    if update_seq {
-        head.push_str(&format!(
-            ",\"update_seq\":\"{}\"",
-            keyspace.high_seqnos()?.encode()
-        ));
-    }
-    head.push_str(",\"rows\":[\r\n");
+    let head = |offset: u64| -> ApiResult<String> {
+        let mut head = format!("{{\"total_rows\":{live},\"offset\":{offset}");
+        if update_seq {
+            head.push_str(&format!(
+                ",\"update_seq\":\"{}\"",
+                keyspace.high_seqnos()?.encode()
+            ));
+        }
+        head.push_str(",\"rows\":[\r\n");
+        Ok(head)
+    };
     if let Some(keys) = keys {
         let keys = keys
             .as_array()
@@ -642,7 +645,7 @@ pub async fn all_docs(
         if keys.len() > state.config.max_docs_per_bulk {
             return Err(ApiError::RequestTooLarge);
         }
-        let mut out = head.into_bytes();
+        let mut out = head(skip as u64)?.into_bytes();
         let mut first = true;
         let ordered: Vec<&Value> = if descending {
             keys.iter().rev().collect()
@@ -672,7 +675,7 @@ pub async fn all_docs(
         end = Some(key);
         inclusive_end = true;
     }
-    if let Some((low, high)) = bounds {
+    if let Some((low, high)) = bounds.clone() {
         // Clamp the range to the design documents' or the partition's ids.
         if descending {
             start = Some(start.map_or(high.clone(), |key| key.min(high.clone())));
@@ -685,6 +688,37 @@ pub async fn all_docs(
             }
         }
     }
+    // CouchDB's offset: the live documents before the first row in reading order.
+    let offset = match &start {
+        Some(start) => {
+            let (low, high) = match &bounds {
+                Some((low, high)) => (Some(low.clone()), Some(high.clone())),
+                None => (None, None),
+            };
+            let before = if descending {
+                let mut after_start = start.clone().into_bytes();
+                after_start.push(0);
+                ScanRange {
+                    collection: keyspace.collection(),
+                    start: Some(after_start),
+                    end: high.map(String::into_bytes),
+                    inclusive_end: false,
+                    descending: false,
+                }
+            } else {
+                ScanRange {
+                    collection: keyspace.collection(),
+                    start: low.map(String::into_bytes),
+                    end: Some(start.clone().into_bytes()),
+                    inclusive_end: false,
+                    descending: false,
+                }
+            };
+            keyspace.bucket().count_live_docs(before)?
+        }
+        None => 0,
+    };
+    let head = head(offset + skip as u64)?;
     let range = ScanRange {
         collection: 0,
         start: start.map(String::into_bytes),

@@ -372,9 +372,9 @@ pub async fn compact(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Ht
     Ok(ok_true(StatusCode::ACCEPTED))
 }
 
-/// `POST /{db}/_compact/{ddoc}`: CouchDB compacts the design document's view files. settee's
-/// view rows live in the node's one store, compacted with it, so there is nothing more to do;
-/// the design document must exist all the same (404 as CouchDB).
+/// `POST /{db}/_compact/{ddoc}`: CouchDB compacts the design document's view files; settee
+/// compacts the key range of its view group, in the background (202 at once, `_info`'s
+/// `compact_running` meanwhile). A missing design document is 404 as in CouchDB.
 pub async fn compact_views(
     state: &HttpState,
     req: &mut Req,
@@ -392,6 +392,10 @@ pub async fn compact_views(
     if !live {
         return Err(ApiError::missing());
     }
+    let group = crate::view_api::design_views(state, &keyspace, ddoc)
+        .await?
+        .group;
+    tokio::task::spawn_blocking(move || group.compact());
     Ok(ok_true(StatusCode::ACCEPTED))
 }
 

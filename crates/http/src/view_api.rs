@@ -54,7 +54,7 @@ pub fn check_design_fields(id: &str, body: &[u8]) -> ApiResult<()> {
     Ok(())
 }
 
-async fn design_views(
+pub(crate) async fn design_views(
     state: &HttpState,
     keyspace: &Keyspace,
     ddoc: &str,
@@ -273,7 +273,7 @@ pub async fn design_info(
                 "updates_pending": {"minimum": pending, "preferred": pending, "total": pending},
                 "purge_seq": 0,
                 "updater_running": group.is_updater_running(),
-                "compact_running": false,
+                "compact_running": group.is_compacting(),
                 "waiting_clients": 0,
                 "waiting_commit": false,
                 // CouchDB names the ICU collator versions its index was built with; settee's

@@ -33,4 +33,4 @@ pub use error::StoreError;
 pub use health::StoreHealth;
 pub use options::StoreOptions;
 pub use stats::StoreStats;
-pub use store::{Cf, CommitStats, Entry, RangeBytes, Store};
+pub use store::{Cf, CommitStats, Entry, RangeBytes, Store, ENTRY_OVERHEAD};

@@ -72,6 +72,25 @@ pub struct RangeBytes {
     /// uncompressed, each key's newest version. Beyond [`UNFLUSHED_ENTRIES_MAX`] entries, the
     /// size of those counted scaled to the column family's memtable entries (every range's).
     pub unflushed: u64,
+    /// How many entries `unflushed` holds (scaled the same way).
+    pub unflushed_entries: u64,
+}
+
+/// What RocksDB stores with every entry besides its key and value, in the write-ahead log
+/// and the memtable alike: the 8-byte internal-key trailer (sequence number and type).
+pub const ENTRY_OVERHEAD: u64 = 8;
+
+impl RangeBytes {
+    /// CouchDB's `sizes.file`: SST bytes, and unflushed entries as the log holds them.
+    pub fn file(&self) -> u64 {
+        self.files + self.unflushed + self.unflushed_entries * ENTRY_OVERHEAD
+    }
+
+    /// CouchDB's `sizes.active`: the live data in `file()`, without RocksDB's own bytes (index
+    /// and filter blocks, entry trailers). Never more than `file()`.
+    pub fn active(&self) -> u64 {
+        (self.files_live + self.unflushed).min(self.file())
+    }
 }
 
 /// How many batches were committed in how many fsynced groups.
@@ -459,9 +478,18 @@ impl Store {
             .property(cf, "rocksdb.estimate-live-data-size")
             .unwrap_or(total)
             .min(total);
+        // The data blocks' share of the SST bytes: the rest is index, filter and metadata.
+        let data_blocks = self
+            .property_text(cf, "rocksdb.aggregated-table-properties")
+            .and_then(|text| table_property(&text, "data block size"))
+            .unwrap_or(total)
+            .min(total);
         let files_live = match total {
             0 => files,
-            _ => (u128::from(files) * u128::from(live) / u128::from(total)) as u64,
+            _ => {
+                let live = u128::from(files) * u128::from(live) / u128::from(total);
+                (live * u128::from(data_blocks) / u128::from(total)) as u64
+            }
         };
         let mut read_options = ReadOptions::default();
         read_options.set_read_tier(rocksdb::ReadTier::Memtable);
@@ -485,6 +513,7 @@ impl Store {
                 .sum::<u64>();
                 let scaled = u128::from(unflushed) * u128::from(in_memtables) / entries as u128;
                 unflushed = unflushed.max(scaled as u64);
+                entries = entries.max(in_memtables as usize);
                 break;
             }
             iterator.next();
@@ -494,7 +523,17 @@ impl Store {
             files,
             files_live: files_live.min(files),
             unflushed,
+            unflushed_entries: entries as u64,
         })
+    }
+
+    /// A RocksDB text property of one column family (e.g. `rocksdb.aggregated-table-properties`).
+    pub fn property_text(&self, cf: Cf, name: &str) -> Option<String> {
+        self.inner
+            .db
+            .property_value_cf(self.inner.handle(cf), name)
+            .ok()
+            .flatten()
     }
 
     /// A RocksDB integer property of one column family (e.g. `rocksdb.total-sst-files-size`).
@@ -545,4 +584,12 @@ fn cf_options(cf: Cf, options: &StoreOptions, cache: &Cache) -> Options {
         cf_options.set_blob_compression_type(DBCompressionType::Lz4);
     }
     cf_options
+}
+
+/// One figure of RocksDB's table-properties text (`name=value; name=value; ...`).
+fn table_property(text: &str, name: &str) -> Option<u64> {
+    text.split(';').find_map(|pair| {
+        let (key, value) = pair.split_once('=')?;
+        (key.trim() == name).then(|| value.trim().parse().ok())?
+    })
 }

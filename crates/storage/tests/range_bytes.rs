@@ -13,6 +13,10 @@ fn unflushed_writes_count_until_flushed_and_live_never_exceeds_files() {
     let before = store.range_bytes(Cf::Seq, b"k", b"l").expect("bytes");
     assert_eq!(before.files, 0, "{before:?}");
     assert_eq!(before.unflushed, 2000 * (6 + 100), "{before:?}");
+    assert_eq!(before.unflushed_entries, 2000, "{before:?}");
+    // The log holds each entry's trailer too: live data is less than the file.
+    assert_eq!(before.active(), 2000 * (6 + 100), "{before:?}");
+    assert_eq!(before.file(), 2000 * (6 + 100 + 8), "{before:?}");
     assert_eq!(
         store
             .range_bytes(Cf::Seq, b"a", b"b")
@@ -47,4 +51,7 @@ fn unflushed_writes_count_until_flushed_and_live_never_exceeds_files() {
         "{compacted:?} {overwritten:?}"
     );
     assert!(compacted.files_live <= compacted.files, "{compacted:?}");
+    // Index and filter blocks are in the file and are not live data.
+    assert!(compacted.active() < compacted.file(), "{compacted:?}");
+    assert!(compacted.active() > 0, "{compacted:?}");
 }

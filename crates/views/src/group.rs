@@ -67,6 +67,8 @@ pub struct IndexGroup {
     /// Why the last build stopped, until the next one starts.
     error: Mutex<Option<ViewError>>,
     builder_running: AtomicBool,
+    /// A [`ViewGroup::compact`] is running (`_info`'s `compact_running`).
+    compacting: AtomicBool,
     /// Queries waiting for the index now ([`IndexGroup::wait_for`]) and an `update_after`
     /// nudge: either makes the builder skip its background delay; `wanted` wakes it.
     waiting: AtomicUsize,
@@ -130,6 +132,7 @@ impl IndexGroup {
             progress,
             error: Mutex::new(None),
             builder_running: AtomicBool::new(false),
+            compacting: AtomicBool::new(false),
             waiting: AtomicUsize::new(0),
             nudged: AtomicBool::new(false),
             wanted: tokio::sync::Notify::new(),
@@ -175,14 +178,34 @@ impl IndexGroup {
         self.state.lock().row_counts.get(view).copied().unwrap_or(0)
     }
 
-    /// (bytes on disk, bytes on disk) of the group's rows, back index and state; data still
-    /// in memtables is not counted.
+    /// (`sizes.file`, `sizes.active`) of the group's rows, back index and state, flushed or
+    /// not: see [`settee_storage::RangeBytes`].
     pub fn sizes(&self) -> (u64, u64) {
         let prefix = keys::group_prefix(self.bucket().id(), self.id);
-        let file = self
+        match self
             .store
-            .size_on_disk(Cf::View, &prefix, &keys::prefix_end(&prefix));
-        (file, file)
+            .range_bytes(Cf::View, &prefix, &keys::prefix_end(&prefix))
+        {
+            Ok(bytes) => (bytes.file(), bytes.active()),
+            Err(error) => {
+                tracing::warn!(%error, "view index sizes unreadable");
+                (0, 0)
+            }
+        }
+    }
+
+    /// CouchDB's view compaction: the group's rows, back index and state compacted in full,
+    /// so their overwritten and deleted versions leave the disk. Blocks until done.
+    pub fn compact(&self) {
+        self.compacting.store(true, Ordering::Release);
+        let prefix = keys::group_prefix(self.bucket().id(), self.id);
+        self.store
+            .compact(Cf::View, &prefix, &keys::prefix_end(&prefix));
+        self.compacting.store(false, Ordering::Release);
+    }
+
+    pub fn is_compacting(&self) -> bool {
+        self.compacting.load(Ordering::Acquire)
     }
 
     pub fn task(&self) -> TaskProgress {
