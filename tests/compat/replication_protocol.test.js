@@ -147,3 +147,46 @@ test('conflicts as CouchDB: deterministic winner, _conflicts, _deleted_conflicts
   assert.equal(resolved.json._conflicts, undefined);
   assert.equal(resolved.json._deleted_conflicts.length, 2);
 });
+
+test('attachments stored gzipped replicate as stored: multipart, same digest and revpos, not recompressed', async () => {
+  const url = server.url;
+  const config = `${url}/_node/_local/_config/attachments/compression_level`;
+  for (const db of ['gz_src', 'gz_tgt']) assert.equal((await http('PUT', `${url}/${db}`)).status, 201);
+  const text = 'This is a compressible line of text.\n'.repeat(4000);
+  const created = await http('PUT', `${url}/gz_src/doc`, { body: { v: 1 } });
+  const first = await http('PUT', `${url}/gz_src/doc/readme.txt?rev=${created.json.rev}`, {
+    body: text, headers: { 'content-type': 'text/plain' },
+  });
+  const binary = Buffer.from(Array.from({ length: 3000 }, (_, i) => (i * 7919) % 256));
+  const second = await http('PUT', `${url}/gz_src/doc/data.bin?rev=${first.json.rev}`, {
+    body: binary, headers: { 'content-type': 'application/octet-stream' },
+  });
+  assert.equal(second.status, 201);
+  await http('PUT', `${url}/gz_src/plain`, { body: { no: 'attachments' } });
+  const source = (await http('GET', `${url}/gz_src/doc?att_encoding_info=true`)).json;
+  assert.equal(source._attachments['readme.txt'].encoding, 'gzip');
+
+  // The target would not compress what it is given: only carrying the stored bytes keeps them gzipped.
+  const before = await http('PUT', config, { body: JSON.stringify('0') });
+  try {
+    const result = await http('POST', `${url}/_replicate`, { body: { source: 'gz_src', target: 'gz_tgt' } });
+    assert.equal(result.status, 200, result.text);
+    assert.equal(result.json.history[0].docs_written, 2);
+    assert.equal(result.json.history[0].doc_write_failures, 0);
+  } finally {
+    await http('PUT', config, { body: JSON.stringify(before.json) });
+  }
+  const copy = (await http('GET', `${url}/gz_tgt/doc?att_encoding_info=true`)).json;
+  assert.equal(copy._rev, source._rev);
+  const [gz, bin] = [copy._attachments['readme.txt'], copy._attachments['data.bin']];
+  assert.equal(gz.encoding, 'gzip');
+  assert.ok(gz.encoded_length < gz.length, JSON.stringify(gz));
+  assert.equal(gz.digest, source._attachments['readme.txt'].digest);
+  assert.equal(gz.revpos, 2);
+  assert.equal(bin.revpos, 3);
+  assert.equal(bin.encoding, undefined);
+  assert.equal((await http('GET', `${url}/gz_tgt/doc/readme.txt`)).text, text);
+  const copied = await fetch(`${url}/gz_tgt/doc/data.bin`, { headers: { authorization } });
+  assert.deepEqual(Buffer.from(await copied.arrayBuffer()), binary);
+  assert.equal((await http('GET', `${url}/gz_tgt/plain`)).json.no, 'attachments');
+});

@@ -613,7 +613,7 @@ pub async fn parse_multipart_doc(
             content_type: follows.content_type,
             data: part.body.clone(),
             encoding,
-            revpos: None,
+            revpos: follows.revpos,
         });
     }
     let position = |input: &AttachmentInput| {

@@ -217,6 +217,8 @@ pub struct Follows {
     pub length: Option<u64>,
     pub encoded_length: Option<u64>,
     pub gzip: bool,
+    /// Kept by replicated (`new_edits=false`) writes, as for inline data.
+    pub revpos: Option<u64>,
 }
 
 fn parse_attachments(raw: &str) -> ApiResult<(Vec<AttachmentInput>, Vec<Follows>, Vec<String>)> {
@@ -241,6 +243,7 @@ fn parse_attachments(raw: &str) -> ApiResult<(Vec<AttachmentInput>, Vec<Follows>
                 length: spec.get("length").and_then(|value| value.as_u64()),
                 encoded_length: spec.get("encoded_length").and_then(|value| value.as_u64()),
                 gzip: spec.get("encoding").and_then(|value| value.as_str()) == Some("gzip"),
+                revpos: spec.get("revpos").and_then(|value| value.as_u64()),
             });
         } else if let Some(data) = spec.get("data").and_then(|value| value.as_str()) {
             let data = BASE64

@@ -66,9 +66,10 @@ pub struct Peer {
     connections: Arc<Semaphore>,
 }
 
-/// A response: status and the whole body.
+/// A response: status, its `Content-Type` and the whole body.
 pub struct Answer {
     pub status: StatusCode,
+    pub content_type: Option<String>,
     pub body: Bytes,
 }
 
@@ -147,6 +148,19 @@ impl Peer {
         accept: &str,
         timeout: Option<Duration>,
     ) -> Result<Answer, ReplicatorError> {
+        let body = body.map(|body| (body, "application/json".to_string()));
+        self.send_typed(method, path, body, accept, timeout).await
+    }
+
+    /// [`Peer::send`] with a body of any type: (bytes, `Content-Type`).
+    pub async fn send_typed(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(Bytes, String)>,
+        accept: &str,
+        timeout: Option<Duration>,
+    ) -> Result<Answer, ReplicatorError> {
         let url = format!("{}{}", self.base, path);
         let mut wait = RETRY_WAIT_FIRST;
         let mut attempt = 0;
@@ -175,7 +189,7 @@ impl Peer {
         &self,
         method: &Method,
         url: &str,
-        body: Option<Bytes>,
+        body: Option<(Bytes, String)>,
         accept: &str,
         timeout: Option<Duration>,
     ) -> Result<Answer, ReplicatorError> {
@@ -193,11 +207,15 @@ impl Peer {
         if let Some((name, value)) = self.dynamic.as_ref().and_then(|source| source()) {
             builder = builder.header(name, value);
         }
-        if body.is_some() {
-            builder = builder.header("Content-Type", "application/json");
-        }
+        let body = match body {
+            Some((bytes, content_type)) => {
+                builder = builder.header("Content-Type", content_type);
+                bytes
+            }
+            None => Bytes::new(),
+        };
         let request = builder
-            .body(Full::new(body.unwrap_or_default()))
+            .body(Full::new(body))
             .map_err(|error| transport(error.to_string()))?;
         let _permit = self
             .connections
@@ -211,12 +229,21 @@ impl Peer {
                 .await
                 .map_err(|error| transport(error.to_string()))?;
             let status = response.status();
+            let content_type = response
+                .headers()
+                .get(hyper::header::CONTENT_TYPE)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_string);
             let body = Limited::new(response.into_body(), RESPONSE_BYTES_MAX)
                 .collect()
                 .await
                 .map_err(|error| transport(error.to_string()))?
                 .to_bytes();
-            Ok(Answer { status, body })
+            Ok(Answer {
+                status,
+                content_type,
+                body,
+            })
         };
         match tokio::time::timeout(timeout.unwrap_or(self.timeout), exchange).await {
             Ok(result) => result,

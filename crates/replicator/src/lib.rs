@@ -18,6 +18,7 @@ pub mod changes;
 pub mod checkpoint;
 pub mod client;
 pub mod docs;
+mod encoded;
 pub mod endpoint;
 pub mod error;
 pub mod ids;

@@ -2,7 +2,8 @@
 //! them from the source with their histories and attachments (`_bulk_get`, or per-document
 //! `open_revs` GETs for servers without it), write them with `new_edits=false`.
 //!
-//! Attachments travel inline (base64) in the JSON bodies; `atts_since` with the target's
+//! Attachments travel inline (base64) in the JSON bodies, except bodies the source stores
+//! compressed, which go as multipart (`encoded.rs`); `atts_since` with the target's
 //! possible ancestors lets the source send stubs for bodies the target already holds. If the
 //! target cannot resolve a stub (`missing_stub`) the document is fetched again in full.
 
@@ -14,6 +15,7 @@ use serde_json::{json, Map, Value};
 
 use crate::changes::ChangeRow;
 use crate::client::Peer;
+use crate::encoded::has_encoded_data;
 use crate::error::ReplicatorError;
 use crate::stats::Stats;
 
@@ -58,7 +60,7 @@ impl Worker<'_> {
             return Ok(stats);
         }
         let docs = self.fetch(&missing, true, &mut stats).await?;
-        let stub_failures = self.write(docs, &mut stats).await?;
+        let stub_failures = self.write_all(docs, &missing, true, &mut stats).await?;
         if !stub_failures.is_empty() {
             // The target lacked an attachment body `atts_since` assumed it had: send them whole.
             let again: Vec<Missing> = missing
@@ -67,7 +69,7 @@ impl Worker<'_> {
                 .collect();
             stats.doc_write_failures -= stub_failures.len() as u64;
             let docs = self.fetch(&again, false, &mut stats).await?;
-            self.write(docs, &mut stats).await?;
+            self.write_all(docs, &again, false, &mut stats).await?;
         }
         Ok(stats)
     }
@@ -114,7 +116,7 @@ impl Worker<'_> {
                 specs.push(spec);
             }
         }
-        let path = "_bulk_get?revs=true&attachments=true&latest=true";
+        let path = "_bulk_get?revs=true&attachments=true&latest=true&att_encoding_info=true";
         let body = Bytes::from(json!({ "docs": specs }).to_string());
         let answer = self
             .source
@@ -168,7 +170,7 @@ impl Worker<'_> {
         with_atts_since: bool,
     ) -> Result<Vec<Value>, ReplicatorError> {
         let mut path = format!(
-            "{}?revs=true&latest=true&attachments=true&open_revs={}",
+            "{}?revs=true&latest=true&attachments=true&att_encoding_info=true&open_revs={}",
             Peer::doc_path(&doc.id),
             Peer::encode_query(&json!(doc.revs).to_string())
         );
@@ -194,6 +196,40 @@ impl Worker<'_> {
             }
         }
         Ok(docs)
+    }
+
+    /// Writes fetched revisions: those with attachment bodies the source stores encoded one
+    /// by one as multipart (`encoded.rs`), the rest with `_bulk_docs`. Returns the ids refused
+    /// for a missing attachment stub.
+    async fn write_all(
+        &self,
+        docs: Vec<Value>,
+        missing: &[Missing],
+        with_atts_since: bool,
+        stats: &mut Stats,
+    ) -> Result<HashSet<String>, ReplicatorError> {
+        let (encoded, mut plain): (Vec<Value>, Vec<Value>) =
+            docs.into_iter().partition(has_encoded_data);
+        let mut stub_failures = HashSet::new();
+        for doc in encoded {
+            let text = |name: &str| doc.get(name).and_then(Value::as_str).unwrap_or("");
+            let (id, rev) = (text("_id").to_string(), text("_rev").to_string());
+            let ancestors = match missing.iter().find(|entry| entry.id == id) {
+                Some(entry) if with_atts_since => entry.ancestors.clone(),
+                _ => Vec::new(),
+            };
+            match self.copy_encoded(&id, &rev, &ancestors, stats).await? {
+                Some(copied) => {
+                    plain.extend(copied.json);
+                    if copied.missing_stub {
+                        stub_failures.insert(id);
+                    }
+                }
+                None => plain.push(doc),
+            }
+        }
+        stub_failures.extend(self.write(plain, stats).await?);
+        Ok(stub_failures)
     }
 
     /// Writes with `new_edits=false`; returns the ids refused for a missing attachment stub.
