@@ -429,3 +429,37 @@ test('sizes: active is less than file before and after compaction, for documents
   }
   assert.ok(compacted.sizes.active < compacted.sizes.file, JSON.stringify(compacted.sizes));
 });
+
+test('update_seq and last_seq are CouchDB\'s packed shard sequences, accepted back as since', async () => {
+  const zlib = require('node:zlib');
+  const db = await freshDb('details_seq');
+  await db.bulk({ docs: [1, 2, 3, 4, 5].map((i) => ({ _id: `s${i}` })) });
+  // {sum}-base64url(term_to_binary([{Node, [Begin, End], {Seq, Uuid, Epoch}}], [compressed]))
+  const shards = (seq) => {
+    const [sum, payload] = seq.split('-');
+    const packed = Buffer.from(payload, 'base64url');
+    assert.deepEqual([packed[0], packed[1]], [131, 80]);
+    const term = zlib.inflateSync(packed.subarray(6));
+    assert.equal(term.length, packed.readUInt32BE(2));
+    assert.equal(term[0], 108, 'a list');
+    return { sum: Number(sum), count: term.readUInt32BE(1), term };
+  };
+  const info = await db.info();
+  const packed = shards(info.update_seq);
+  assert.equal(packed.sum, 5);
+  assert.ok(packed.count >= 1 && packed.count <= 5, `${packed.count}`);
+  assert.equal((await db.changes({ since: info.update_seq })).results.length, 0);
+  const first = await db.changes({ limit: 2 });
+  assert.equal(shards(first.last_seq).sum, 2);
+  assert.equal((await db.changes({ since: first.last_seq })).results.length, 3);
+  const bad = await http('GET', `${base}/details_seq/_changes?since=5-g1AAAA`);
+  assert.equal(bad.status, 400);
+
+  const copied = await http('POST', `${base}/_replicate`, {
+    body: { source: 'details_seq', target: 'details_seq_copy', create_target: true },
+  });
+  assert.equal(copied.status, 200, copied.text);
+  const target = shards((await nano.db.get('details_seq_copy')).update_seq);
+  assert.equal(target.sum, 5);
+  assert.equal(target.count, packed.count);
+});

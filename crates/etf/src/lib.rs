@@ -24,6 +24,7 @@
 
 use serde_json::Value;
 
+mod decode;
 mod json;
 pub use json::json_to_ejson;
 

@@ -10,6 +10,7 @@
 
 pub mod attachment_gzip;
 pub mod cors;
+pub mod couch_seq;
 pub mod encoding;
 pub mod multipart;
 pub mod range;

@@ -632,7 +632,11 @@ pub async fn all_docs(
         if update_seq {
             head.push_str(&format!(
                 ",\"update_seq\":\"{}\"",
-                keyspace.high_seqnos()?.encode()
+                crate::changes_api::couch_seq(
+                    &state.config.node_name,
+                    &keyspace,
+                    &keyspace.high_seqnos()?
+                )
             ));
         }
         head.push_str(",\"rows\":[\r\n");

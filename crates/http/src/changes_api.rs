@@ -65,6 +65,8 @@ enum Filter {
 #[derive(Clone, Debug)]
 struct FeedOptions {
     feed: Feed,
+    /// This node's name, in `last_seq` (CouchDB's form names the node).
+    node_name: String,
     limit: Option<usize>,
     descending: bool,
     include_docs: bool,
@@ -105,7 +107,7 @@ pub async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Ht
     let since = match req.header("last-event-id").or(req.param("since")) {
         None => SeqVector::zero(keyspace.bucket().vbuckets()),
         Some("now") => keyspace.high_seqnos()?,
-        Some(text) => SeqVector::decode(text, keyspace.bucket().vbuckets()).ok_or_else(|| {
+        Some(text) => parse_seq(&keyspace, text).ok_or_else(|| {
             ApiError::BadRequest(format!(
                 "Malformed sequence supplied in 'since' parameter: {text}"
             ))
@@ -304,12 +306,19 @@ fn feed_options(
                 "unknown builtin filter name: {other}"
             )))
         }
-        Some(other) => Filter::Js(state.js_filters.function(keyspace, req, other, body)?),
+        Some(other) => Filter::Js(state.js_filters.function(
+            keyspace,
+            req,
+            other,
+            body,
+            &state.config.node_name,
+        )?),
     };
     let mut render = crate::doc_api::render_options(req, keyspace)?;
     render.revs = false;
     Ok(FeedOptions {
         feed,
+        node_name: state.config.node_name.clone(),
         limit: req.u64_param("limit")?.map(|limit| limit as usize),
         descending: req.flag("descending", false),
         include_docs: req.flag("include_docs", false),
@@ -488,6 +497,23 @@ fn frame(feed: Feed, row: &[u8], first: bool) -> Vec<u8> {
     }
 }
 
+/// A sequence this bucket handed out, in either form (docs/format/update-seq.md).
+pub(crate) fn parse_seq(keyspace: &Keyspace, text: &str) -> Option<SeqVector> {
+    let vbuckets = keyspace.bucket().vbuckets();
+    SeqVector::decode(text, vbuckets)
+        .or_else(|| settee_http_wire::couch_seq::decode(text, vbuckets).map(SeqVector::from_seqnos))
+}
+
+/// `position` in CouchDB's form, for sequences an answer gives once (`update_seq`,
+/// `last_seq`); rows of a feed keep the compact form.
+pub(crate) fn couch_seq(node: &str, keyspace: &Keyspace, position: &SeqVector) -> String {
+    let bucket = keyspace.bucket();
+    let uuids: Vec<u64> = (0..bucket.vbuckets())
+        .map(|vbucket| bucket.vbucket_uuid(vbucket))
+        .collect();
+    settee_http_wire::couch_seq::encode(position.seqnos(), &uuids, node)
+}
+
 async fn run_feed(
     keyspace: Keyspace,
     since: SeqVector,
@@ -590,7 +616,7 @@ async fn run_feed(
             Wake::Stop => break,
         }
     }
-    let last_seq = position.encode();
+    let last_seq = couch_seq(&options.node_name, &keyspace, &position);
     let tail = match feed {
         Feed::Normal | Feed::Longpoll => {
             format!("\n],\n\"last_seq\":\"{last_seq}\",\"pending\":{pending}}}\n").into_bytes()

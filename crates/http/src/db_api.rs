@@ -73,7 +73,8 @@ pub fn open(
     Ok(keyspace)
 }
 
-pub fn db_info(keyspace: &Keyspace) -> ApiResult<serde_json::Value> {
+/// `GET /{db}`; `node` is this node's name (in `update_seq`).
+pub fn db_info(keyspace: &Keyspace, node: &str) -> ApiResult<serde_json::Value> {
     let bucket = keyspace.bucket();
     let (live, deleted) = keyspace.doc_counts()?;
     // As CouchDB: file = bytes on disk (garbage included), active = the live part of them
@@ -87,7 +88,11 @@ pub fn db_info(keyspace: &Keyspace) -> ApiResult<serde_json::Value> {
     Ok(json!({
         "db_name": keyspace.name(),
         "purge_seq": keyspace.purge_seq()?.to_string(),
-        "update_seq": keyspace.high_seqnos()?.encode(),
+        "update_seq": crate::changes_api::couch_seq(
+            node,
+            keyspace,
+            &keyspace.high_seqnos()?,
+        ),
         "sizes": {"file": sizes.file, "external": external, "active": sizes.active},
         "props": if bucket.is_partitioned() { json!({"partitioned": true}) } else { json!({}) },
         "doc_del_count": deleted,
@@ -103,7 +108,10 @@ pub async fn database(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<H
     match req.method {
         Method::GET | Method::HEAD => {
             let keyspace = open(state, req, db, Operation::ReadDb)?;
-            Ok(json(StatusCode::OK, &db_info(&keyspace)?))
+            Ok(json(
+                StatusCode::OK,
+                &db_info(&keyspace, &state.config.node_name)?,
+            ))
         }
         Method::PUT => create(state, req, db).await,
         Method::DELETE => {
@@ -392,10 +400,10 @@ pub async fn compact_views(
     if !live {
         return Err(ApiError::missing());
     }
-    let group = crate::view_api::design_views(state, &keyspace, ddoc)
-        .await?
-        .group;
-    tokio::task::spawn_blocking(move || group.compact());
+    // A design document without views has no index to compact: 202 all the same.
+    if let Ok(found) = crate::view_api::design_views(state, &keyspace, ddoc).await {
+        tokio::task::spawn_blocking(move || found.group.compact());
+    }
     Ok(ok_true(StatusCode::ACCEPTED))
 }
 

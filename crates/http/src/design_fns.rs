@@ -123,6 +123,8 @@ pub struct RequestParts<'a> {
     pub uuid: Option<String>,
     /// The request body as text; `None` is CouchDB's `"undefined"`.
     pub body: Option<String>,
+    /// This node's name (in `info.update_seq`).
+    pub node: &'a str,
 }
 
 /// CouchDB's request object (`chttpd_external:json_req_obj`) for JavaScript functions.
@@ -158,7 +160,7 @@ pub fn request_object(keyspace: &Keyspace, req: &Req, parts: RequestParts<'_>) -
         _ => Map::new(),
     };
     json!({
-        "info": crate::db_api::db_info(keyspace).unwrap_or_default(),
+        "info": crate::db_api::db_info(keyspace, parts.node).unwrap_or_default(),
         "id": parts.id,
         "uuid": parts.uuid,
         "method": req.method.as_str(),
@@ -376,6 +378,7 @@ pub async fn show(
             id: id.as_deref(),
             uuid: None,
             body,
+            node: &state.config.node_name,
         },
     );
     let first = doc.map_or(Value::Null, |(_, doc)| doc);
@@ -416,6 +419,7 @@ pub async fn update(
             id: id.as_deref(),
             uuid: Some(state.uuids.configured(&req.settings)),
             body,
+            node: &state.config.node_name,
         },
     );
     let first = doc.map_or(Value::Null, |(_, doc)| doc);
@@ -511,6 +515,7 @@ pub async fn list(
             id: None,
             uuid: None,
             body: None,
+            node: &state.config.node_name,
         },
     );
     let first = json!({"head": head, "rows": rows});

@@ -141,13 +141,14 @@ impl JsFilters {
         Ok(program)
     }
 
-    /// `filter=ddoc/name`.
+    /// `filter=ddoc/name`; `node` is this node's name (in the request object's `info`).
     pub fn function(
         &self,
         keyspace: &Keyspace,
         req: &Req,
         filter: &str,
         body: &Value,
+        node: &str,
     ) -> ApiResult<JsFilter> {
         let (ddoc, name) = filter
             .split_once('/')
@@ -174,6 +175,7 @@ impl JsFilters {
                         id: None,
                         uuid: None,
                         body: (!body.is_null()).then(|| body.to_string()),
+                        node,
                     },
                 )
                 .to_string(),

@@ -102,6 +102,7 @@ pub async fn rewrite(
                     id: None,
                     uuid: None,
                     body: shown,
+                    node: &state.config.node_name,
                 },
             );
             if let Some(object) = object.as_object_mut() {
