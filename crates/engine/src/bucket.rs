@@ -32,7 +32,7 @@ use crate::vb_state::{read_states, VbSlot, VbState};
 use crate::vbucket::vbucket_of;
 
 /// Longest document key, in bytes (Couchbase's limit; CouchDB ids are held to it too).
-pub const KEY_BYTES_MAX: usize = 250;
+pub use settee_keys::KEY_BYTES_MAX;
 
 /// Refuses keys the storage layout cannot hold (empty or longer than [`KEY_BYTES_MAX`]).
 pub(crate) fn check_key(key: &[u8]) -> Result<(), EngineError> {

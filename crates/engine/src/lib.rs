@@ -28,7 +28,7 @@ mod engine;
 mod error;
 mod failover;
 mod key_locks;
-mod keys;
+use settee_keys as keys;
 mod keyspace;
 mod kv;
 pub mod limits;

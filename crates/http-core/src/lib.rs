@@ -4,7 +4,8 @@
 //! and CouchDB error body), responses and streamed bodies ([`response`], [`streamed`]), JSONP
 //! ([`jsonp`]), `Location` headers ([`location`]), authentication (Basic, cookie sessions:
 //! [`auth`]), connection timeouts and refusals ([`connection`]), the TLS hook
-//! ([`handshake`]), the door's settings ([`config`]) and database names ([`names`]).
+//! ([`handshake`]), the door's settings ([`config`]), database names ([`names`]) and view query
+//! parameters as CouchDB reads them ([`view_params`], moved here when `settee-http` neared 10k again).
 //! `settee-http` re-exports each module under its old path; the handlers and the router stay
 //! there.
 #![deny(clippy::unwrap_used)]
@@ -22,5 +23,6 @@ pub mod names;
 pub mod request;
 pub mod response;
 pub mod streamed;
+pub mod view_params;
 
 pub use config::HttpConfig;

@@ -627,7 +627,9 @@ pub async fn all_docs(
         Some((low, high)) => live_doc_count(&keyspace, low, high),
         None => keyspace.doc_counts()?.0,
     };
-    let head = |offset: u64| -> ApiResult<String> {
+    // With `keys`, CouchDB's offset is null (there is no one place in the index to count from).
+    let head = |offset: Option<u64>| -> ApiResult<String> {
+        let offset = offset.map_or("null".to_string(), |offset| offset.to_string());
         let mut head = format!("{{\"total_rows\":{live},\"offset\":{offset}");
         if update_seq {
             head.push_str(&format!(
@@ -649,7 +651,7 @@ pub async fn all_docs(
         if keys.len() > state.config.max_docs_per_bulk {
             return Err(ApiError::RequestTooLarge);
         }
-        let mut out = head(skip as u64)?.into_bytes();
+        let mut out = head(None)?.into_bytes();
         let mut first = true;
         let ordered: Vec<&Value> = if descending {
             keys.iter().rev().collect()
@@ -722,7 +724,7 @@ pub async fn all_docs(
         }
         None => 0,
     };
-    let head = head(offset + skip as u64)?;
+    let head = head(Some(offset + skip as u64))?;
     let range = ScanRange {
         collection: 0,
         start: start.map(String::into_bytes),

@@ -41,7 +41,7 @@ pub use settee_http_core::streamed;
 pub mod subdoc_api;
 pub use settee_http_wire::uuids;
 pub mod view_api;
-pub mod view_params;
+pub use settee_http_core::view_params;
 pub mod view_rows;
 pub mod write_quorum;
 

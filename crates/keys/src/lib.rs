@@ -8,6 +8,12 @@
 //! long, collection >= 8:  bucket u32 | 0x8000|vb u16 | cid u32                  10 bytes
 //! ```
 //! `seq` keys always use the short prefix (the collection is in the entry).
+//!
+//! Split out of `settee-engine` (which reaches it as `crate::keys`) when the engine neared 10k
+//! lines: pure functions over bytes, no storage.
+
+/// Longest document key, in bytes, the layout holds (Couchbase's limit).
+pub const KEY_BYTES_MAX: usize = 250;
 
 /// Bytes of the short prefix (collection 0, and every `seq` key).
 pub const PREFIX_LEN: usize = 6;
@@ -128,7 +134,7 @@ pub fn doc_key(bucket_id: u32, vbucket: u16, cid: u32, key: &[u8]) -> Vec<u8> {
 
 /// A document key built on the stack (no allocation), for hot read paths.
 pub struct DocKeyBuf {
-    bytes: [u8; LONG_PREFIX_LEN + crate::bucket::KEY_BYTES_MAX],
+    bytes: [u8; LONG_PREFIX_LEN + KEY_BYTES_MAX],
     len: usize,
 }
 
@@ -136,7 +142,7 @@ impl DocKeyBuf {
     /// `None` for keys longer than the document key limit.
     pub fn new(bucket_id: u32, vbucket: u16, cid: u32, key: &[u8]) -> Option<DocKeyBuf> {
         let prefix = Prefix::new(bucket_id, vbucket, cid);
-        let mut bytes = [0u8; LONG_PREFIX_LEN + crate::bucket::KEY_BYTES_MAX];
+        let mut bytes = [0u8; LONG_PREFIX_LEN + KEY_BYTES_MAX];
         let len = prefix.len() + key.len();
         bytes.get_mut(prefix.len()..len)?.copy_from_slice(key);
         bytes[..prefix.len()].copy_from_slice(prefix.as_slice());
@@ -184,7 +190,7 @@ pub fn att_key(bucket_id: u32, vbucket: u16, cid: u32, key: &[u8], md5: &[u8; 16
 pub fn parse_att_key(raw: &[u8]) -> Option<(u16, u32, &[u8], [u8; 16])> {
     let (vbucket, cid, rest) = split_prefix(raw)?;
     let len = *rest.first()? as usize;
-    if len > crate::bucket::KEY_BYTES_MAX {
+    if len > KEY_BYTES_MAX {
         // An old revision entry (OLD_REV_MARK), not an attachment body.
         return None;
     }
