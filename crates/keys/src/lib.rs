@@ -58,6 +58,10 @@ impl Prefix {
         self.len
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// `prefix | rest` as one key.
     pub fn with(&self, rest: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.len + rest.len());
