@@ -79,7 +79,8 @@ pub fn vb_prefix(bucket_id: u32, vbucket: u16) -> [u8; PREFIX_LEN] {
     out
 }
 
-/// The first key after every key starting with `prefix` (prefix must not be all 0xff).
+/// The first key after every key starting with `prefix`; for an all-0xff prefix, a key longer
+/// than any real one.
 pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {

@@ -46,18 +46,8 @@ pub fn group_prefix(bucket: u32, group: u32) -> Vec<u8> {
     key
 }
 
-/// The first key after every key that starts with `prefix`.
-pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xFF {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    // All 0xFF: nothing sorts after, so use a key longer than any real one.
-    vec![0xFF; prefix.len() + 1]
-}
+/// The first key after every key that starts with `prefix`: the layout's own rule.
+pub use settee_keys::prefix_end;
 
 pub fn view_prefix(bucket: u32, group: u32, view: u16) -> Vec<u8> {
     let mut key = group_prefix(bucket, group);
