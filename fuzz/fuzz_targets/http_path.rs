@@ -8,7 +8,9 @@ fuzz_target!(|data: &[u8]| {
     let Ok(path) = std::str::from_utf8(data) else {
         return;
     };
-    match settee_http::request::split_path(path) {
+    // `[chttpd] decode_plus_to_space` either way.
+    let plus_to_space = data.first().is_some_and(|byte| byte & 1 == 1);
+    match settee_http::request::split_path(path, plus_to_space) {
         Ok(segments) => {
             let replacement = '\u{FFFD}';
             let decoded_replacements: usize = segments.iter().map(|s| s.matches(replacement).count()).sum();

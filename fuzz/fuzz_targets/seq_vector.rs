@@ -12,6 +12,11 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Some(seqnos) = couch_seq::decode(text, 64) {
         let again = couch_seq::encode(&seqnos, &[], "node@host");
-        assert_eq!(couch_seq::decode(&again, 64), Some(seqnos));
+        if seqnos.iter().all(|seqno| *seqno == 0) {
+            // The start is written "0" (the compact form's reader takes it).
+            assert_eq!(again, "0");
+        } else {
+            assert_eq!(couch_seq::decode(&again, 64), Some(seqnos));
+        }
     }
 });

@@ -8,8 +8,10 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let pairs = settee_http::request::parse_query(Some(text));
     if let Ok(params) = ViewParams::from_query(&pairs) {
-        let _ = params.plan(true);
-        let _ = params.plan(false);
+        // (reduce, raw collation): every combination a design document can ask for.
+        for (reduce, raw) in [(true, false), (false, false), (true, true), (false, true)] {
+            let _ = params.plan(reduce, raw);
+        }
         for key in [&params.key, &params.start_key, &params.end_key].into_iter().flatten() {
             let _ = settee_collate::encode_key(key);
         }
@@ -17,7 +19,8 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(serde_json::Value::Object(body)) = serde_json::from_slice(data) {
         let mut params = ViewParams::default();
         if params.merge_json(&body).is_ok() {
-            let _ = params.plan(true);
+            let _ = params.plan(true, false);
+            let _ = params.plan(false, true);
             for key in params.keys.iter().flatten() {
                 let _ = settee_collate::encode_key(key);
             }
