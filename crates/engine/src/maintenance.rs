@@ -612,8 +612,7 @@ impl Bucket {
             for vbucket in 0..self.vbuckets {
                 let (lower, upper) = keys::coll_range(self.id, vbucket, *cid);
                 for cf in [Cf::Doc, Cf::Att, Cf::Exp, Cf::Local] {
-                    let bytes = self.store.range_bytes(cf, &lower, &upper)?;
-                    sizes.pending_purge += bytes.file();
+                    sizes.pending_purge += self.store.range_file_bytes(cf, &lower, &upper)?;
                 }
             }
         }

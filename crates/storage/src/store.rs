@@ -491,6 +491,31 @@ impl Store {
                 (live * u128::from(data_blocks) / u128::from(total)) as u64
             }
         };
+        let (unflushed, unflushed_entries) = self.unflushed(cf, lower, upper)?;
+        Ok(RangeBytes {
+            files,
+            files_live: files_live.min(files),
+            unflushed,
+            unflushed_entries,
+        })
+    }
+
+    /// [`RangeBytes::file`] alone, without reading the column family's table properties (which
+    /// `files_live` needs): for callers that size many small ranges.
+    pub fn range_file_bytes(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<u64, StoreError> {
+        let (unflushed, unflushed_entries) = self.unflushed(cf, lower, upper)?;
+        let files = self.size_on_disk(cf, lower, upper);
+        Ok(RangeBytes {
+            files,
+            files_live: files,
+            unflushed,
+            unflushed_entries,
+        }
+        .file())
+    }
+
+    /// Bytes and entries of `[lower, upper)` still in memtables: see [`RangeBytes::unflushed`].
+    fn unflushed(&self, cf: Cf, lower: &[u8], upper: &[u8]) -> Result<(u64, u64), StoreError> {
         let mut read_options = ReadOptions::default();
         read_options.set_read_tier(rocksdb::ReadTier::Memtable);
         read_options.set_iterate_upper_bound(upper.to_vec());
@@ -519,12 +544,7 @@ impl Store {
             iterator.next();
         }
         iterator.status()?;
-        Ok(RangeBytes {
-            files,
-            files_live: files_live.min(files),
-            unflushed,
-            unflushed_entries: entries as u64,
-        })
+        Ok((unflushed, entries as u64))
     }
 
     /// A RocksDB text property of one column family (e.g. `rocksdb.aggregated-table-properties`).
