@@ -5,8 +5,8 @@
 #     same keys loaded into both once before the rounds, so that no round measures the
 #     compaction of another's load; HTTP: two new buckets each round N, `dflt_rN` measured on
 #     its `_default` and `coll_rN` on its collection s.c, so that both sides have the same
-#     history); before each measurement the script waits until RocksDB reports no pending
-#     compaction bytes, so that neither side pays for the compaction of the other's writes;
+#     history); before each measurement the script waits until RocksDB runs no flush or
+#     compaction, so that neither side pays for the compaction of the other's writes;
 #     prints each side's median and collection/default.
 #  2. Dropping a collection of DROP_DOCS documents (default 1,000,000) while a KV GET load runs
 #     on `_default`: the DELETE's answer time, the time until the data directory is back to
@@ -62,16 +62,23 @@ for line in sys.stdin:
     print("%s\thttp %s\t%.0f\t%d" % (sys.argv[1], phase["name"], phase["ops_per_sec"], phase["p99_us"]))' "$label" >>"$results"
 }
 
-# quiesce: wait (up to 120 s) until RocksDB estimates no pending compaction bytes.
+# quiesce: wait (up to 120 s) until RocksDB has run no flush or compaction for three samples
+# in a row (1.5 s). Its pending-compaction estimate is not the signal: it can stay above zero
+# for minutes with nothing scheduled, which made every wait here run to its 120 s.
 quiesce() {
-    local pending
+    local running idle=0
     for _ in $(seq 1 240); do
-        pending=$(curl -fsS -u admin:secret "$http/_node/_local/_prometheus" |
-            awk '/^settee_rocksdb_compaction_pending_bytes/ {print $2}')
-        [[ ${pending:-0} == 0 ]] && return 0
+        running=$(curl -fsS -u admin:secret "$http/_node/_local/_prometheus" |
+            awk '/^settee_rocksdb_background_jobs_running/ {print $2}')
+        if [[ ${running:-0} == 0 ]]; then
+            idle=$((idle + 1))
+            ((idle < 3)) || return 0
+        else
+            idle=0
+        fi
         sleep 0.5
     done
-    echo "bench-collections: still $pending compaction bytes pending after 120 s" >&2
+    echo "bench-collections: RocksDB still busy ($running jobs) after 120 s" >&2
 }
 
 # The KV keys, once per side, then a pause for the flushes and compactions they cause.

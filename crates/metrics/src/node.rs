@@ -21,6 +21,8 @@ pub struct StoreSample {
     pub block_cache_misses: u64,
     /// Bytes of every SST file of every column family.
     pub sst_files_bytes: u64,
+    /// Flushes and compactions running now.
+    pub background_jobs_running: u64,
 }
 
 type StoreReader = Box<dyn Fn() -> StoreSample + Send + Sync>;
@@ -172,6 +174,11 @@ fn write_store(out: &mut Exposition, store: &StoreSample) {
             "settee_rocksdb_sst_files_bytes",
             "Bytes of the SST files of every column family.",
             store.sst_files_bytes,
+        ),
+        (
+            "settee_rocksdb_background_jobs_running",
+            "Flushes and compactions RocksDB is running now.",
+            store.background_jobs_running,
         ),
     ];
     for (name, help, value) in gauges {

@@ -424,6 +424,7 @@ fn node_metrics(engine: &Arc<Engine>) -> Arc<settee_metrics::NodeMetrics> {
             block_cache_hits: stats.block_cache_hits,
             block_cache_misses: stats.block_cache_misses,
             sst_files_bytes: stats.sst_files_bytes,
+            background_jobs_running: stats.background_jobs_running,
         }
     });
     metrics

@@ -134,6 +134,7 @@ fn couchdb_metrics_move_by_the_requests_made() {
     assert!(after["process_resident_memory_bytes"] > 0.0);
     assert!(after["settee_rocksdb_block_cache_capacity_bytes"] > 0.0);
     assert!(after.contains_key("settee_rocksdb_compaction_pending_bytes"));
+    assert!(after.contains_key("settee_rocksdb_background_jobs_running"));
     assert!(after["settee_rocksdb_memtable_bytes"] > 0.0);
 
     // CouchDB's JSON shapes.

@@ -19,6 +19,9 @@ pub struct StoreStats {
     pub block_cache_misses: u64,
     /// `rocksdb.total-sst-files-size`.
     pub sst_files_bytes: u64,
+    /// Flushes and compactions running now (`rocksdb.num-running-flushes` and
+    /// `rocksdb.num-running-compactions`, database-wide): zero when the store is at rest.
+    pub background_jobs_running: u64,
 }
 
 impl Store {
@@ -40,6 +43,14 @@ impl Store {
             block_cache_hits: inner.db_options.get_ticker_count(Ticker::BlockCacheHit),
             block_cache_misses: inner.db_options.get_ticker_count(Ticker::BlockCacheMiss),
             sst_files_bytes: sum("rocksdb.total-sst-files-size"),
+            // Database-wide figures: read through one column family, not summed.
+            background_jobs_running: [
+                "rocksdb.num-running-flushes",
+                "rocksdb.num-running-compactions",
+            ]
+            .iter()
+            .filter_map(|name| self.property(Cf::Doc, name))
+            .sum(),
         }
     }
 }
