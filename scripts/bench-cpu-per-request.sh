@@ -6,6 +6,8 @@
 # by the requests of the measured phase. Prints one line per run: binary, µs of CPU per request.
 #
 #   scripts/bench-cpu-per-request.sh OLD_BINARY [NEW_BINARY]     # MODE=get ROUNDS=2 DURATION=10
+# BENCH_CLIENT names another binary to run the load (default: NEW_BINARY), for comparing builds
+# that are not this one (an allocator preloaded by a wrapper script, say).
 set -euo pipefail
 old=${1:?usage: scripts/bench-cpu-per-request.sh OLD_BINARY [NEW_BINARY]}
 new=${2:-${CARGO_TARGET_DIR:-$HOME/.cache/settee/target}/release/settee}
@@ -26,7 +28,7 @@ for ((round = 1; round <= rounds; round++)); do
             --admin admin:secret >"$dir/server.log" 2>&1 &
         server=$!
         for _ in $(seq 50); do curl -fs "http://127.0.0.1:$port/" >/dev/null && break; sleep 0.1; done
-        "$new" bench http --url "http://admin:secret@127.0.0.1:$port" --mode "$mode" \
+        "${BENCH_CLIENT:-$new}" bench http --url "http://admin:secret@127.0.0.1:$port" --mode "$mode" \
             --duration-secs "$duration" --json >"$dir/bench.json"
         stat=$(<"/proc/$server/stat")
         stat=${stat##*) }

@@ -63,11 +63,13 @@ pub fn error(error: &ApiError) -> HttpResponse {
     response
 }
 
-pub fn with_header(mut response: HttpResponse, name: &'static str, value: &str) -> HttpResponse {
+pub fn with_header(
+    mut response: HttpResponse,
+    name: impl hyper::header::IntoHeaderName,
+    value: &str,
+) -> HttpResponse {
     if let Ok(value) = HeaderValue::from_str(value) {
-        response
-            .headers_mut()
-            .insert(hyper::header::HeaderName::from_static(name), value);
+        response.headers_mut().insert(name, value);
     }
     response
 }

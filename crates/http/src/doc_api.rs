@@ -223,7 +223,11 @@ fn get(state: &HttpState, req: &Req, keyspace: &Keyspace, id: &str) -> ApiResult
         &options,
         &attachment_fetcher(keyspace, id),
     )?;
-    Ok(with_header(json_bytes(StatusCode::OK, body), "etag", &tag))
+    Ok(with_header(
+        json_bytes(StatusCode::OK, body),
+        hyper::header::ETAG,
+        &tag,
+    ))
 }
 
 /// The revision a write names: `?rev=`, `If-Match` or the body's `_rev`, which must agree.

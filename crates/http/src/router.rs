@@ -37,7 +37,7 @@ pub async fn handle(
         let mut preflight = hyper::Response::new(response::full(bytes::Bytes::new()));
         *preflight.status_mut() = hyper::StatusCode::NO_CONTENT;
         *preflight.headers_mut() = headers;
-        common_headers(&mut preflight, &request_id);
+        common_headers(&mut preflight, request_id);
         state
             .metrics
             .http
@@ -123,7 +123,7 @@ pub async fn handle(
     if let Some(callback) = callback {
         response = crate::jsonp::wrap(response, &callback);
     }
-    common_headers(&mut response, &request_id);
+    common_headers(&mut response, request_id);
     state
         .config
         .cors
@@ -138,15 +138,13 @@ pub async fn handle(
 
 /// Headers of every answer: `Server`, and the request id and body time CouchDB sends (clients
 /// log `X-Couch-Request-ID` to match their requests with the server's).
-fn common_headers(response: &mut HttpResponse, request_id: &str) {
+fn common_headers(response: &mut HttpResponse, request_id: HeaderValue) {
     let headers = response.headers_mut();
     headers.insert(
         hyper::header::SERVER,
         HeaderValue::from_static(SERVER_HEADER),
     );
-    if let Ok(value) = HeaderValue::from_str(request_id) {
-        headers.insert(REQUEST_ID_HEADER, value);
-    }
+    headers.insert(REQUEST_ID_HEADER, request_id);
     headers.insert(BODY_TIME_HEADER, HeaderValue::from_static("0"));
 }
 
@@ -161,31 +159,43 @@ const REQUEST_ID_BYTES_MAX: usize = 36;
 
 /// The client's own `X-Couch-Request-ID` when it is at most 36 letters, digits, `-` and `_`,
 /// as CouchDB keeps it; otherwise a new one as CouchDB makes them: 5 random bytes in
-/// lower-case hex.
-fn request_id(headers: &hyper::HeaderMap) -> String {
-    let chosen = headers
-        .get(REQUEST_ID_HEADER)
-        .and_then(|value| value.to_str().ok())
-        .filter(|id| {
-            !id.is_empty()
-                && id.len() <= REQUEST_ID_BYTES_MAX
-                && id
-                    .bytes()
-                    .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_')
-        });
-    match chosen {
-        Some(id) => id.to_string(),
-        None => {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            let bytes: [u8; 5] = rand::random();
-            let mut id = String::with_capacity(10);
-            for byte in bytes {
-                id.push(char::from(HEX[usize::from(byte >> 4)]));
-                id.push(char::from(HEX[usize::from(byte & 0x0f)]));
-            }
-            id
-        }
+/// lower-case hex. Built as the header value itself: no string per request.
+fn request_id(headers: &hyper::HeaderMap) -> HeaderValue {
+    let chosen = headers.get(REQUEST_ID_HEADER).filter(|value| {
+        let id = value.as_bytes();
+        !id.is_empty()
+            && id.len() <= REQUEST_ID_BYTES_MAX
+            && id
+                .iter()
+                .all(|byte| byte.is_ascii_alphanumeric() || *byte == b'-' || *byte == b'_')
+    });
+    if let Some(id) = chosen {
+        return id.clone();
     }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = request_id_bits().to_le_bytes();
+    let mut id = [0u8; 10];
+    for (pair, byte) in id.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = HEX[usize::from(byte >> 4)];
+        pair[1] = HEX[usize::from(byte & 0x0f)];
+    }
+    HeaderValue::from_bytes(&id).expect("hex digits are a valid header value")
+}
+
+/// 64 bits for a request id: SplitMix64 over a per-thread counter that starts at a random
+/// point. Ids only need to differ (clients match them with their requests); a cryptographic
+/// generator (rand's ChaCha) cost about 400 instructions per request.
+fn request_id_bits() -> u64 {
+    thread_local! {
+        static NEXT: std::cell::Cell<u64> = std::cell::Cell::new(rand::random());
+    }
+    NEXT.with(|next| {
+        let state = next.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+        next.set(state);
+        let mut bits = (state ^ (state >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        bits = (bits ^ (bits >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        bits ^ (bits >> 31)
+    })
 }
 
 /// Handlers whose futures are large (over about 800 bytes) are boxed: an async fn's future is

@@ -17,6 +17,10 @@ mod tls;
 
 use clap::{Parser, Subcommand};
 
+/// jemalloc for every allocation of the process's Rust code (Cargo.toml says why).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "settee",
