@@ -30,3 +30,22 @@ test('_local documents: 0-N revisions, conflicts, delete, invisible to _all_docs
   assert.equal(removed.status, 200);
   assert.equal((await http('GET', `${server.url}/locals/_local/checkpoint`)).status, 404);
 });
+
+test('_local documents carry no history: _revisions.start 0 is accepted in _bulk_docs and PUT', async () => {
+  const bulk = await http('POST', `${server.url}/locals/_bulk_docs`, {
+    body: { new_edits: false, docs: [{ _id: '_local/replicated', _revisions: { start: 0, ids: ['1'] }, seq: 7 }] },
+  });
+  assert.equal(bulk.status, 201, bulk.text);
+  assert.deepEqual(bulk.json, []);
+  assert.equal((await pouch.get('_local/replicated')).seq, 7);
+  const put = await http('PUT', `${server.url}/locals/_local/put`, { body: { _revisions: { start: 0, ids: ['1'] }, seq: 8 } });
+  assert.equal(put.status, 201, put.text);
+  // Still a document validation error on a document, and on either when mistyped.
+  const plain = await http('POST', `${server.url}/locals/_bulk_docs`, {
+    body: { new_edits: false, docs: [{ _id: 'plain', _revisions: { start: 0, ids: ['1'] } }] },
+  });
+  assert.ok(plain.status === 400 ? plain.json.error === 'doc_validation' : plain.json[0].error === 'doc_validation', plain.text);
+  assert.equal((await http('GET', `${server.url}/locals/plain`)).status, 404);
+  const mistyped = await http('PUT', `${server.url}/locals/_local/put2`, { body: { _revisions: { start: '0', ids: ['1'] } } });
+  assert.equal(mistyped.status, 400, mistyped.text);
+});

@@ -117,11 +117,15 @@ pub async fn bulk_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<
                 updates.push(update);
             }
             Ok(Prepared::Local(id, doc)) => {
-                let slot = match write_local(&keyspace, &id, doc).await {
-                    Ok(rev) => Slot::Done(json!({"ok": true, "id": id, "rev": rev})),
-                    Err(error) => Slot::Failed(error),
-                };
-                slots.push((id, slot));
+                match write_local(&keyspace, &id, doc).await {
+                    Ok(rev) if new_edits => {
+                        let row = json!({"ok": true, "id": id, "rev": rev});
+                        slots.push((id, Slot::Done(row)));
+                    }
+                    // As for documents, `new_edits=false` answers only what failed.
+                    Ok(_) => {}
+                    Err(error) => slots.push((id, Slot::Failed(error))),
+                }
             }
             // An id CouchDB refuses fails the whole request there.
             Err((_, error @ (ApiError::IllegalDocId(_) | ApiError::IllegalPartition(_)))) => {

@@ -72,6 +72,12 @@ fn first_byte(bytes: &[u8]) -> Option<u8> {
 
 /// Parses one document body (already depth-checked by the caller).
 pub fn parse_doc(bytes: &[u8]) -> ApiResult<ParsedDoc> {
+    parse_doc_at(bytes, None)
+}
+
+/// [`parse_doc`] of a body written to `path_id` (the request's path names the document; the
+/// body's `_id`, when there is one, still decides which document it is).
+pub fn parse_doc_at(bytes: &[u8], path_id: Option<&str>) -> ApiResult<ParsedDoc> {
     if first_byte(bytes) != Some(b'{') {
         return Err(
             if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok() {
@@ -83,6 +89,7 @@ pub fn parse_doc(bytes: &[u8]) -> ApiResult<ParsedDoc> {
     }
     let members: Members = serde_json::from_slice(bytes).map_err(|_| ApiError::invalid_json())?;
     let mut doc = ParsedDoc::default();
+    let mut revisions = None;
     let mut body = Vec::with_capacity(bytes.len());
     body.push(b'{');
     for (key, value) in members.0 {
@@ -116,7 +123,8 @@ pub fn parse_doc(bytes: &[u8]) -> ApiResult<ParsedDoc> {
             "_deleted" => {
                 doc.deleted = serde_json::from_str::<bool>(value.get()).unwrap_or(false);
             }
-            "_revisions" => doc.revisions = Some(parse_revisions(value.get())?),
+            // Read once the document's id is known: a `_local` document has no history.
+            "_revisions" => revisions = Some(value),
             "_attachments" => {
                 let (inputs, follows, order) = parse_attachments(value.get())?;
                 doc.attachments = Some(inputs);
@@ -134,7 +142,45 @@ pub fn parse_doc(bytes: &[u8]) -> ApiResult<ParsedDoc> {
     }
     body.push(b'}');
     doc.body = Bytes::from(body);
+    if let Some(raw) = revisions {
+        let local = doc
+            .id
+            .as_deref()
+            .or(path_id)
+            .is_some_and(|id| id.starts_with("_local/"));
+        if local {
+            // CouchDB checks the member's types and keeps no history for a `_local`
+            // document (its revision is a counter): `start` 0 is a replicator's usual value.
+            check_revision_types(raw.get())?;
+        } else {
+            doc.revisions = Some(parse_revisions(raw.get())?);
+        }
+    }
     Ok(doc)
+}
+
+/// The types CouchDB requires of `_revisions`: an object whose `start` is an integer and
+/// whose `ids` is an array of strings.
+fn check_revision_types(raw: &str) -> ApiResult<()> {
+    let invalid = |reason: &str| Err(ApiError::DocValidation(reason.to_string()));
+    let value: serde_json::Value =
+        serde_json::from_str(raw).map_err(|_| ApiError::invalid_json())?;
+    let Some(object) = value.as_object() else {
+        return invalid("_revisions isn't an object.");
+    };
+    if !object
+        .get("start")
+        .is_some_and(|start| start.is_i64() || start.is_u64())
+    {
+        return invalid("_revisions.start isn't an integer.");
+    }
+    let Some(ids) = object.get("ids").and_then(serde_json::Value::as_array) else {
+        return invalid("_revisions.ids isn't a array.");
+    };
+    if !ids.iter().all(serde_json::Value::is_string) {
+        return invalid("RevId isn't a string");
+    }
+    Ok(())
 }
 
 /// Underscore members CouchDB keeps in the body of `_replicator` documents.
@@ -644,6 +690,33 @@ mod tests {
             r#"{"_revisions":{"start":1}}"#,
             r#"{"_revisions":[1]}"#,
             long.as_str(),
+        ] {
+            assert!(
+                matches!(parse_doc(body.as_bytes()), Err(ApiError::DocValidation(_))),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_local_document_keeps_no_history_but_its_revisions_are_typed() {
+        // A replicator writes its checkpoints with `_revisions.start` 0.
+        let body = r#"{"_revisions":{"start":0,"ids":["1"]},"_id":"_local/cp","x":1}"#;
+        let doc = parse_doc(body.as_bytes()).expect("a _local document");
+        assert_eq!(doc.revisions, None);
+        assert_eq!(doc.body.as_ref(), br#"{"x":1}"#);
+        let at_path = parse_doc_at(br#"{"_revisions":{"start":0,"ids":["1"]}}"#, Some("_local/cp"));
+        assert!(at_path.is_ok());
+        // The same member on a document is range-checked, and on a local one still typed.
+        let plain = r#"{"_revisions":{"start":0,"ids":["1"]},"_id":"cp"}"#;
+        assert!(matches!(
+            parse_doc(plain.as_bytes()),
+            Err(ApiError::DocValidation(_))
+        ));
+        for body in [
+            r#"{"_id":"_local/cp","_revisions":{"start":"0","ids":["1"]}}"#,
+            r#"{"_id":"_local/cp","_revisions":{"start":0,"ids":[1]}}"#,
+            r#"{"_id":"_local/cp","_revisions":{"start":0}}"#,
         ] {
             assert!(
                 matches!(parse_doc(body.as_bytes()), Err(ApiError::DocValidation(_))),

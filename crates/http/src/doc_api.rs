@@ -9,7 +9,7 @@ use settee_engine::{
 };
 
 use crate::auth::{db_access, require, DbAccess, Operation, UserCtx, REPLICATOR_DB, USER_PREFIX};
-use crate::couch_doc::{parse_doc, parse_rev, render_doc, ParsedDoc, RenderOptions};
+use crate::couch_doc::{parse_doc_at, parse_rev, render_doc, ParsedDoc, RenderOptions};
 use crate::db_api::open;
 use crate::error::{ApiError, ApiResult};
 use crate::replicator_docs::{credentials_shown, prepare_replicator_doc};
@@ -266,7 +266,7 @@ pub async fn read_doc_body(state: &HttpState, req: &mut Req, id: &str) -> ApiRes
         return Err(ApiError::DocumentTooLarge(id.to_string()));
     }
     check_json_limits(&bytes, state.config.max_json_depth)?;
-    parse_doc(&bytes)
+    parse_doc_at(&bytes, Some(id))
 }
 
 /// Account documents (in any accounts database, `settee_auth::is_users_db`): a plain
