@@ -705,7 +705,10 @@ mod tests {
         let doc = parse_doc(body.as_bytes()).expect("a _local document");
         assert_eq!(doc.revisions, None);
         assert_eq!(doc.body.as_ref(), br#"{"x":1}"#);
-        let at_path = parse_doc_at(br#"{"_revisions":{"start":0,"ids":["1"]}}"#, Some("_local/cp"));
+        let at_path = parse_doc_at(
+            br#"{"_revisions":{"start":0,"ids":["1"]}}"#,
+            Some("_local/cp"),
+        );
         assert!(at_path.is_ok());
         // The same member on a document is range-checked, and on a local one still typed.
         let plain = r#"{"_revisions":{"start":0,"ids":["1"]},"_id":"cp"}"#;
