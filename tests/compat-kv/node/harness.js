@@ -115,7 +115,19 @@ async function prepare(settee) {
   }), 200);
 }
 
+// A port found free can be taken by another test file's server before settee binds it (the
+// files run in parallel): settee then exits at once, and is started again on new ports.
 async function startSettee() {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startSetteeOnce();
+    } catch (error) {
+      if (attempt >= 3 || !/exited early/.test(error.message)) throw error;
+    }
+  }
+}
+
+async function startSetteeOnce() {
   const bin = process.env.SETTEE_BIN
     || path.join(os.homedir(), '.cache/settee/target/release/settee');
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'settee-compat-kv-node-'));
