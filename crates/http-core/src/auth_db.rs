@@ -122,16 +122,18 @@ impl Auth {
     /// `pbkdf2_prf`) with the same salt, when it was hashed another way. Done in the
     /// background; a write that loses to another is dropped.
     pub fn upgrade_password_hash(&self, engine: &Arc<Engine>, name: &str, password: &str) {
-        // The password check found the account's hash outdated when it verified it against
-        // the document (a changed `[chttpd_auth]` hashing forgets verified passwords, so the
-        // next login checks again): no document is read per request to find out.
-        if !self.users.take_outdated_hash(name) {
-            return;
-        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
+        if self.users.is_server_admin(name) {
+            return;
+        }
         let id = format!("{USER_PREFIX}{name}");
+        let outdated =
+            account_doc(engine, &id).is_some_and(|(_, doc)| self.users.hash_is_outdated(&doc));
+        if !outdated {
+            return;
+        }
         {
             let now = Instant::now();
             let mut upgrades = self.upgrades.lock();
