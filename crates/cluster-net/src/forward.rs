@@ -1,5 +1,6 @@
 //! Forwarded HTTP document requests (kinds 0x20 `ForwardHttp` / 0x21 `ForwardHttpReply`,
-//! docs/format/cluster-transport.md) on the cluster port: the server hands a decoded request to
+//! docs/format/cluster-transport.md) and whole-bucket requests for one node's vbuckets (0x22
+//! `ScatterHttp`, answered with 0x21) on the cluster port: the server hands a decoded request to
 //! the node's [`ForwardHandler`] (the binary's, which runs it through the HTTP door as the
 //! identity it carries), and [`crate::TcpTransport::forward`] sends one over the pooled
 //! connections. The bodies' codec is `settee-forward-wire`; this file only frames them.
@@ -10,7 +11,8 @@ use std::pin::Pin;
 use settee_cluster::map::NodeId;
 use settee_cluster::wire::{self, ErrorCode};
 pub use settee_forward_wire::{
-    AuthMethod, ForwardHttp, ForwardHttpReply, Identity, KIND_FORWARD_HTTP, KIND_FORWARD_HTTP_REPLY,
+    AuthMethod, ForwardHttp, ForwardHttpReply, Identity, ScatterHttp, KIND_FORWARD_HTTP,
+    KIND_FORWARD_HTTP_REPLY, KIND_SCATTER_HTTP, SCATTER_VBUCKETS_MAX,
 };
 
 use crate::frame;
@@ -43,25 +45,42 @@ pub type ForwardFuture<'a> =
 pub trait ForwardHandler: Send + Sync + 'static {
     /// `from` is the node id the sender proved in the handshake.
     fn forward(&self, from: NodeId, request: ForwardHttp) -> ForwardFuture<'_>;
+    /// A whole-bucket request, answered for the vbuckets it names.
+    fn scatter(&self, from: NodeId, request: ScatterHttp) -> ForwardFuture<'_>;
 }
 
-/// Answers one ForwardHttp frame on `connection`: a body that does not decode is Error 1 and
-/// ends the connection (`Err`); a refusal is its Error frame and the connection goes on.
+/// A ForwardHttp or a ScatterHttp frame's body, decoded.
+enum Incoming {
+    Forward(ForwardHttp),
+    Scatter(ScatterHttp),
+}
+
+/// Answers one ForwardHttp or ScatterHttp frame (`kind`) on `connection`: a body that does
+/// not decode is Error 1 and ends the connection (`Err`); a refusal is its Error frame and the
+/// connection goes on.
 pub(crate) async fn answer(
     connection: &mut FrameStream,
     handler: Option<&dyn ForwardHandler>,
     from: NodeId,
+    kind: u8,
     request_id: u64,
     body: &[u8],
 ) -> Result<(), NetError> {
-    let request = match ForwardHttp::decode(body) {
+    let decoded = if kind == KIND_SCATTER_HTTP {
+        ScatterHttp::decode(body).map(Incoming::Scatter)
+    } else {
+        ForwardHttp::decode(body).map(Incoming::Forward)
+    };
+    let request = match decoded {
         Ok(request) => request,
         Err(error) => {
             let body = wire::encode_error(ErrorCode::BadFrame, &error.to_string());
             let _ = connection
                 .write_frame(wire::KIND_ERROR, request_id, &body)
                 .await;
-            return Err(NetError::Handshake(format!("a ForwardHttp body: {error}")));
+            return Err(NetError::Handshake(format!(
+                "a forwarded request's body (kind {kind:#04x}): {error}"
+            )));
         }
     };
     let Some(handler) = handler else {
@@ -70,7 +89,11 @@ pub(crate) async fn answer(
             .write_frame(wire::KIND_ERROR, request_id, &body)
             .await;
     };
-    let reply = handler.forward(from, request).await.and_then(|reply| {
+    let replied = match request {
+        Incoming::Forward(request) => handler.forward(from, request).await,
+        Incoming::Scatter(request) => handler.scatter(from, request).await,
+    };
+    let reply = replied.and_then(|reply| {
         let encoded = reply.encode();
         match reply.check() {
             Ok(()) if frame::fits(encoded.len()) => Ok(encoded),

@@ -101,11 +101,12 @@ async fn connection_loop(
                 return Err(error);
             }
         };
-        if frame.kind == forward::KIND_FORWARD_HTTP {
+        if frame.kind == forward::KIND_FORWARD_HTTP || frame.kind == forward::KIND_SCATTER_HTTP {
             forward::answer(
                 &mut connection,
                 forward,
                 peer,
+                frame.kind,
                 frame.request_id,
                 &frame.body,
             )

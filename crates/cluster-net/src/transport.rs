@@ -122,6 +122,32 @@ impl TcpTransport {
             .await
             .map_err(|_| NetError::Timeout)?
     }
+
+    /// Sends a whole-bucket request for the vbuckets it names to node `target`, as
+    /// [`TcpTransport::forward`] sends a document request.
+    pub async fn scatter(
+        &self,
+        target: NodeId,
+        addr: &str,
+        request: &forward::ScatterHttp,
+    ) -> Result<forward::Forwarded, NetError> {
+        request
+            .check()
+            .map_err(|error| NetError::Handshake(format!("a ScatterHttp: {error}")))?;
+        let body = request.encode();
+        let budget = Duration::from_millis(forward::FORWARD_TIMEOUT_MS);
+        let exchange = self.shared.exchange(
+            target,
+            addr,
+            forward::KIND_SCATTER_HTTP,
+            &body,
+            forward::KIND_FORWARD_HTTP_REPLY,
+            forward::decode_reply,
+        );
+        tokio::time::timeout(budget, exchange)
+            .await
+            .map_err(|_| NetError::Timeout)?
+    }
 }
 
 impl Shared {

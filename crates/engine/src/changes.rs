@@ -493,6 +493,19 @@ impl<'a> ChangeCursor<'a> {
         }
     }
 
+    /// Reads only the vbuckets `only` marks: the others' components of the position stay as
+    /// `since` gave them, the end position included.
+    pub fn only(mut self, only: &[bool]) -> ChangeCursor<'a> {
+        for (vbucket, feed) in self.feeds.iter_mut().enumerate() {
+            if only.get(vbucket) != Some(&true) {
+                feed.exhausted = true;
+                let vbucket = vbucket as u16;
+                self.high_at_start.set(vbucket, self.position.get(vbucket));
+            }
+        }
+        self
+    }
+
     /// Caps the ids one pass holds (tests use small caps to make a vbucket take several).
     #[doc(hidden)]
     pub fn with_pass_ids_max(mut self, max: usize) -> ChangeCursor<'a> {

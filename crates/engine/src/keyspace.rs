@@ -179,6 +179,11 @@ impl Keyspace {
         self.bucket.doc_counts_in(self.collection)
     }
 
+    /// (live, deleted) documents of the vbuckets `only` marks.
+    pub fn doc_counts_only(&self, only: &[bool]) -> Result<(u64, u64), EngineError> {
+        self.bucket.doc_counts_only(self.collection, only)
+    }
+
     pub fn record_bytes(&self) -> Result<u64, EngineError> {
         self.bucket.record_bytes_in(self.collection)
     }

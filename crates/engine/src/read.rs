@@ -84,16 +84,36 @@ impl Bucket {
         }
     }
 
+    /// [`Bucket::count_live_docs`] over the vbuckets `only` marks (a node answering for its
+    /// active vbuckets in a cluster).
+    pub fn count_live_docs_only(
+        &self,
+        range: ScanRange,
+        only: &[bool],
+    ) -> Result<u64, EngineError> {
+        self.count_live_in(range, |vbucket| {
+            only.get(usize::from(vbucket)) == Some(&true)
+        })
+    }
+
     /// Live (not deleted) documents in `range`, counted by walking every vbucket's keys and
     /// reading only record headers: what precedes a `startkey` in `_all_docs` (its `offset`).
     /// Records that do not decode are not counted.
     pub fn count_live_docs(&self, range: ScanRange) -> Result<u64, EngineError> {
+        self.count_live_in(range, |_| true)
+    }
+
+    fn count_live_in(
+        &self,
+        range: ScanRange,
+        counted: impl Fn(u16) -> bool,
+    ) -> Result<u64, EngineError> {
         let mut scan = self.scan_docs(range);
         if let Some(refused) = scan.refused.take() {
             return Err(refused);
         }
         let mut count = 0;
-        for vbucket in 0..self.vbuckets {
+        for vbucket in (0..self.vbuckets).filter(|vbucket| counted(*vbucket)) {
             let (lower, upper) = scan.bounds(vbucket);
             if lower >= upper {
                 continue;
@@ -110,6 +130,16 @@ impl Bucket {
 }
 
 impl DocScan<'_> {
+    /// Visits only the vbuckets `only` marks (missing ones are not visited).
+    pub fn only(mut self, only: &[bool]) -> Self {
+        for (vbucket, scan) in self.scans.iter_mut().enumerate() {
+            if only.get(vbucket) != Some(&true) {
+                scan.exhausted = true;
+            }
+        }
+        self
+    }
+
     fn bounds(&self, vbucket: u16) -> (Vec<u8>, Vec<u8>) {
         let (id, cid) = (self.bucket.id, self.range.collection);
         let (vb_lower, vb_upper) = keys::coll_range(id, vbucket, cid);

@@ -1,5 +1,6 @@
 //! The bodies of the cluster transport's forwarded HTTP document requests (kind 0x20
-//! `ForwardHttp`) and their replies (0x21 `ForwardHttpReply`), as
+//! `ForwardHttp`), whole-bucket requests for one node's vbuckets (0x22 `ScatterHttp`) and their
+//! replies (0x21 `ForwardHttpReply`), as
 //! docs/format/cluster-transport.md specifies them.
 //!
 //! Plain data and a pure codec, shared by the HTTP door (which builds a [`ForwardHttp`] and
@@ -11,6 +12,10 @@
 
 pub const KIND_FORWARD_HTTP: u8 = 0x20;
 pub const KIND_FORWARD_HTTP_REPLY: u8 = 0x21;
+pub const KIND_SCATTER_HTTP: u8 = 0x22;
+
+/// Vbuckets one ScatterHttp names at most (a bucket's most).
+pub const SCATTER_VBUCKETS_MAX: usize = 1_024;
 
 /// Bytes of a method name at most (`COPY`, `DELETE`; only `A-Z`).
 pub const METHOD_BYTES_MAX: usize = 16;
@@ -58,6 +63,16 @@ pub struct ForwardHttp {
     /// Names in lower case, as hyper keeps them; values as bytes.
     pub headers: Vec<(String, Vec<u8>)>,
     pub body: Vec<u8>,
+}
+
+/// A whole-bucket request for one node, answered for the vbuckets it names (each with the
+/// epoch of its entry in the sender's map), which must be active there. The inner request's
+/// `epoch` and `vbucket` are not sent (they read back as 0).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScatterHttp {
+    /// `(vbucket, epoch)`, ascending, no repeats, 1 ..= [`SCATTER_VBUCKETS_MAX`].
+    pub vbuckets: Vec<(u16, u64)>,
+    pub request: ForwardHttp,
 }
 
 /// The answer the active gave.
@@ -347,6 +362,66 @@ impl ForwardHttp {
     }
 }
 
+fn check_vbuckets(vbuckets: &[(u16, u64)]) -> Result<(), DecodeError> {
+    if vbuckets.is_empty() || vbuckets.len() > SCATTER_VBUCKETS_MAX {
+        return Err(DecodeError::Invalid("a scatter names 1 to 1,024 vbuckets"));
+    }
+    if vbuckets.windows(2).any(|pair| pair[0].0 >= pair[1].0) {
+        return Err(DecodeError::Invalid(
+            "a scatter's vbuckets are ascending, without repeats",
+        ));
+    }
+    Ok(())
+}
+
+impl ScatterHttp {
+    pub fn check(&self) -> Result<(), DecodeError> {
+        check_vbuckets(&self.vbuckets)?;
+        if self.request.epoch != 0 || self.request.vbucket != 0 {
+            return Err(DecodeError::Invalid(
+                "a scatter's request names no vbucket of its own",
+            ));
+        }
+        self.request.check()
+    }
+
+    pub fn encoded_len(&self) -> usize {
+        2 + self.vbuckets.len() * 10 + self.request.encoded_len()
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let vbuckets = &self.vbuckets[..self.vbuckets.len().min(SCATTER_VBUCKETS_MAX)];
+        let mut out = Vec::with_capacity(self.encoded_len());
+        out.extend_from_slice(&(vbuckets.len() as u16).to_be_bytes());
+        for (vbucket, epoch) in vbuckets {
+            out.extend_from_slice(&vbucket.to_be_bytes());
+            out.extend_from_slice(&epoch.to_be_bytes());
+        }
+        out.extend_from_slice(&self.request.encode());
+        out
+    }
+
+    pub fn decode(body: &[u8]) -> Result<ScatterHttp, DecodeError> {
+        let mut r = Reader(body);
+        let count = usize::from(r.u16()?);
+        if count == 0 || count > SCATTER_VBUCKETS_MAX {
+            return Err(DecodeError::Invalid("a scatter names 1 to 1,024 vbuckets"));
+        }
+        let mut vbuckets = Vec::with_capacity(count);
+        for _ in 0..count {
+            vbuckets.push((r.u16()?, r.u64()?));
+        }
+        check_vbuckets(&vbuckets)?;
+        let request = ForwardHttp::decode(r.0)?;
+        if request.epoch != 0 || request.vbucket != 0 {
+            return Err(DecodeError::Invalid(
+                "a scatter's request names no vbucket of its own",
+            ));
+        }
+        Ok(ScatterHttp { vbuckets, request })
+    }
+}
+
 impl ForwardHttpReply {
     pub fn check(&self) -> Result<(), DecodeError> {
         if !(100..=599).contains(&self.status) {
@@ -436,6 +511,45 @@ mod tests {
         assert_eq!(ForwardHttpReply::decode(&reply.encode()), Ok(reply));
     }
 
+    fn scatter() -> ScatterHttp {
+        ScatterHttp {
+            vbuckets: vec![(0, 3), (5, 9), (1023, 1)],
+            request: ForwardHttp {
+                epoch: 0,
+                vbucket: 0,
+                method: "GET".into(),
+                target: "/db/_all_docs?limit=10".into(),
+                ..request()
+            },
+        }
+    }
+
+    #[test]
+    fn a_scatter_round_trips_and_its_vbuckets_are_checked() {
+        let scatter = scatter();
+        scatter.check().expect("within bounds");
+        assert_eq!(scatter.encoded_len(), scatter.encode().len());
+        assert_eq!(ScatterHttp::decode(&scatter.encode()), Ok(scatter.clone()));
+        let bytes = scatter.encode();
+        for cut in 0..bytes.len() {
+            assert!(ScatterHttp::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        for vbuckets in [vec![], vec![(4, 1), (4, 2)], vec![(5, 1), (4, 1)]] {
+            let bad = ScatterHttp {
+                vbuckets,
+                ..self::tests::scatter()
+            };
+            assert!(bad.check().is_err());
+            assert!(ScatterHttp::decode(&bad.encode()).is_err());
+        }
+        let own_vbucket = ScatterHttp {
+            request: request(),
+            ..self::tests::scatter()
+        };
+        assert!(own_vbucket.check().is_err());
+        assert!(ScatterHttp::decode(&own_vbucket.encode()).is_err());
+    }
+
     #[test]
     fn every_cut_of_a_request_is_refused_and_so_are_trailing_bytes() {
         let bytes = request().encode();
@@ -456,7 +570,7 @@ mod tests {
             headers: vec![("etag".into(), b"\"1-a\"".to_vec())],
             body: b"{}".to_vec(),
         };
-        for valid in [request().encode(), reply.encode()] {
+        for valid in [request().encode(), reply.encode(), scatter().encode()] {
             for index in 0..valid.len() {
                 for flip in [0x01, 0x80, 0xff] {
                     let mut bytes = valid.clone();
@@ -468,6 +582,10 @@ mod tests {
                     if let Ok(reply) = ForwardHttpReply::decode(&bytes) {
                         assert_eq!(reply.check(), Ok(()));
                         assert_eq!(reply.encode(), bytes);
+                    }
+                    if let Ok(scatter) = ScatterHttp::decode(&bytes) {
+                        assert_eq!(scatter.check(), Ok(()));
+                        assert_eq!(scatter.encode(), bytes);
                     }
                 }
             }

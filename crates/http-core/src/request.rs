@@ -30,6 +30,9 @@ pub struct Req {
     /// Another node forwarded this request (its user already authenticated there): it is
     /// answered here, never forwarded again.
     pub forwarded: bool,
+    /// The vbuckets a whole-bucket request answers for, when another node scattered it here
+    /// (true at each vbucket this node answers for; `None`: all of them).
+    pub vbuckets: Option<std::sync::Arc<[bool]>>,
     /// How many `_rewrite`s made this request from the one the client sent (0: none);
     /// checked against `[chttpd] rewrite_limit`.
     pub rewrites: u32,

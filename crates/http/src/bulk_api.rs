@@ -437,7 +437,7 @@ const JSON_PARAMS: [&str; 7] = [
 
 /// The `keys` of a listing (query string for GET, body for POST); a POST body's other members
 /// become parameters too, the query string's taking precedence (CouchDB's rule).
-async fn listing_keys(state: &HttpState, req: &mut Req) -> ApiResult<Option<Value>> {
+pub(crate) async fn listing_keys(state: &HttpState, req: &mut Req) -> ApiResult<Option<Value>> {
     match req.method {
         Method::GET | Method::HEAD => match req.json_param("keys")? {
             Some(keys) if !keys.is_array() => Err(ApiError::BadRequest(
@@ -476,7 +476,7 @@ async fn listing_keys(state: &HttpState, req: &mut Req) -> ApiResult<Option<Valu
 
 /// The live documents whose ids are in `[low, high)`: `_design_docs`' `total_rows` (few
 /// design documents) and a partition's, counted by a scan.
-fn live_doc_count(keyspace: &Keyspace, low: &str, high: &str) -> u64 {
+fn live_doc_count(keyspace: &Keyspace, low: &str, high: &str, only: Option<&[bool]>) -> u64 {
     let range = ScanRange {
         collection: keyspace.collection(),
         start: Some(low.as_bytes().to_vec()),
@@ -484,10 +484,12 @@ fn live_doc_count(keyspace: &Keyspace, low: &str, high: &str) -> u64 {
         inclusive_end: false,
         descending: false,
     };
-    keyspace
-        .bucket()
-        .scan_docs(range)
-        .filter_map(Result::ok)
+    let scan = keyspace.bucket().scan_docs(range);
+    let scan = match only {
+        Some(only) => scan.only(only),
+        None => scan,
+    };
+    scan.filter_map(Result::ok)
         .filter(|(_, record)| record.winner().is_some_and(|leaf| !leaf.deleted))
         .count() as u64
 }
@@ -627,9 +629,12 @@ pub async fn all_docs(
         DocSet::All | DocSet::Local => None,
     };
     let limit = limit.map(|limit| limit as usize);
-    let live = match &bounds {
-        Some((low, high)) => live_doc_count(&keyspace, low, high),
-        None => keyspace.doc_counts()?.0,
+    // Scattered here by another node: only the vbuckets it names (docs/format/cluster-transport.md).
+    let only = req.vbuckets.clone();
+    let live = match (&bounds, &only) {
+        (Some((low, high)), _) => live_doc_count(&keyspace, low, high, only.as_deref()),
+        (None, Some(only)) => keyspace.doc_counts_only(only)?.0,
+        (None, None) => keyspace.doc_counts()?.0,
     };
     // With `keys`, CouchDB's offset is null (there is no one place in the index to count from).
     let head = |offset: Option<u64>| -> ApiResult<String> {
@@ -657,16 +662,18 @@ pub async fn all_docs(
         }
         let mut out = head(None)?.into_bytes();
         let mut first = true;
+        let vbuckets = keyspace.bucket().vbuckets();
         let ordered: Vec<&Value> = if descending {
             keys.iter().rev().collect()
         } else {
             keys.iter().collect()
         };
-        for key in ordered
-            .into_iter()
-            .skip(skip)
-            .take(limit.unwrap_or(usize::MAX))
-        {
+        let ordered = ordered.into_iter().filter(|key| {
+            only.as_ref().is_none_or(|only| {
+                only.get(usize::from(crate::scatter::key_vbucket(key, vbuckets))) == Some(&true)
+            })
+        });
+        for key in ordered.skip(skip).take(limit.unwrap_or(usize::MAX)) {
             if !first {
                 out.extend_from_slice(b",\r\n");
             }
@@ -724,7 +731,10 @@ pub async fn all_docs(
                     descending: false,
                 }
             };
-            keyspace.bucket().count_live_docs(before)?
+            match &only {
+                Some(only) => keyspace.bucket().count_live_docs_only(before, only)?,
+                None => keyspace.bucket().count_live_docs(before)?,
+            }
         }
         None => 0,
     };
@@ -742,6 +752,7 @@ pub async fn all_docs(
         limit,
         include_docs,
         options,
+        only,
     };
     stream_rows(&state.streams, keyspace, head, rows).await
 }
@@ -833,6 +844,7 @@ struct RowsQuery {
     limit: Option<usize>,
     include_docs: bool,
     options: RenderOptions,
+    only: Option<Arc<[bool]>>,
 }
 
 /// Streams the rows of a range scan, written on a blocking thread (`streamed.rs`). A scan that
@@ -850,13 +862,19 @@ async fn stream_rows(
         limit,
         include_docs,
         options,
+        only,
     } = rows;
     delayed_json(budget, move |out| {
         out.buffer().extend_from_slice(head.as_bytes());
         let mut emitted = 0usize;
         let mut skipped = 0usize;
         let limit = limit.unwrap_or(usize::MAX);
-        for item in keyspace.scan_docs(range) {
+        let scan = keyspace.scan_docs(range);
+        let scan = match &only {
+            Some(only) => scan.only(only),
+            None => scan,
+        };
+        for item in scan {
             if emitted >= limit {
                 break;
             }

@@ -77,6 +77,23 @@ struct FeedOptions {
     /// What the JavaScript filter calls of one request (or batch) may take together.
     filter_budget: Duration,
     render: RenderOptions,
+    /// The vbuckets read when another node scattered the request here (`None`: all).
+    only: Option<Arc<[bool]>>,
+}
+
+impl FeedOptions {
+    /// A cursor after `since` over the vbuckets this feed reads.
+    fn cursor<'a>(
+        &self,
+        keyspace: &'a Keyspace,
+        since: SeqVector,
+    ) -> Result<settee_engine::ChangeCursor<'a>, settee_engine::EngineError> {
+        let cursor = keyspace.changes(since)?;
+        Ok(match &self.only {
+            Some(only) => cursor.only(only),
+            None => cursor,
+        })
+    }
 }
 
 pub async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
@@ -328,6 +345,7 @@ fn feed_options(
         filter,
         filter_budget: Duration::from_millis(state.config.changes_filter_timeout_ms),
         render,
+        only: req.vbuckets.clone(),
     })
 }
 
@@ -540,7 +558,7 @@ async fn run_feed(
         changed.borrow_and_update();
         let mut exhausted = false;
         // One cursor while rows flow; a new one after each wait, to see the new writes.
-        let mut cursor = match keyspace.changes(position.clone()) {
+        let mut cursor = match options.cursor(&keyspace, position.clone()) {
             Ok(cursor) => cursor,
             Err(error) => {
                 out.fail(error.into()).await;
@@ -583,7 +601,7 @@ async fn run_feed(
             tokio::task::yield_now().await;
         }
         if !exhausted {
-            pending = count_pending(&keyspace, &position);
+            pending = count_pending(&keyspace, &options, &position);
         }
         let finished =
             feed == Feed::Normal || emitted >= limit || (feed == Feed::Longpoll && emitted > 0);
@@ -658,8 +676,8 @@ const PENDING_SCAN_MAX: usize = 1_000;
 /// (an upper bound: updated documents leave gaps). Every page of a replicator's `_changes`
 /// reads carries `pending`; counting a large backlog on each page made reading a 100,000-change
 /// feed in pages of 500 quadratic.
-fn count_pending(keyspace: &Keyspace, position: &SeqVector) -> u64 {
-    let Ok(cursor) = keyspace.changes(position.clone()) else {
+fn count_pending(keyspace: &Keyspace, options: &FeedOptions, position: &SeqVector) -> u64 {
+    let Ok(cursor) = options.cursor(keyspace, position.clone()) else {
         return 0;
     };
     let counted = cursor.take(PENDING_SCAN_MAX).count();
@@ -669,10 +687,18 @@ fn count_pending(keyspace: &Keyspace, position: &SeqVector) -> u64 {
     let Ok(high) = keyspace.high_seqnos() else {
         return 0;
     };
+    let read = |vbucket: usize| {
+        options
+            .only
+            .as_ref()
+            .is_none_or(|only| only.get(vbucket) == Some(&true))
+    };
     high.seqnos()
         .iter()
         .zip(position.seqnos())
-        .map(|(high, at)| high.saturating_sub(*at))
+        .enumerate()
+        .filter(|(vbucket, _)| read(*vbucket))
+        .map(|(_, (high, at))| high.saturating_sub(*at))
         .sum::<u64>()
         .max(counted as u64)
 }

@@ -215,7 +215,7 @@ fn with_id(body: &[u8], id: &str, empty: bool) -> Bytes {
     Bytes::from(spliced)
 }
 
-fn identity(user: &UserCtx) -> Identity {
+pub(crate) fn identity(user: &UserCtx) -> Identity {
     Identity {
         name: user.name.clone(),
         roles: user.roles.clone(),
@@ -243,7 +243,7 @@ fn is_hop_header(name: &str) -> bool {
     HOP_HEADERS.contains(&name)
 }
 
-fn request_headers(headers: &HeaderMap) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn request_headers(headers: &HeaderMap) -> Vec<(String, Vec<u8>)> {
     headers
         .iter()
         .filter(|(name, _)| !is_hop_header(name.as_str()) && *name != hyper::header::CONTENT_LENGTH)
@@ -267,7 +267,7 @@ fn header_map(headers: Vec<(String, Vec<u8>)>) -> HeaderMap {
     map
 }
 
-fn reply_response(reply: ForwardHttpReply) -> HttpResponse {
+pub(crate) fn reply_response(reply: ForwardHttpReply) -> HttpResponse {
     let mut response = hyper::Response::new(response::full(reply.body));
     *response.status_mut() =
         hyper::StatusCode::from_u16(reply.status).unwrap_or(hyper::StatusCode::BAD_GATEWAY);
@@ -277,13 +277,15 @@ fn reply_response(reply: ForwardHttpReply) -> HttpResponse {
 
 /// Runs a request another node forwarded, as the user it names, and reads the answer whole
 /// (at most `reply_body_bytes_max` bytes of body, else `Err` with the reason). The front node
-/// adds its own request id, CORS and JSONP; nothing of that is done here.
+/// adds its own request id, CORS and JSONP; nothing of that is done here. `vbuckets`: the
+/// vbuckets a scattered whole-bucket request answers for (`scatter.rs`).
 pub async fn answer_forwarded(
     state: Arc<HttpState>,
     request: ForwardHttp,
+    vbuckets: Option<Arc<[bool]>>,
     reply_body_bytes_max: usize,
 ) -> Result<ForwardHttpReply, String> {
-    let response = forwarded_response(&state, request).await;
+    let response = forwarded_response(&state, request, vbuckets).await;
     let (parts, body) = response.into_parts();
     let body = Limited::new(body, reply_body_bytes_max)
         .collect()
@@ -303,7 +305,11 @@ pub async fn answer_forwarded(
     })
 }
 
-async fn forwarded_response(state: &HttpState, request: ForwardHttp) -> HttpResponse {
+async fn forwarded_response(
+    state: &HttpState,
+    request: ForwardHttp,
+    vbuckets: Option<Arc<[bool]>>,
+) -> HttpResponse {
     let settings = state.node_config.settings();
     let (Ok(method), Ok(uri)) = (
         Method::from_bytes(request.method.as_bytes()),
@@ -329,6 +335,7 @@ async fn forwarded_response(state: &HttpState, request: ForwardHttp) -> HttpResp
         body_timeout: state.config.body_timeout,
         settings,
         forwarded: true,
+        vbuckets,
         rewrites: 0,
     };
     match crate::router::route(state, &mut req).await {

@@ -36,6 +36,7 @@ pub mod rewrite_api;
 pub use settee_http_core::request;
 pub use settee_http_core::response;
 pub mod router;
+pub mod scatter;
 pub mod server_api;
 pub use settee_http_core::streamed;
 pub mod subdoc_api;
@@ -106,6 +107,13 @@ pub trait ClusterView: Send + Sync {
     /// answer (forward.rs). The cluster fills in the map's fields of `request` (bucket,
     /// vbucket, revision, epoch) and routes again once if the active refuses a stale map.
     fn forward(&self, db: &str, doc_id: &str, request: forward::ForwardHttp) -> ClusterForward<'_>;
+    /// Whether a whole-bucket request on `db` goes to several nodes (scatter.rs): the database
+    /// is in the map and some of its vbuckets are active on other nodes. No I/O.
+    fn scatters(&self, db: &str) -> bool;
+    /// Sends `request` to every node holding active vbuckets of `db`'s bucket, each for its
+    /// own (a ScatterHttp; the cluster fills in the map's fields), and returns each node's
+    /// answer with the vbuckets it answered for.
+    fn scatter(&self, db: &str, request: forward::ForwardHttp) -> ClusterScatter<'_>;
 }
 
 /// Why the cluster did not make a database change.
@@ -125,6 +133,14 @@ pub type ClusterForward<'a> = std::pin::Pin<
     Box<
         dyn std::future::Future<Output = Result<forward::ForwardHttpReply, ClusterRefusal>>
             + Send
+            + 'a,
+    >,
+>;
+pub type ClusterScatter<'a> = std::pin::Pin<
+    Box<
+        dyn std::future::Future<
+                Output = Result<Vec<(Vec<u16>, forward::ForwardHttpReply)>, ClusterRefusal>,
+            > + Send
             + 'a,
     >,
 >;

@@ -208,6 +208,7 @@ async fn dispatch(
         body_timeout: req.body_timeout,
         settings: req.settings.clone(),
         forwarded: req.forwarded,
+        vbuckets: req.vbuckets.clone(),
         rewrites: req.rewrites + 1,
     };
     tracing::debug!(target, "rewrite");

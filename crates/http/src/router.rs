@@ -93,12 +93,17 @@ pub async fn handle(
                 body_timeout: state.config.body_timeout,
                 settings,
                 forwarded: false,
+                vbuckets: None,
                 rewrites: 0,
             };
-            // A document whose vbucket is active on another node is answered by that node.
+            // A document whose vbucket is active on another node is answered by that node; a
+            // whole-bucket request by every node with active vbuckets, merged here.
             let answer = match crate::forward::forward_if_elsewhere(&state, &mut req).await {
                 Some(answer) => answer,
-                None => route(&state, &mut req).await,
+                None => match crate::scatter::scatter_if_partial(&state, &mut req).await {
+                    Some(answer) => answer,
+                    None => route(&state, &mut req).await,
+                },
             };
             let response = match answer {
                 Ok(response) => response,

@@ -330,6 +330,19 @@ impl settee_http::ClusterView for View {
         Box::pin(async move { self.forwarder.forward(&db, &doc_id, request).await })
     }
 
+    fn scatters(&self, db: &str) -> bool {
+        self.forwarder.scatters(db)
+    }
+
+    fn scatter(
+        &self,
+        db: &str,
+        request: settee_http::forward::ForwardHttp,
+    ) -> settee_http::ClusterScatter<'_> {
+        let db = db.to_owned();
+        Box::pin(async move { self.forwarder.scatter(&db, request).await })
+    }
+
     fn status(&self) -> Value {
         let status = self.node.status();
         json!({

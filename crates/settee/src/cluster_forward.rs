@@ -7,13 +7,16 @@
 //! own map (not the active: "not my vbucket"; an older entry than its own: "stale epoch"; a
 //! newer one: it waits to catch up) and runs it through the HTTP door as the user it carries.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use settee_cluster::map::{ClusterMap, NodeId};
 use settee_cluster::node::ClusterNode;
 use settee_cluster::wire::ErrorCode;
-use settee_cluster_net::forward::{ForwardFuture, ForwardHandler, ForwardHttp, Refusal};
+use settee_cluster_net::forward::{
+    ForwardFuture, ForwardHandler, ForwardHttp, Refusal, ScatterHttp,
+};
 use settee_cluster_net::TcpTransport;
 use settee_http::forward::ForwardHttpReply;
 use settee_http::{ClusterRefusal, HttpState};
@@ -82,6 +85,47 @@ fn place(map: &ClusterMap, db: &str, doc_id: &str) -> Result<Option<Placement>, 
     }))
 }
 
+/// Where a whole-bucket request on a bucket of the map goes: per node with active vbuckets,
+/// its cluster address and those vbuckets with their entries' epochs.
+#[derive(Debug, PartialEq, Eq)]
+struct Spread {
+    bucket: String,
+    revision: u64,
+    nodes: BTreeMap<NodeId, (String, Vec<(u16, u64)>)>,
+}
+
+/// How `db`'s bucket is spread at `map`: `Ok(None)` outside the map, `Err` when a vbucket has
+/// no active node or its node is not a member.
+fn spread(map: &ClusterMap, db: &str) -> Result<Option<Spread>, String> {
+    let Some(name) = bucket_name(map, db) else {
+        return Ok(None);
+    };
+    let Some(bucket) = map.buckets.get(name) else {
+        return Ok(None);
+    };
+    let mut nodes: BTreeMap<NodeId, (String, Vec<(u16, u64)>)> = BTreeMap::new();
+    for (vbucket, entry) in bucket.vbuckets.iter().enumerate() {
+        let node = entry
+            .active
+            .ok_or_else(|| format!("vbucket {vbucket} of {name} has no active node"))?;
+        let addr = map
+            .members
+            .get(&node)
+            .map(|member| member.cluster_addr.clone())
+            .ok_or_else(|| format!("node {node} is not a member"))?;
+        nodes
+            .entry(node)
+            .or_insert_with(|| (addr, Vec::new()))
+            .1
+            .push((vbucket as u16, entry.epoch));
+    }
+    Ok(Some(Spread {
+        bucket: name.to_owned(),
+        revision: map.revision,
+        nodes,
+    }))
+}
+
 /// The front node's side, behind the HTTP door's `ClusterView`.
 pub struct Forwarder {
     pub node: Arc<ClusterNode>,
@@ -95,6 +139,91 @@ impl Forwarder {
             // Outside the map: this node's own database. No active: the local engine answers
             // as it does for a vbucket it does not hold (503).
             Ok(None) | Err(_) => true,
+        }
+    }
+
+    /// Whether a whole-bucket request on `db` goes to other nodes too: in the map, and not
+    /// every vbucket active here. A bucket with a vbucket without an active node is scattered
+    /// (and answered 503 by [`Forwarder::scatter`]), never answered from this node's part.
+    pub fn scatters(&self, db: &str) -> bool {
+        match spread(&self.node.map(), db) {
+            Ok(Some(spread)) => spread.nodes.keys().any(|node| *node != self.node.id()),
+            Ok(None) => false,
+            Err(_) => true,
+        }
+    }
+
+    /// Sends `request` to every node with active vbuckets of `db`'s bucket, each for its own;
+    /// when one refuses for a stale map, sends them all once more after the map moved.
+    pub async fn scatter(
+        &self,
+        db: &str,
+        mut request: ForwardHttp,
+    ) -> Result<Vec<(Vec<u16>, ForwardHttpReply)>, ClusterRefusal> {
+        let bucket_bytes_max = settee_cluster::map::BUCKET_NAME_BYTES_MAX;
+        let list_bytes_max = 2 + 10 * settee_cluster_net::forward::SCATTER_VBUCKETS_MAX;
+        if !settee_cluster_net::frame::fits(
+            request.encoded_len() + bucket_bytes_max + list_bytes_max,
+        ) {
+            return Err(ClusterRefusal::TooLarge);
+        }
+        let mut retried = false;
+        loop {
+            let map = self.node.map();
+            let spread = spread(&map, db)
+                .map_err(ClusterRefusal::Unavailable)?
+                .ok_or_else(|| ClusterRefusal::Unavailable(format!("{db} left the cluster map")))?;
+            request.revision = spread.revision;
+            request.bucket.clone_from(&spread.bucket);
+            let sends = spread.nodes.into_iter().map(|(node, (addr, vbuckets))| {
+                let scatter = ScatterHttp {
+                    vbuckets,
+                    request: request.clone(),
+                };
+                async move {
+                    let sent = self.transport.scatter(node, &addr, &scatter).await;
+                    let listed = scatter
+                        .vbuckets
+                        .iter()
+                        .map(|(vbucket, _)| *vbucket)
+                        .collect();
+                    (node, listed, sent)
+                }
+            });
+            let mut answers = Vec::new();
+            let mut stale = None;
+            for (node, listed, sent) in futures_util::future::join_all(sends).await {
+                match sent {
+                    Ok(Ok(reply)) => answers.push((listed, reply)),
+                    Ok(Err(refusal))
+                        if matches!(
+                            refusal.code,
+                            ErrorCode::StaleEpoch | ErrorCode::NotMyVbucket
+                        ) && !retried =>
+                    {
+                        stale = Some(refusal)
+                    }
+                    Ok(Err(refusal)) => {
+                        return Err(ClusterRefusal::Unavailable(format!(
+                            "node {node} refused its part of the request: {}",
+                            refusal.message
+                        )))
+                    }
+                    Err(error) => {
+                        return Err(ClusterRefusal::Unavailable(format!(
+                            "node {node}, which holds active vbuckets of {db}, could not be \
+                             reached: {error}"
+                        )))
+                    }
+                }
+            }
+            if stale.is_none() {
+                return Ok(answers);
+            }
+            retried = true;
+            let mut maps = self.node.subscribe();
+            let moved = maps.wait_for(|newer| newer.revision > map.revision);
+            let _ = tokio::time::timeout(Duration::from_millis(STALE_MAP_WAIT_MS), moved).await;
         }
     }
 
@@ -170,6 +299,24 @@ impl ForwardHandler for ForwardServer {
             settee_http::forward::answer_forwarded(
                 self.state.clone(),
                 request,
+                None,
+                REPLY_BODY_BYTES_MAX,
+            )
+            .await
+            .map_err(|reason| Refusal::new(ErrorCode::Refused, reason))
+        })
+    }
+
+    fn scatter(&self, from: NodeId, request: ScatterHttp) -> ForwardFuture<'_> {
+        Box::pin(async move {
+            let only = self.fence_scatter(&request).await.inspect_err(|refusal| {
+                tracing::debug!(from, code = ?refusal.code, message = %refusal.message,
+                    "scattered request refused");
+            })?;
+            settee_http::forward::answer_forwarded(
+                self.state.clone(),
+                request.request,
+                Some(only),
                 REPLY_BODY_BYTES_MAX,
             )
             .await
@@ -179,6 +326,87 @@ impl ForwardHandler for ForwardServer {
 }
 
 impl ForwardServer {
+    /// Whether this node may answer a scattered request for the vbuckets it lists: a request
+    /// that is scattered, on the bucket it names, every listed vbucket active here at the
+    /// sender's epoch (after catching up once with a sender whose map is newer). Returns the
+    /// vbuckets to answer for, one flag per vbucket of the bucket.
+    async fn fence_scatter(&self, scatter: &ScatterHttp) -> Result<Arc<[bool]>, Refusal> {
+        let plus_to_space = self.state.node_config.settings().decode_plus_to_space;
+        let request = &scatter.request;
+        let db = settee_http::scatter::scattered_db(request, plus_to_space).ok_or_else(|| {
+            Refusal::new(
+                ErrorCode::Refused,
+                "a scattered request must be a whole-bucket read (_all_docs, a normal _changes)",
+            )
+        })?;
+        let mut caught_up = false;
+        loop {
+            let map = self.node.map();
+            let not_here = |reason: String| Refusal::new(ErrorCode::NotMyVbucket, reason);
+            let name = bucket_name(&map, &db)
+                .ok_or_else(|| not_here(format!("{db} is not a bucket of this node's map")))?;
+            if name != request.bucket {
+                return Err(Refusal::new(
+                    ErrorCode::Refused,
+                    format!("{db} is in bucket {name}, not in {}", request.bucket),
+                ));
+            }
+            let bucket = &map.buckets[name];
+            let mut only = vec![false; usize::from(bucket.vbucket_count)];
+            let mut entries = Vec::with_capacity(scatter.vbuckets.len());
+            for &(vbucket, epoch) in &scatter.vbuckets {
+                let entry = bucket
+                    .vbuckets
+                    .get(usize::from(vbucket))
+                    .ok_or_else(|| not_here(format!("{name} has no vbucket {vbucket}")))?;
+                entries.push((vbucket, epoch, entry));
+                only[usize::from(vbucket)] = true;
+            }
+            // Behind the sender for any of them: catch up first. Then every one must be active
+            // here, and then none may be older than this node's entry.
+            let behind = entries.iter().any(|(_, epoch, entry)| *epoch > entry.epoch);
+            if !behind {
+                if let Some((vbucket, _, _)) = entries
+                    .iter()
+                    .find(|(_, _, entry)| entry.active != Some(self.node.id()))
+                {
+                    return Err(not_here(format!(
+                        "vbucket {vbucket} of {name} is not active here"
+                    )));
+                }
+                if let Some((vbucket, epoch, entry)) = entries
+                    .iter()
+                    .find(|(_, epoch, entry)| *epoch < entry.epoch)
+                {
+                    return Err(Refusal::new(
+                        ErrorCode::StaleEpoch,
+                        format!(
+                            "vbucket {vbucket} of {name} changed at epoch {}; the request was \
+                             made at epoch {epoch}",
+                            entry.epoch
+                        ),
+                    ));
+                }
+            }
+            if !behind {
+                return Ok(only.into());
+            }
+            if caught_up {
+                return Err(Refusal::new(
+                    ErrorCode::Refused,
+                    format!(
+                        "this node's map (revision {}) is behind the sender's ({})",
+                        map.revision, request.revision
+                    ),
+                ));
+            }
+            caught_up = true;
+            let mut maps = self.node.subscribe();
+            let reached = maps.wait_for(|newer| newer.revision >= request.revision);
+            let _ = tokio::time::timeout(Duration::from_millis(BEHIND_WAIT_MS), reached).await;
+        }
+    }
+
     /// Whether this node may run `request`: its document is in the vbucket it names, this
     /// node is that vbucket's active (after catching up with a sender whose entry for the
     /// vbucket is newer), and the sender's entry is not older than this node's.

@@ -225,6 +225,17 @@ impl Bucket {
             }))
     }
 
+    /// [`Bucket::doc_counts_in`] over the vbuckets `only` marks.
+    pub fn doc_counts_only(&self, cid: u32, only: &[bool]) -> Result<(u64, u64), EngineError> {
+        self.check_live(cid)?;
+        Ok((0..self.vbuckets)
+            .filter(|vbucket| only.get(usize::from(*vbucket)) == Some(&true))
+            .filter_map(|vbucket| self.collection_state(cid, vbucket))
+            .fold((0, 0), |(live, deleted), state| {
+                (live + state.live, deleted + state.deleted)
+            }))
+    }
+
     /// Bytes of one collection's document records as stored (before compression).
     pub fn record_bytes_in(&self, cid: u32) -> Result<u64, EngineError> {
         self.check_live(cid)?;

@@ -1,0 +1,163 @@
+use super::*;
+
+fn answer<'a>(vbuckets: &'a [u16], body: &'a str) -> Answer<'a> {
+    Answer {
+        vbuckets,
+        body: body.as_bytes(),
+    }
+}
+
+fn vector(seqnos: &[u64]) -> SeqVector {
+    SeqVector::from_seqnos(seqnos.to_vec())
+}
+
+fn no_seq(_: &[(&[u16], &str)]) -> String {
+    unreachable!("no node gave an update_seq")
+}
+
+#[test]
+fn all_docs_rows_are_merged_in_key_order_with_skip_limit_and_summed_counts() {
+    let a = r#"{"total_rows":3,"offset":1,"rows":[
+{"id":"a","key":"a","value":{"rev":"1-x"},"doc":{"z":1,"a":2.50}},
+{"id":"c","key":"c","value":{"rev":"1-x"}}]}"#;
+    let b = r#"{"total_rows":2,"offset":0,"rows":[{"id":"b","key":"b","value":{"rev":"1-y"}},
+{"id":"d","key":"d","value":{"rev":"1-y"}}]}"#;
+    let answers = [answer(&[0, 2], a), answer(&[1, 3], b)];
+    let query = AllDocsQuery {
+        skip: 1,
+        limit: Some(2),
+        ..AllDocsQuery::default()
+    };
+    let merged = merge_all_docs(&answers, &query, no_seq).expect("merged");
+    let merged = String::from_utf8(merged).expect("utf-8");
+    assert_eq!(
+        merged,
+        "{\"total_rows\":5,\"offset\":2,\"rows\":[\r\n\
+         {\"id\":\"b\",\"key\":\"b\",\"value\":{\"rev\":\"1-y\"}},\r\n\
+         {\"id\":\"c\",\"key\":\"c\",\"value\":{\"rev\":\"1-x\"}}\r\n]}"
+    );
+    let all = merge_all_docs(&answers, &AllDocsQuery::default(), no_seq).expect("merged");
+    let all = String::from_utf8(all).expect("utf-8");
+    assert!(
+        all.contains(r#""doc":{"z":1,"a":2.50}"#),
+        "a document keeps its bytes: {all}"
+    );
+    let descending = AllDocsQuery {
+        descending: true,
+        ..AllDocsQuery::default()
+    };
+    let rows: serde_json::Value =
+        serde_json::from_slice(&merge_all_docs(&answers, &descending, no_seq).expect("merged"))
+            .expect("json");
+    let ids: Vec<&str> = rows["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|row| row["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, ["d", "c", "b", "a"]);
+}
+
+#[test]
+fn keyed_rows_come_from_the_node_of_each_key_in_the_keys_order() {
+    let a = r#"{"total_rows":1,"offset":null,"rows":[{"key":"x","error":"not_found"},
+{"id":"z","key":"z","value":{"rev":"1-a"}}]}"#;
+    let b = r#"{"total_rows":4,"offset":null,"rows":[{"id":"y","key":"y","value":{"rev":"2-b"}}]}"#;
+    let answers = [answer(&[0], a), answer(&[1], b)];
+    let query = AllDocsQuery {
+        key_answers: Some(vec![0, 1, 0]),
+        ..AllDocsQuery::default()
+    };
+    let merged: serde_json::Value =
+        serde_json::from_slice(&merge_all_docs(&answers, &query, no_seq).expect("merged"))
+            .expect("json");
+    assert_eq!(merged["offset"], serde_json::Value::Null);
+    assert_eq!(merged["total_rows"], 5);
+    let keys: Vec<&str> = merged["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|row| row["key"].as_str().expect("key"))
+        .collect();
+    assert_eq!(keys, ["x", "y", "z"]);
+}
+
+#[test]
+fn update_seqs_are_merged_by_the_caller_from_each_nodes_vbuckets() {
+    let a = r#"{"total_rows":0,"offset":0,"update_seq":"5-x","rows":[]}"#;
+    let answers = [answer(&[0], a)];
+    let mut seen = Vec::new();
+    let merged = merge_all_docs(&answers, &AllDocsQuery::default(), |seqs| {
+        seen = seqs
+            .iter()
+            .map(|(vbuckets, text)| (vbuckets.to_vec(), text.to_string()))
+            .collect();
+        "merged".into()
+    })
+    .expect("merged");
+    assert_eq!(seen, [(vec![0u16], "5-x".to_string())]);
+    assert!(String::from_utf8_lossy(&merged).contains(r#""update_seq":"merged""#));
+}
+
+#[test]
+fn change_rows_carry_every_nodes_position_and_resume_where_the_limit_cut() {
+    let since = vector(&[1, 0, 0, 4]);
+    // Node A answers for vbuckets 0 and 1, node B for 2 and 3; each row's seq is the node's
+    // own position (other components as `since` gave them).
+    let a_rows = [vector(&[2, 0, 0, 4]), vector(&[2, 1, 0, 4])];
+    let b_rows = [vector(&[1, 0, 3, 5])];
+    let a = format!(
+        "{{\"results\":[\n{{\"seq\":\"{}\",\"id\":\"p\",\"changes\":[{{\"rev\":\"1-a\"}}]}},\n\
+         {{\"seq\":\"{}\",\"id\":\"q\",\"changes\":[{{\"rev\":\"1-a\"}}]}}\n],\n\
+         \"last_seq\":\"{}\",\"pending\":0}}\n",
+        a_rows[0].encode(),
+        a_rows[1].encode(),
+        vector(&[7, 1, 0, 4]).encode()
+    );
+    let b = format!(
+        "{{\"results\":[\n{{\"seq\":\"{}\",\"id\":\"r\",\"changes\":[{{\"rev\":\"1-b\"}}]}}\n],\n\
+         \"last_seq\":\"{}\",\"pending\":2}}\n",
+        b_rows[0].encode(),
+        vector(&[1, 0, 3, 5]).encode()
+    );
+    let answers = [answer(&[0, 1], &a), answer(&[2, 3], &b)];
+    let merged = merge_changes(&answers, &since, None, 4).expect("merged");
+    assert_eq!(merged.last, vector(&[7, 1, 3, 5]), "each node's last_seq");
+    assert_eq!(merged.pending, 2);
+    let body: serde_json::Value = serde_json::from_slice(&merged.finish("LAST")).expect("json");
+    let seqs: Vec<SeqVector> = body["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|row| decode_seq(row["seq"].as_str().expect("seq"), 4).expect("decodes"))
+        .collect();
+    assert_eq!(
+        seqs,
+        [
+            vector(&[2, 0, 0, 4]),
+            vector(&[2, 1, 0, 4]),
+            vector(&[2, 1, 3, 5])
+        ]
+    );
+    assert_eq!(body["last_seq"], "LAST");
+    let cut = merge_changes(&answers, &since, Some(2), 4).expect("merged");
+    assert_eq!(
+        cut.last,
+        vector(&[2, 1, 0, 4]),
+        "where the last row left off"
+    );
+    assert_eq!(cut.pending, 3, "B's pending and its row the limit cut");
+}
+
+#[test]
+fn answers_that_are_not_their_shape_are_refused() {
+    let since = vector(&[0, 0]);
+    let bad = [answer(&[0], "{\"rows\":3}")];
+    assert!(merge_all_docs(&bad, &AllDocsQuery::default(), no_seq).is_err());
+    assert!(merge_changes(&bad, &since, None, 2).is_err());
+    let bad_seq = [answer(
+        &[0],
+        "{\"results\":[{\"seq\":\"nonsense\",\"id\":\"a\"}],\"last_seq\":\"0\"}",
+    )];
+    assert!(merge_changes(&bad_seq, &since, None, 2).is_err());
+}

@@ -1,0 +1,276 @@
+//! Whole-bucket requests in a cluster (docs/format/cluster-transport.md, "Whole-bucket HTTP
+//! requests"): the front node sends `_all_docs` and normal `_changes` to every node holding
+//! active vbuckets of the bucket, each answering for its own (`Req::vbuckets`), and merges their
+//! answers with `settee-gather`. A database whose vbuckets are all active here, or that is not
+//! in the cluster map, is answered locally as on a single node.
+
+use hyper::{Method, StatusCode};
+use serde_json::Value;
+
+use crate::auth::Operation;
+use crate::db_api::open;
+use crate::error::{ApiError, ApiResult};
+use crate::forward::{self, ForwardHttp, ForwardHttpReply};
+use crate::request::Req;
+use crate::response::{json_bytes, HttpResponse};
+use crate::HttpState;
+
+/// The whole-bucket requests that are scattered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scattered {
+    /// `_all_docs` and `_design_docs`.
+    AllDocs,
+    /// A normal (not longpoll, continuous or eventsource), ascending `_changes` feed.
+    Changes,
+}
+
+/// Which scattered request `method` on `path` with `param`s is, with its database.
+pub fn scattered<'a>(
+    method: &Method,
+    path: &'a [String],
+    param: impl Fn(&str) -> Option<&'a str>,
+) -> Option<(&'a str, Scattered)> {
+    let [db, what] = path else {
+        return None;
+    };
+    if db.starts_with('_') || !matches!(*method, Method::GET | Method::POST) {
+        return None;
+    }
+    match what.as_str() {
+        "_all_docs" | "_design_docs" => Some((db, Scattered::AllDocs)),
+        "_changes"
+            if param("feed").is_none_or(|feed| feed == "normal")
+                && param("descending") != Some("true") =>
+        {
+            Some((db, Scattered::Changes))
+        }
+        _ => None,
+    }
+}
+
+/// The database of a scattered request another node sent here (`None`: not one that is
+/// scattered; the receiver refuses it).
+pub fn scattered_db(request: &ForwardHttp, plus_to_space: bool) -> Option<String> {
+    let uri = request.target.parse::<hyper::Uri>().ok()?;
+    let method = Method::from_bytes(request.method.as_bytes()).ok()?;
+    let path = crate::request::split_path(uri.path(), plus_to_space).ok()?;
+    let query = crate::request::parse_query(uri.query());
+    let param = |name: &str| {
+        query
+            .iter()
+            .rev()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    };
+    let (db, _) = scattered(&method, &path, param)?;
+    Some(db.to_owned())
+}
+
+/// The vbucket whose node answers for an `_all_docs` key: a document id's, and vbucket 0 for
+/// a key that is not a string (its row is `not_found` wherever it is answered).
+pub fn key_vbucket(key: &Value, vbuckets: u16) -> u16 {
+    match key {
+        Value::String(id) => settee_engine::vbucket::vbucket_of(id.as_bytes(), vbuckets),
+        _ => 0,
+    }
+}
+
+/// The merged answer of the nodes when `req` is a scattered request on a database whose
+/// vbuckets are active on other nodes too; `None` when this node answers it alone.
+pub async fn scatter_if_partial(
+    state: &HttpState,
+    req: &mut Req,
+) -> Option<ApiResult<HttpResponse>> {
+    if req.forwarded {
+        return None;
+    }
+    let cluster = state.cluster.get()?;
+    let (db, what) = scattered(&req.method, &req.path, |name| req.param(name))?;
+    let db = db.to_owned();
+    if !cluster.scatters(&db) {
+        return None;
+    }
+    Some(match what {
+        Scattered::AllDocs => all_docs(state, req, &db).await,
+        Scattered::Changes => changes(state, req, &db).await,
+    })
+}
+
+/// The request as the nodes get it: `target` and `body` in place of the client's.
+fn request_for_nodes(req: &Req, method: &str, target: String, body: Vec<u8>) -> ForwardHttp {
+    ForwardHttp {
+        revision: 0,
+        epoch: 0,
+        bucket: String::new(),
+        vbucket: 0,
+        method: method.to_owned(),
+        target,
+        identity: forward::identity(&req.user),
+        headers: forward::request_headers(&req.headers)
+            .into_iter()
+            .filter(|(name, _)| name != "content-encoding")
+            .collect(),
+        body,
+    }
+}
+
+/// Sends `request` to the nodes and returns their 200 answers with the vbuckets of each; the
+/// first answer that is not a 200 is the client's answer (`Err`).
+async fn gather(
+    state: &HttpState,
+    db: &str,
+    request: ForwardHttp,
+) -> Result<Vec<(Vec<u16>, ForwardHttpReply)>, ApiResult<HttpResponse>> {
+    let Some(cluster) = state.cluster.get() else {
+        return Err(Err(ApiError::ServiceUnavailable("not in a cluster".into())));
+    };
+    let answers = cluster
+        .scatter(db, request)
+        .await
+        .map_err(|refusal| Err(refusal.into()))?;
+    if let Some((_, failed)) = answers.iter().find(|(_, reply)| reply.status != 200) {
+        return Err(Ok(forward::reply_response(failed.clone())));
+    }
+    Ok(answers)
+}
+
+fn malformed(error: settee_gather::Malformed) -> ApiError {
+    ApiError::ServiceUnavailable(error.to_string())
+}
+
+async fn all_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    let keyspace = open(state, req, db, Operation::ReadDb)?;
+    let keys = crate::bulk_api::listing_keys(state, req).await?;
+    let skip = req.u64_param("skip")?.unwrap_or(0) as usize;
+    let limit = req.u64_param("limit")?.map(|limit| limit as usize);
+    let descending = req.bool_param("descending", false)?;
+    let target = {
+        // Not held across an await (it is not Send).
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        for (name, value) in &req.query {
+            if !matches!(name.as_str(), "skip" | "limit" | "keys") {
+                query.append_pair(name, value);
+            }
+        }
+        if let Some(limit) = limit {
+            query.append_pair("limit", &skip.saturating_add(limit).to_string());
+        }
+        format!("{}?{}", req.uri.path(), query.finish())
+    };
+    let (method, body) = match &keys {
+        Some(keys) => ("POST", serde_json::json!({ "keys": keys }).to_string()),
+        None => ("GET", String::new()),
+    };
+    let mut request = request_for_nodes(req, method, target, body.into_bytes());
+    if keys.is_some() {
+        request
+            .headers
+            .retain(|(name, _)| name != "content-type" && name != "content-length");
+        request
+            .headers
+            .push(("content-type".into(), b"application/json".to_vec()));
+    }
+    let answers = match gather(state, db, request).await {
+        Ok(answers) => answers,
+        Err(answer) => return answer,
+    };
+    let vbuckets = keyspace.bucket().vbuckets();
+    let key_answers = keys.as_ref().and_then(Value::as_array).map(|keys| {
+        let ordered: Vec<&Value> = if descending {
+            keys.iter().rev().collect()
+        } else {
+            keys.iter().collect()
+        };
+        ordered
+            .into_iter()
+            .map(|key| {
+                let vbucket = key_vbucket(key, vbuckets);
+                answers
+                    .iter()
+                    .position(|(listed, _)| listed.contains(&vbucket))
+                    .unwrap_or(usize::MAX)
+            })
+            .collect()
+    });
+    let query = settee_gather::AllDocsQuery {
+        skip,
+        limit,
+        descending,
+        key_answers,
+    };
+    let parts: Vec<settee_gather::Answer<'_>> = answers
+        .iter()
+        .map(|(listed, reply)| settee_gather::Answer {
+            vbuckets: listed,
+            body: &reply.body,
+        })
+        .collect();
+    let mut merge_failed = None;
+    let body = settee_gather::merge_all_docs(&parts, &query, |seqs| {
+        let zero = settee_engine::SeqVector::zero(vbuckets);
+        match settee_gather::merge_seqs(&zero, seqs, vbuckets) {
+            Ok(merged) => {
+                crate::changes_api::couch_seq(&state.config.node_name, &keyspace, &merged)
+            }
+            Err(error) => {
+                merge_failed = Some(error);
+                String::new()
+            }
+        }
+    })
+    .map_err(malformed)?;
+    if let Some(error) = merge_failed {
+        return Err(malformed(error));
+    }
+    Ok(json_bytes(StatusCode::OK, body))
+}
+
+async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    let keyspace = open(state, req, db, Operation::ReadDb)?;
+    let vbuckets = keyspace.bucket().vbuckets();
+    let since = match req.param("since") {
+        None | Some("now") => settee_engine::SeqVector::zero(vbuckets),
+        Some(text) => crate::changes_api::parse_seq(&keyspace, text).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "Malformed sequence supplied in 'since' parameter: {text}"
+            ))
+        })?,
+    };
+    let limit = req.u64_param("limit")?.map(|limit| limit as usize);
+    let body = match req.method {
+        Method::POST => {
+            req.require_json_content_type()?;
+            req.body_bytes(state.config.max_request_size_bytes)
+                .await?
+                .to_vec()
+        }
+        _ => Vec::new(),
+    };
+    let target = req
+        .uri
+        .path_and_query()
+        .map_or_else(|| req.uri.path().to_owned(), |target| target.to_string());
+    let request = request_for_nodes(req, req.method.as_str(), target, body);
+    let answers = match gather(state, db, request).await {
+        Ok(answers) => answers,
+        Err(answer) => return answer,
+    };
+    let parts: Vec<settee_gather::Answer<'_>> = answers
+        .iter()
+        .map(|(listed, reply)| settee_gather::Answer {
+            vbuckets: listed,
+            body: &reply.body,
+        })
+        .collect();
+    let merged =
+        settee_gather::merge_changes(&parts, &since, limit, vbuckets).map_err(malformed)?;
+    let last_seq = crate::changes_api::couch_seq(&state.config.node_name, &keyspace, &merged.last);
+    Ok(raw_json(merged.finish(&last_seq)))
+}
+
+/// A JSON body sent as it is (it ends with its own newline).
+fn raw_json(body: Vec<u8>) -> HttpResponse {
+    let mut response = json_bytes(StatusCode::OK, Vec::new());
+    *response.body_mut() = crate::response::full(body);
+    response
+}

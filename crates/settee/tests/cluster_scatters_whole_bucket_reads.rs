@@ -1,0 +1,285 @@
+//! Whole-bucket reads answer for the whole cluster from any node: three real `settee serve`
+//! processes and a bucket with one copy of each document (`n=1`), so every node holds only the
+//! documents of its own active vbuckets and can list the others only by asking their nodes.
+//! `_all_docs` (ranges, `skip`/`limit`, `descending`, `keys`, `include_docs`, `update_seq`) and
+//! normal `_changes` feeds answer through every node as one node with every document would;
+//! a feed read from one node resumes on another from its `last_seq` or any row's `seq`
+//! without repeating or missing a change. Then the cluster port is driven directly with the
+//! cluster secret: a scattered request for vbuckets the receiver is not the active of, or one
+//! that is not a whole-bucket read, is refused.
+
+mod support;
+
+use std::collections::BTreeSet;
+
+use serde_json::{json, Value};
+use settee_cluster::wire::ErrorCode;
+use settee_cluster_net::forward::{AuthMethod, ForwardHttp, Identity, Refusal, ScatterHttp};
+use settee_cluster_net::{Secret, TcpTransport};
+use support::kv::Kv;
+use support::{cluster_addr, until, Client, Server};
+
+const SECRET: &str = "the secret of the scatter test";
+const VBUCKETS: u16 = 16;
+const DOCS: usize = 60;
+
+fn call(server: &Server, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    Client::connect(&server.addr)
+        .expect("connect")
+        .call(method, path, body)
+}
+
+fn get(server: &Server, path: &str) -> Value {
+    let (status, body) = call(server, "GET", path, None);
+    assert_eq!(status, 200, "GET {path}: {body}");
+    body
+}
+
+fn ids(rows: &Value, field: &str) -> Vec<String> {
+    rows.as_array()
+        .expect("rows")
+        .iter()
+        .map(|row| row[field].as_str().expect("an id").to_owned())
+        .collect()
+}
+
+#[test]
+fn any_node_lists_and_follows_every_document_of_the_cluster() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let nodes = support::start_three_nodes([0, 1, 2].map(|i| dirs[i].path()), SECRET);
+    let (created, body) = call(&nodes[0], "PUT", &format!("/db?q={VBUCKETS}&n=1"), None);
+    assert_eq!(created, 201, "{body}");
+    for node in &nodes {
+        until("the bucket everywhere", || {
+            (call(node, "GET", "/db", None).0 == 200).then_some(())
+        });
+    }
+    let mut all: Vec<String> = (0..DOCS).map(|i| format!("doc-{i:03}")).collect();
+    for (index, id) in all.iter().enumerate() {
+        let (status, body) = call(
+            &nodes[index % 3],
+            "PUT",
+            &format!("/db/{id}"),
+            Some(json!({"n": index})),
+        );
+        assert_eq!(status, 201, "PUT {id}: {body}");
+    }
+    all.sort();
+
+    for (index, node) in nodes.iter().enumerate() {
+        let listed = get(node, "/db/_all_docs");
+        assert_eq!(listed["total_rows"], json!(DOCS), "through node {index}");
+        assert_eq!(listed["offset"], json!(0));
+        assert_eq!(ids(&listed["rows"], "id"), all, "every id, in order");
+
+        let page = get(node, "/db/_all_docs?skip=5&limit=10");
+        assert_eq!(ids(&page["rows"], "id"), all[5..15], "skip and limit");
+        assert_eq!(page["offset"], json!(5));
+        let range = get(
+            node,
+            "/db/_all_docs?startkey=%22doc-010%22&endkey=%22doc-019%22&inclusive_end=false",
+        );
+        assert_eq!(ids(&range["rows"], "id"), all[10..19]);
+        assert_eq!(range["offset"], json!(10), "the documents before the range");
+        let last = get(node, "/db/_all_docs?descending=true&limit=3");
+        let expected: Vec<String> = all.iter().rev().take(3).cloned().collect();
+        assert_eq!(ids(&last["rows"], "id"), expected, "descending");
+
+        let (status, keyed) = call(
+            node,
+            "POST",
+            "/db/_all_docs?include_docs=true",
+            Some(json!({"keys": ["doc-031", "missing", "doc-002", 7]})),
+        );
+        assert_eq!(status, 200, "{keyed}");
+        let rows = keyed["rows"].as_array().expect("rows");
+        assert_eq!(rows.len(), 4, "{keyed}");
+        assert_eq!(rows[0]["doc"]["n"], json!(31));
+        assert_eq!(rows[1], json!({"key": "missing", "error": "not_found"}));
+        assert_eq!(rows[2]["id"], json!("doc-002"));
+        assert_eq!(rows[3], json!({"key": 7, "error": "not_found"}));
+        assert_eq!(keyed["offset"], Value::Null);
+
+        let seq = get(node, "/db/_all_docs?update_seq=true&limit=0")["update_seq"].clone();
+        let (_, feed) = call(
+            node,
+            "GET",
+            &format!("/db/_changes?since={}", seq.as_str().expect("a sequence")),
+            None,
+        );
+        assert_eq!(
+            feed["results"],
+            json!([]),
+            "update_seq covers every vbucket"
+        );
+    }
+
+    // A whole feed through node 0, then the writes after it through node 1 from its last_seq.
+    let feed = get(&nodes[0], "/db/_changes");
+    let mut seen = ids(&feed["results"], "id");
+    seen.sort();
+    assert_eq!(seen, all, "every document once");
+    let last_seq = feed["last_seq"].as_str().expect("last_seq").to_owned();
+    let more: Vec<String> = (0..5).map(|i| format!("late-{i}")).collect();
+    for (index, id) in more.iter().enumerate() {
+        let (status, body) = call(
+            &nodes[index % 3],
+            "PUT",
+            &format!("/db/{id}"),
+            Some(json!({})),
+        );
+        assert_eq!(status, 201, "{body}");
+    }
+    let later = get(&nodes[1], &format!("/db/_changes?since={last_seq}"));
+    let mut later_ids = ids(&later["results"], "id");
+    later_ids.sort();
+    assert_eq!(later_ids, more, "only the writes after last_seq");
+    let now = get(&nodes[2], "/db/_changes?since=now");
+    assert_eq!(now["results"], json!([]));
+    let after_now = get(
+        &nodes[0],
+        &format!(
+            "/db/_changes?since={}",
+            now["last_seq"].as_str().expect("seq")
+        ),
+    );
+    assert_eq!(after_now["results"], json!([]), "now covers every vbucket");
+
+    // Pages of 7 through the nodes in turn, each from the previous page's last row's seq.
+    let mut paged = Vec::new();
+    let mut since = "0".to_owned();
+    for turn in 0.. {
+        let page = get(
+            &nodes[turn % 3],
+            &format!("/db/_changes?limit=7&since={since}"),
+        );
+        let rows = page["results"].as_array().expect("results");
+        assert!(rows.len() <= 7);
+        if rows.is_empty() {
+            break;
+        }
+        paged.extend(ids(&page["results"], "id"));
+        since = rows[rows.len() - 1]["seq"]
+            .as_str()
+            .expect("a seq")
+            .to_owned();
+        assert!(turn < 20, "the pages end");
+    }
+    let unique: BTreeSet<&String> = paged.iter().collect();
+    assert_eq!(unique.len(), paged.len(), "no change twice: {paged:?}");
+    let expected: BTreeSet<&String> = all.iter().chain(&more).collect();
+    assert_eq!(unique, expected, "every change once across the pages");
+
+    // A filtered feed: the filter runs on every node.
+    let (status, filtered) = call(
+        &nodes[2],
+        "POST",
+        "/db/_changes?filter=_doc_ids",
+        Some(json!({"doc_ids": ["doc-007", "late-3"]})),
+    );
+    assert_eq!(status, 200, "{filtered}");
+    let mut filtered_ids = ids(&filtered["results"], "id");
+    filtered_ids.sort();
+    assert_eq!(filtered_ids, ["doc-007", "late-3"]);
+
+    replicated_bucket(&nodes);
+    transport_refusals(&nodes);
+}
+
+/// With a replica of every vbucket (`n=2`) a node holds documents of vbuckets it is not the
+/// active of: each node answers only for its actives, so no row comes twice.
+fn replicated_bucket(nodes: &[Server; 3]) {
+    let (created, body) = call(&nodes[1], "PUT", &format!("/db2?q={VBUCKETS}&n=2"), None);
+    assert_eq!(created, 201, "{body}");
+    for node in nodes {
+        until("db2 everywhere", || {
+            (call(node, "GET", "/db2", None).0 == 200).then_some(())
+        });
+    }
+    let mut all: Vec<String> = (0..30).map(|i| format!("r-{i:02}")).collect();
+    for (index, id) in all.iter().enumerate() {
+        let (status, body) = call(
+            &nodes[index % 3],
+            "PUT",
+            &format!("/db2/{id}"),
+            Some(json!({})),
+        );
+        assert!(status == 201 || status == 202, "PUT {id}: {status} {body}");
+    }
+    all.sort();
+    for node in nodes {
+        let listed = get(node, "/db2/_all_docs");
+        assert_eq!(ids(&listed["rows"], "id"), all, "each document once");
+        assert_eq!(listed["total_rows"], json!(30));
+        let mut changed = ids(&get(node, "/db2/_changes")["results"], "id");
+        changed.sort();
+        assert_eq!(changed, all, "each change once");
+    }
+}
+
+/// The cluster port, driven as a peer that knows the secret.
+fn transport_refusals(nodes: &[Server; 3]) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let peer = TcpTransport::new(0, Secret::new(SECRET));
+    let scatter_of = |vbuckets: Vec<u16>, target: &str| ScatterHttp {
+        vbuckets: vbuckets.into_iter().map(|vbucket| (vbucket, 0)).collect(),
+        request: ForwardHttp {
+            revision: 0,
+            epoch: 0,
+            bucket: "db".into(),
+            vbucket: 0,
+            method: "GET".into(),
+            target: target.into(),
+            identity: Identity {
+                name: Some("admin".into()),
+                roles: vec!["_admin".into()],
+                auth: AuthMethod::Basic,
+            },
+            headers: vec![],
+            body: vec![],
+        },
+    };
+    let scatter = |target: &str| scatter_of((0..VBUCKETS).collect(), target);
+    let refused = |node: usize, request: ScatterHttp| -> ErrorCode {
+        let answer = runtime
+            .block_on(peer.scatter(0, &cluster_addr(&nodes[node]), &request))
+            .expect("the node answers");
+        match answer {
+            Ok(reply) => panic!("answered {reply:?}"),
+            Err(Refusal { code, .. }) => code,
+        }
+    };
+    // Every vbucket of the bucket: no node is the active of all of them.
+    assert_eq!(
+        refused(0, scatter("/db/_all_docs")),
+        ErrorCode::NotMyVbucket
+    );
+    // Only node 0's own actives, on a map older than their entries: "stale epoch".
+    let (servers, rows) =
+        support::kv::vbucket_map(&mut Kv::open(&nodes[0].kv_addr, "admin", "secret", "db"));
+    let own: Vec<u16> = (0..VBUCKETS)
+        .filter(|vbucket| {
+            servers[usize::try_from(rows[usize::from(*vbucket)][0]).expect("an active")]
+                == nodes[0].kv_addr
+        })
+        .collect();
+    assert!(!own.is_empty(), "node 0 is the active of some vbuckets");
+    assert_eq!(
+        refused(0, scatter_of(own, "/db/_all_docs")),
+        ErrorCode::StaleEpoch
+    );
+    // A document request is not scattered.
+    assert_eq!(refused(1, scatter("/db/doc-001")), ErrorCode::Refused);
+    assert_eq!(
+        refused(2, scatter("/db/_changes?feed=continuous")),
+        ErrorCode::Refused
+    );
+    // A peer without the secret gets no answer at all.
+    let stranger = TcpTransport::new(0, Secret::new("not the secret of this cluster"));
+    let answer =
+        runtime.block_on(stranger.scatter(0, &cluster_addr(&nodes[0]), &scatter("/db/_all_docs")));
+    assert!(answer.is_err(), "a wrong secret is refused: {answer:?}");
+}
