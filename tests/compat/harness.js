@@ -46,8 +46,9 @@ function withAuth(url, user = ADMIN_USER, password = ADMIN_PASSWORD) {
 
 // `env`: extra environment variables for the server (settings as SETTEE_* variables, which an
 // older build that lacks them ignores). `dataDir`: a data directory the caller owns and keeps
-// (to start the node again on the same data); otherwise a fresh one removed on stop.
-async function start({ env = {}, dataDir: ownDataDir } = {}) {
+// (to start the node again on the same data); otherwise a fresh one removed on stop. `args`:
+// more command-line arguments (a cluster node's).
+async function start({ env = {}, dataDir: ownDataDir, args = [] } = {}) {
   if (process.env.SETTEE_URL) {
     const url = process.env.SETTEE_URL.replace(/\/$/, '');
     return { url, adminUrl: withAuth(url), stop: async () => {} };
@@ -61,6 +62,7 @@ async function start({ env = {}, dataDir: ownDataDir } = {}) {
     'serve', '--data-dir', dataDir, '--http-addr', `127.0.0.1:${port}`,
     '--kv-addr', '127.0.0.1:0', '--mgmt-addr', '127.0.0.1:0',
     '--admin', ADMIN, '--max-document-size', '1000000', '--pbkdf2-iterations', '1000',
+    ...args,
   ], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ...env } });
   const exited = new Promise((resolve) => child.on('exit', resolve));
   await waitUp(url, 30000);
@@ -92,4 +94,38 @@ async function http(method, url, { body, headers = {}, user = ADMIN_USER, passwo
   return { status: response.status, headers: response.headers, text, json };
 }
 
-module.exports = { start, http, withAuth, ADMIN_USER, ADMIN_PASSWORD };
+// `count` real nodes of one cluster on loopback: the first starts it, the others join it;
+// resolves once every node sees every member. Not available against SETTEE_URL.
+async function startCluster(count, { secret = 'the secret of the compat cluster' } = {}) {
+  const nodes = [];
+  let join;
+  try {
+    for (let index = 0; index < count; index += 1) {
+      const clusterAddr = `127.0.0.1:${await freePort()}`;
+      const args = ['--cluster-addr', clusterAddr, '--cluster-secret', secret];
+      if (join) args.push('--join', join);
+      nodes.push(await start({ args }));
+      join = join || clusterAddr;
+    }
+    const deadline = Date.now() + 60000;
+    for (const node of nodes) {
+      for (;;) {
+        const { json } = await http('GET', `${node.url}/_node/_local/_cluster`);
+        if (json && Array.isArray(json.members) && json.members.length === count) break;
+        if (Date.now() > deadline) throw new Error(`${node.url} did not see ${count} members`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+  } catch (error) {
+    for (const node of nodes) await node.stop();
+    throw error;
+  }
+  return {
+    nodes,
+    async stop() {
+      for (const node of [...nodes].reverse()) await node.stop();
+    },
+  };
+}
+
+module.exports = { start, startCluster, http, withAuth, ADMIN_USER, ADMIN_PASSWORD };

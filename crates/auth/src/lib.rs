@@ -23,7 +23,7 @@ pub use authorize::{
     NOT_SERVER_ADMIN, REPLICATOR_DB,
 };
 pub use lockout::{LockoutConfig, LockoutMode, LOCKED_OUT};
-pub use node::{node_password, NODE_USER};
+pub use node::{cluster_uuid, node_password, NODE_USER};
 pub use password_rules::{
     check_password, PasswordRefused, PASSWORD_REQUIREMENT, PASSWORD_RULES_BROKEN,
 };

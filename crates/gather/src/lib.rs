@@ -11,6 +11,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use settee_record::seqvec::SeqVector;
 
+pub mod split;
+
 /// One node's answer: the vbuckets it answered for and its 200 body.
 #[derive(Clone, Copy, Debug)]
 pub struct Answer<'a> {

@@ -161,3 +161,119 @@ fn answers_that_are_not_their_shape_are_refused() {
     )];
     assert!(merge_changes(&bad_seq, &since, None, 2).is_err());
 }
+
+mod split {
+    use crate::split::*;
+    use serde_json::{json, Value};
+
+    fn group_by_first_letter(id: &Value) -> Option<usize> {
+        match id.as_str().and_then(|id| id.chars().next()) {
+            Some('a') => Some(0),
+            Some('x') => None,
+            Some(_) => Some(1),
+            None => Some(0),
+        }
+    }
+
+    fn parse(bytes: &Option<Vec<u8>>) -> Value {
+        serde_json::from_slice(bytes.as_deref().expect("a share")).expect("json")
+    }
+
+    #[test]
+    fn bulk_docs_are_split_by_id_with_ids_made_for_those_without() {
+        let body =
+            br#"{"new_edits":false,"docs":[{"_id":"a1","n":1.50},{"n":2},{"_id":"b1"},{},7,{"_id":"x"}]}"#;
+        let mut made = 0;
+        let body = assign_ids(body, "docs", "_id", || {
+            made += 1;
+            format!("b-made-{made}")
+        })
+        .expect("ids");
+        assert_eq!(
+            item_ids(&body, "docs", "_id").expect("ids"),
+            [
+                json!("a1"),
+                json!("b-made-1"),
+                json!("b1"),
+                json!("b-made-2"),
+                Value::Null,
+                json!("x")
+            ]
+        );
+        let shares = split_list(&body, "docs", "_id", 2, group_by_first_letter).expect("split");
+        let first = String::from_utf8(shares[0].clone().expect("a share")).expect("utf-8");
+        assert_eq!(
+            first, r#"{"new_edits":false,"docs":[{"_id":"a1","n":1.50},7]}"#,
+            "documents as written; other members in every share"
+        );
+        assert_eq!(
+            parse(&shares[1]),
+            json!({"new_edits": false, "docs": [
+                {"_id": "b-made-1", "n": 2}, {"_id": "b1"}, {"_id": "b-made-2"}
+            ]}),
+            "x is in no group this time"
+        );
+        let only_x = split_list(
+            br#"{"docs":[{"_id":"x"}]}"#,
+            "docs",
+            "_id",
+            2,
+            group_by_first_letter,
+        )
+        .expect("split");
+        assert_eq!(only_x, [None, None]);
+        assert!(split_list(b"[1]", "docs", "_id", 2, group_by_first_letter).is_err());
+        assert!(split_list(br#"{"docs":3}"#, "docs", "_id", 2, group_by_first_letter).is_err());
+        assert!(assign_ids(br#"{"doc":[]}"#, "docs", "_id", String::new).is_err());
+    }
+
+    #[test]
+    fn answers_are_put_back_in_the_request_order() {
+        let zero = br#"[{"id":"a1","ok":true},{"id":"a2","ok":true}]"#;
+        let one = br#"[{"id":"b1","error":"conflict"}]"#;
+        let merged =
+            merge_in_order(&[Some(&zero[..]), Some(&one[..])], &[0, 1, 0], None).expect("merged");
+        let ids: Vec<Value> = serde_json::from_slice::<Vec<Value>>(&merged)
+            .expect("json")
+            .into_iter()
+            .map(|row| row["id"].clone())
+            .collect();
+        assert_eq!(ids, [json!("a1"), json!("b1"), json!("a2")]);
+        assert!(merge_in_order(&[Some(&zero[..]), Some(&one[..])], &[1, 1], None).is_err());
+        let results = br#"{"results":[{"id":"b1","docs":[]}]}"#;
+        let merged =
+            merge_in_order(&[None, Some(&results[..])], &[1], Some("results")).expect("merged");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&merged).expect("json"),
+            json!({"results": [{"id": "b1", "docs": []}]})
+        );
+        let failed =
+            merge_concatenated(&[Some(&one[..]), None, Some(&b"[]"[..])], None).expect("merged");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&failed).expect("json"),
+            json!([{"id": "b1", "error": "conflict"}])
+        );
+    }
+
+    #[test]
+    fn revs_diff_is_split_and_merged_by_member() {
+        let body = br#"{"a1":["1-x"],"b1":["2-y"],"a2":[]}"#;
+        assert_eq!(
+            object_keys(body).expect("keys"),
+            [json!("a1"), json!("b1"), json!("a2")]
+        );
+        let shares = split_object(body, 2, group_by_first_letter).expect("split");
+        assert_eq!(parse(&shares[0]), json!({"a1": ["1-x"], "a2": []}));
+        assert_eq!(parse(&shares[1]), json!({"b1": ["2-y"]}));
+        let merged = merge_objects(&[
+            Some(&br#"{"a1":{"missing":["1-x"]}}"#[..]),
+            Some(&br#"{}"#[..]),
+            Some(&br#"{"b1":{"missing":["2-y"]}}"#[..]),
+        ])
+        .expect("merged");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&merged).expect("json"),
+            json!({"a1": {"missing": ["1-x"]}, "b1": {"missing": ["2-y"]}})
+        );
+    }
+}

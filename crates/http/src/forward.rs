@@ -55,14 +55,20 @@ pub enum DocumentRoute<'a> {
 }
 
 /// The document a request names (decoded path segments), or `None` for anything else: database
-/// and server requests, `_local` documents (kept per node), design functions and views,
-/// whole-database requests (`_all_docs`, `_changes`, `_find`...).
+/// and server requests, design functions and views, whole-database requests (`_all_docs`,
+/// `_changes`, `_find`...). `_local` documents are routed by their id like any other (as a
+/// CouchDB cluster keeps them in the shard of their id), so a replication checkpoint written
+/// through one node is read through every node.
 pub fn document_route<'a>(method: &Method, segments: &'a [String]) -> Option<DocumentRoute<'a>> {
     let (db, rest) = segments.split_first()?;
     let db = db.as_str();
     match rest {
         [] if *method == Method::POST => Some(DocumentRoute::NewDocument { db }),
         [] => None,
+        [local, name] if local == "_local" && !name.is_empty() => Some(DocumentRoute::Document {
+            db,
+            id: format!("_local/{name}"),
+        }),
         [design, name, more @ ..] if design == "_design" => match more.first() {
             Some(segment) if DESIGN_FUNCTIONS.contains(&segment.as_str()) => None,
             _ => Some(DocumentRoute::Document {
@@ -74,7 +80,13 @@ pub fn document_route<'a>(method: &Method, segments: &'a [String]) -> Option<Doc
             let design = id
                 .strip_prefix("_design/")
                 .is_some_and(|name| !name.is_empty());
-            if id.is_empty() || (id.starts_with('_') && !design) {
+            let local = id
+                .strip_prefix("_local/")
+                .is_some_and(|name| !name.is_empty());
+            if id.is_empty() || (id.starts_with('_') && !design && !local) {
+                return None;
+            }
+            if local && !more.is_empty() {
                 return None;
             }
             if design
@@ -185,10 +197,7 @@ async fn new_document(state: &HttpState, req: &mut Req) -> Option<ApiResult<(Str
         return None;
     };
     match members.get("_id") {
-        // `_local` documents stay on the node that has them, however they are written.
-        Some(serde_json::Value::String(id)) if !id.starts_with("_local/") => {
-            Some(Ok((id.clone(), body)))
-        }
+        Some(serde_json::Value::String(id)) => Some(Ok((id.clone(), body))),
         Some(_) => {
             req.body = Some(RequestBody::Whole(body));
             None
@@ -375,6 +384,8 @@ mod tests {
         );
         assert_eq!(doc("/b$s$c/k", Method::GET), pair("b$s$c", "k"));
         assert_eq!(doc("/db", Method::POST), pair("db", ""));
+        assert_eq!(doc("/db/_local/x", Method::PUT), pair("db", "_local/x"));
+        assert_eq!(doc("/db/_local%2Fx", Method::GET), pair("db", "_local/x"));
     }
 
     #[test]
@@ -385,8 +396,8 @@ mod tests {
             "/db/_all_docs",
             "/db/_changes",
             "/db/_find",
-            "/db/_local/x",
-            "/db/_local%2Fx",
+            "/db/_local/x/y",
+            "/db/_local/",
             "/db/_design/x/_view/v",
             "/db/_design/x/_show/s/id",
             "/db/_design%2Fx/_info",

@@ -110,10 +110,12 @@ pub trait ClusterView: Send + Sync {
     /// Whether a whole-bucket request on `db` goes to several nodes (scatter.rs): the database
     /// is in the map and some of its vbuckets are active on other nodes. No I/O.
     fn scatters(&self, db: &str) -> bool;
-    /// Sends `request` to every node holding active vbuckets of `db`'s bucket, each for its
+    /// Sends a request to every node holding active vbuckets of `db`'s bucket, each for its
     /// own (a ScatterHttp; the cluster fills in the map's fields), and returns each node's
-    /// answer with the vbuckets it answered for.
-    fn scatter(&self, db: &str, request: forward::ForwardHttp) -> ClusterScatter<'_>;
+    /// answer with the vbuckets it answered for. `parts` gets the vbuckets of every such node
+    /// (as the map stands when they are sent; again if a stale map makes the cluster send them
+    /// once more) and gives the request for each, or `None` for a node with nothing to do.
+    fn scatter<'a>(&'a self, db: &'a str, parts: &'a ScatterParts<'a>) -> ClusterScatter<'a>;
 }
 
 /// Why the cluster did not make a database change.
@@ -136,6 +138,9 @@ pub type ClusterForward<'a> = std::pin::Pin<
             + 'a,
     >,
 >;
+/// What [`ClusterView::scatter`] sends: per node's vbuckets, that node's request.
+pub type ScatterParts<'a> =
+    dyn Fn(&[Vec<u16>]) -> Vec<Option<forward::ForwardHttp>> + Send + Sync + 'a;
 pub type ClusterScatter<'a> = std::pin::Pin<
     Box<
         dyn std::future::Future<

@@ -1,6 +1,7 @@
 //! Whole-bucket requests in a cluster (docs/format/cluster-transport.md, "Whole-bucket HTTP
 //! requests"): the front node sends `_all_docs` and normal `_changes` to every node holding
-//! active vbuckets of the bucket, each answering for its own (`Req::vbuckets`), and merges their
+//! active vbuckets of the bucket, each answering for its own (`Req::vbuckets`), and splits
+//! `_bulk_docs`, `_bulk_get` and `_revs_diff` by the node of each document; it merges the
 //! answers with `settee-gather`. A database whose vbuckets are all active here, or that is not
 //! in the cluster map, is answered locally as on a single node.
 
@@ -22,6 +23,22 @@ pub enum Scattered {
     AllDocs,
     /// A normal (not longpoll, continuous or eventsource), ascending `_changes` feed.
     Changes,
+    /// Split by document: each node gets the documents of its vbuckets.
+    BulkDocs,
+    BulkGet,
+    RevsDiff,
+}
+
+impl Scattered {
+    /// `(list member, id member)` of a body split by document (`None`: an object split by
+    /// member name, `_revs_diff`).
+    fn items(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Scattered::BulkDocs => Some(("docs", "_id")),
+            Scattered::BulkGet => Some(("docs", "id")),
+            _ => None,
+        }
+    }
 }
 
 /// Which scattered request `method` on `path` with `param`s is, with its database.
@@ -36,7 +53,11 @@ pub fn scattered<'a>(
     if db.starts_with('_') || !matches!(*method, Method::GET | Method::POST) {
         return None;
     }
+    let post = *method == Method::POST;
     match what.as_str() {
+        "_bulk_docs" if post => Some((db, Scattered::BulkDocs)),
+        "_bulk_get" if post => Some((db, Scattered::BulkGet)),
+        "_revs_diff" if post => Some((db, Scattered::RevsDiff)),
         "_all_docs" | "_design_docs" => Some((db, Scattered::AllDocs)),
         "_changes"
             if param("feed").is_none_or(|feed| feed == "normal")
@@ -93,6 +114,7 @@ pub async fn scatter_if_partial(
     Some(match what {
         Scattered::AllDocs => all_docs(state, req, &db).await,
         Scattered::Changes => changes(state, req, &db).await,
+        _ => return by_document(state, req, &db, what).await,
     })
 }
 
@@ -114,24 +136,187 @@ fn request_for_nodes(req: &Req, method: &str, target: String, body: Vec<u8>) -> 
     }
 }
 
-/// Sends `request` to the nodes and returns their 200 answers with the vbuckets of each; the
-/// first answer that is not a 200 is the client's answer (`Err`).
+/// Sends `request` to the nodes and returns their 200 answers with the vbuckets of each.
 async fn gather(
     state: &HttpState,
     db: &str,
     request: ForwardHttp,
 ) -> Result<Vec<(Vec<u16>, ForwardHttpReply)>, ApiResult<HttpResponse>> {
+    let parts = move |groups: &[Vec<u16>]| vec![Some(request.clone()); groups.len()];
+    gather_parts(state, db, &parts, &[200]).await
+}
+
+/// Sends each node the request `parts` makes for it and returns the answers with the vbuckets
+/// of each; the first answer whose status is not in `ok` is the client's answer (`Err`).
+async fn gather_parts(
+    state: &HttpState,
+    db: &str,
+    parts: &crate::ScatterParts<'_>,
+    ok: &[u16],
+) -> Result<Vec<(Vec<u16>, ForwardHttpReply)>, ApiResult<HttpResponse>> {
     let Some(cluster) = state.cluster.get() else {
         return Err(Err(ApiError::ServiceUnavailable("not in a cluster".into())));
     };
     let answers = cluster
-        .scatter(db, request)
+        .scatter(db, parts)
         .await
         .map_err(|refusal| Err(refusal.into()))?;
-    if let Some((_, failed)) = answers.iter().find(|(_, reply)| reply.status != 200) {
+    if let Some((_, failed)) = answers
+        .iter()
+        .find(|(_, reply)| !ok.contains(&reply.status))
+    {
         return Err(Ok(forward::reply_response(failed.clone())));
     }
     Ok(answers)
+}
+
+/// The answer holding each id's row: the one whose vbuckets have the id's.
+fn answer_of_each(
+    ids: &[Value],
+    vbuckets: u16,
+    answers: &[(Vec<u16>, ForwardHttpReply)],
+) -> Vec<usize> {
+    ids.iter()
+        .map(|id| {
+            let vbucket = key_vbucket(id, vbuckets);
+            answers
+                .iter()
+                .position(|(listed, _)| listed.contains(&vbucket))
+                .unwrap_or(usize::MAX)
+        })
+        .collect()
+}
+
+/// `_bulk_docs`, `_bulk_get` and `_revs_diff` split by document. `None` (the body put back):
+/// a body this node answers itself, as a single node would (not the request's shape,
+/// `all_or_nothing`, more documents than a batch may hold); nothing was sent.
+async fn by_document(
+    state: &HttpState,
+    req: &mut Req,
+    db: &str,
+    what: Scattered,
+) -> Option<ApiResult<HttpResponse>> {
+    let keyspace = match open(state, req, db, Operation::ReadDb) {
+        Ok(keyspace) => keyspace,
+        Err(error) => return Some(Err(error)),
+    };
+    if let Err(error) = req.require_json_content_type() {
+        return Some(Err(error));
+    }
+    let body = match req.body_bytes(state.config.max_request_size_bytes).await {
+        Ok(body) => body,
+        Err(error) => return Some(Err(error)),
+    };
+    let prepared = match what.items() {
+        Some((list, id)) => {
+            let settings = req.settings.clone();
+            let with_ids = if what == Scattered::BulkDocs {
+                settee_gather::split::assign_ids(&body, list, id, || {
+                    state.uuids.configured(&settings)
+                })
+            } else {
+                Ok(body.to_vec())
+            };
+            with_ids.and_then(|with_ids| {
+                let ids = settee_gather::split::item_ids(&with_ids, list, id)?;
+                Ok((with_ids, ids))
+            })
+        }
+        None => settee_gather::split::object_keys(&body).map(|ids| (body.to_vec(), ids)),
+    };
+    let answers_here = |prepared: &Result<(Vec<u8>, Vec<Value>), _>| match prepared {
+        Err(_) => true,
+        Ok((with_ids, ids)) => {
+            ids.len() > state.config.max_docs_per_bulk
+                || (what == Scattered::BulkDocs
+                    && serde_json::from_slice::<Value>(with_ids)
+                        .is_ok_and(|body| body.get("all_or_nothing") == Some(&Value::Bool(true))))
+        }
+    };
+    if answers_here(&prepared) {
+        req.body = Some(crate::request::RequestBody::Whole(body));
+        return None;
+    }
+    let (with_ids, ids) = prepared.ok()?;
+    let vbuckets = keyspace.bucket().vbuckets();
+    let mut template = request_for_nodes(
+        req,
+        "POST",
+        req.uri
+            .path_and_query()
+            .map_or_else(|| req.uri.path().to_owned(), |target| target.to_string()),
+        Vec::new(),
+    );
+    template.headers.retain(|(name, _)| name != "content-type");
+    template
+        .headers
+        .push(("content-type".into(), b"application/json".to_vec()));
+    let parts = |groups: &[Vec<u16>]| -> Vec<Option<ForwardHttp>> {
+        let group_of = |id: &Value| {
+            let vbucket = key_vbucket(id, vbuckets);
+            groups.iter().position(|group| group.contains(&vbucket))
+        };
+        let shares = match what.items() {
+            Some((list, id)) => {
+                settee_gather::split::split_list(&with_ids, list, id, groups.len(), group_of)
+            }
+            None => settee_gather::split::split_object(&with_ids, groups.len(), group_of),
+        };
+        shares
+            .unwrap_or_else(|_| vec![None; groups.len()])
+            .into_iter()
+            .map(|share| {
+                share.map(|body| ForwardHttp {
+                    body,
+                    ..template.clone()
+                })
+            })
+            .collect()
+    };
+    let ok: &[u16] = if what == Scattered::BulkDocs {
+        &[201, 202]
+    } else {
+        &[200]
+    };
+    let answers = match gather_parts(state, db, &parts, ok).await {
+        Ok(answers) => answers,
+        Err(answer) => return Some(answer),
+    };
+    let bodies: Vec<Option<&[u8]>> = answers
+        .iter()
+        .map(|(_, reply)| Some(reply.body.as_slice()))
+        .collect();
+    let merged = match what {
+        Scattered::RevsDiff => settee_gather::split::merge_objects(&bodies),
+        Scattered::BulkGet => settee_gather::split::merge_in_order(
+            &bodies,
+            &answer_of_each(&ids, vbuckets, &answers),
+            Some("results"),
+        ),
+        _ => {
+            let new_edits = req.flag("new_edits", true)
+                && serde_json::from_slice::<Value>(&with_ids)
+                    .is_ok_and(|body| body.get("new_edits") != Some(&Value::Bool(false)));
+            if new_edits {
+                let order = answer_of_each(&ids, vbuckets, &answers);
+                settee_gather::split::merge_in_order(&bodies, &order, None)
+            } else {
+                settee_gather::split::merge_concatenated(&bodies, None)
+            }
+        }
+    };
+    let status = match what {
+        Scattered::BulkDocs if answers.iter().any(|(_, reply)| reply.status == 202) => {
+            StatusCode::ACCEPTED
+        }
+        Scattered::BulkDocs => StatusCode::CREATED,
+        _ => StatusCode::OK,
+    };
+    Some(
+        merged
+            .map_err(malformed)
+            .map(|body| json_bytes(status, body)),
+    )
 }
 
 fn malformed(error: settee_gather::Malformed) -> ApiError {

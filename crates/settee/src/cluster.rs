@@ -334,13 +334,12 @@ impl settee_http::ClusterView for View {
         self.forwarder.scatters(db)
     }
 
-    fn scatter(
-        &self,
-        db: &str,
-        request: settee_http::forward::ForwardHttp,
-    ) -> settee_http::ClusterScatter<'_> {
-        let db = db.to_owned();
-        Box::pin(async move { self.forwarder.scatter(&db, request).await })
+    fn scatter<'a>(
+        &'a self,
+        db: &'a str,
+        parts: &'a settee_http::ScatterParts<'a>,
+    ) -> settee_http::ClusterScatter<'a> {
+        Box::pin(self.forwarder.scatter(db, parts))
     }
 
     fn status(&self) -> Value {

@@ -7,7 +7,7 @@
 //! own map (not the active: "not my vbucket"; an older entry than its own: "stale epoch"; a
 //! newer one: it waits to catch up) and runs it through the HTTP door as the user it carries.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -153,45 +153,64 @@ impl Forwarder {
         }
     }
 
-    /// Sends `request` to every node with active vbuckets of `db`'s bucket, each for its own;
-    /// when one refuses for a stale map, sends them all once more after the map moved.
+    /// Sends every node with active vbuckets of `db`'s bucket the request `parts` makes for its
+    /// vbuckets. When nodes refuse for a stale map, their vbuckets (only theirs: the others'
+    /// parts have run) are sent once more after the map moved, `parts` asked again for them.
     pub async fn scatter(
         &self,
         db: &str,
-        mut request: ForwardHttp,
+        parts: &settee_http::ScatterParts<'_>,
     ) -> Result<Vec<(Vec<u16>, ForwardHttpReply)>, ClusterRefusal> {
         let bucket_bytes_max = settee_cluster::map::BUCKET_NAME_BYTES_MAX;
         let list_bytes_max = 2 + 10 * settee_cluster_net::forward::SCATTER_VBUCKETS_MAX;
-        if !settee_cluster_net::frame::fits(
-            request.encoded_len() + bucket_bytes_max + list_bytes_max,
-        ) {
-            return Err(ClusterRefusal::TooLarge);
-        }
-        let mut retried = false;
+        let mut pending: Option<BTreeSet<u16>> = None;
+        let mut answers = Vec::new();
         loop {
             let map = self.node.map();
             let spread = spread(&map, db)
                 .map_err(ClusterRefusal::Unavailable)?
                 .ok_or_else(|| ClusterRefusal::Unavailable(format!("{db} left the cluster map")))?;
-            request.revision = spread.revision;
-            request.bucket.clone_from(&spread.bucket);
-            let sends = spread.nodes.into_iter().map(|(node, (addr, vbuckets))| {
-                let scatter = ScatterHttp {
-                    vbuckets,
-                    request: request.clone(),
+            let nodes: Vec<(NodeId, String, Vec<(u16, u64)>)> = spread
+                .nodes
+                .into_iter()
+                .map(|(node, (addr, vbuckets))| {
+                    let wanted = vbuckets
+                        .into_iter()
+                        .filter(|(vbucket, _)| pending.as_ref().is_none_or(|p| p.contains(vbucket)))
+                        .collect::<Vec<_>>();
+                    (node, addr, wanted)
+                })
+                .filter(|(_, _, vbuckets)| !vbuckets.is_empty())
+                .collect();
+            let groups: Vec<Vec<u16>> = nodes
+                .iter()
+                .map(|(_, _, vbuckets)| vbuckets.iter().map(|(vbucket, _)| *vbucket).collect())
+                .collect();
+            let requests = parts(&groups);
+            let mut sends = Vec::new();
+            for ((node, addr, vbuckets), request) in nodes.into_iter().zip(requests) {
+                let Some(mut request) = request else {
+                    continue;
                 };
-                async move {
+                if !settee_cluster_net::frame::fits(
+                    request.encoded_len() + bucket_bytes_max + list_bytes_max,
+                ) {
+                    return Err(ClusterRefusal::TooLarge);
+                }
+                request.revision = spread.revision;
+                request.bucket.clone_from(&spread.bucket);
+                let scatter = ScatterHttp { vbuckets, request };
+                sends.push(async move {
                     let sent = self.transport.scatter(node, &addr, &scatter).await;
-                    let listed = scatter
+                    let listed: Vec<u16> = scatter
                         .vbuckets
                         .iter()
                         .map(|(vbucket, _)| *vbucket)
                         .collect();
                     (node, listed, sent)
-                }
-            });
-            let mut answers = Vec::new();
-            let mut stale = None;
+                });
+            }
+            let mut refused = BTreeSet::new();
             for (node, listed, sent) in futures_util::future::join_all(sends).await {
                 match sent {
                     Ok(Ok(reply)) => answers.push((listed, reply)),
@@ -199,9 +218,9 @@ impl Forwarder {
                         if matches!(
                             refusal.code,
                             ErrorCode::StaleEpoch | ErrorCode::NotMyVbucket
-                        ) && !retried =>
+                        ) && pending.is_none() =>
                     {
-                        stale = Some(refusal)
+                        refused.extend(listed);
                     }
                     Ok(Err(refusal)) => {
                         return Err(ClusterRefusal::Unavailable(format!(
@@ -217,10 +236,10 @@ impl Forwarder {
                     }
                 }
             }
-            if stale.is_none() {
+            if refused.is_empty() {
                 return Ok(answers);
             }
-            retried = true;
+            pending = Some(refused);
             let mut maps = self.node.subscribe();
             let moved = maps.wait_for(|newer| newer.revision > map.revision);
             let _ = tokio::time::timeout(Duration::from_millis(STALE_MAP_WAIT_MS), moved).await;

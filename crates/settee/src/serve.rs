@@ -455,13 +455,18 @@ async fn shutdown_signal() {
 
 fn http_config(settings: &Settings, data_dir: &Path) -> anyhow::Result<HttpConfig> {
     let uuid = secrets::public_file(&data_dir.join("server_uuid"), 16)?;
+    // Every node of a cluster shows the cluster's uuid (CouchDB asks the same of its nodes).
+    let server_uuid = match &settings.cluster {
+        Some(cluster) => settee_auth::cluster_uuid(&cluster.secret),
+        None => settee_engine::hex(&uuid),
+    };
     Ok(HttpConfig {
         max_document_size_bytes: settings.max_document_size,
         max_request_size_bytes: settings.max_request_size,
         max_docs_per_bulk: settings.max_docs_per_bulk,
         max_json_depth: settings.max_json_depth,
         changes_filter_timeout_ms: settings.changes_filter_timeout_ms,
-        server_uuid: settee_engine::hex(&uuid),
+        server_uuid,
         max_connections: settings.connections.http_max_connections,
         idle_timeout: timeout(settings.connections.http_idle_timeout_ms),
         header_timeout: timeout(settings.connections.http_header_timeout_ms),

@@ -182,8 +182,118 @@ fn any_node_lists_and_follows_every_document_of_the_cluster() {
     filtered_ids.sort();
     assert_eq!(filtered_ids, ["doc-007", "late-3"]);
 
+    bulk_requests(&nodes);
     replicated_bucket(&nodes);
     transport_refusals(&nodes);
+}
+
+/// `_bulk_docs`, `_bulk_get` and `_revs_diff` through one node reach every document's active,
+/// and answer in the request's order; a `_local` document is read through every node.
+fn bulk_requests(nodes: &[Server; 3]) {
+    let docs: Vec<Value> = (0..12)
+        .map(|i| json!({"_id": format!("bulk-{i:02}"), "i": i}))
+        .chain([json!({"made": "by the front node"})])
+        .collect();
+    let (status, rows) = call(
+        &nodes[0],
+        "POST",
+        "/db/_bulk_docs",
+        Some(json!({"docs": docs})),
+    );
+    assert_eq!(status, 201, "{rows}");
+    let rows = rows.as_array().expect("rows").clone();
+    assert_eq!(rows.len(), 13);
+    for (index, row) in rows.iter().take(12).enumerate() {
+        assert_eq!(
+            row["id"],
+            json!(format!("bulk-{index:02}")),
+            "in order: {row}"
+        );
+        assert_eq!(row["ok"], json!(true));
+    }
+    let made = rows[12]["id"].as_str().expect("an id made").to_owned();
+    let (status, read) = call(&nodes[2], "GET", &format!("/db/{made}"), None);
+    assert_eq!((status, &read["made"]), (200, &json!("by the front node")));
+    // A second write without revisions: a conflict for each, in order.
+    let (status, again) = call(
+        &nodes[1],
+        "POST",
+        "/db/_bulk_docs",
+        Some(json!({"docs": [{"_id": "bulk-03"}, {"_id": "bulk-new"}, {"_id": "bulk-07"}]})),
+    );
+    assert_eq!(status, 201, "{again}");
+    let errors: Vec<Value> = again
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|row| row["error"].clone())
+        .collect();
+    assert_eq!(errors, [json!("conflict"), Value::Null, json!("conflict")]);
+    assert_eq!(again[1]["id"], json!("bulk-new"));
+
+    let rev_of =
+        |id: &str| rows.iter().find(|row| row["id"] == json!(id)).expect("row")["rev"].clone();
+    let (status, got) = call(
+        &nodes[2],
+        "POST",
+        "/db/_bulk_get",
+        Some(json!({"docs": [
+            {"id": "bulk-05"}, {"id": "nowhere"}, {"id": "bulk-01", "rev": rev_of("bulk-01")}
+        ]})),
+    );
+    assert_eq!(status, 200, "{got}");
+    let results = got["results"].as_array().expect("results");
+    let ids: Vec<&Value> = results.iter().map(|result| &result["id"]).collect();
+    assert_eq!(
+        ids,
+        [&json!("bulk-05"), &json!("nowhere"), &json!("bulk-01")]
+    );
+    assert_eq!(results[0]["docs"][0]["ok"]["i"], json!(5));
+    assert!(results[1]["docs"][0].get("error").is_some(), "{got}");
+    assert_eq!(results[2]["docs"][0]["ok"]["_rev"], rev_of("bulk-01"));
+
+    let (status, diff) = call(
+        &nodes[1],
+        "POST",
+        "/db/_revs_diff",
+        Some(json!({
+            "bulk-02": [rev_of("bulk-02"), "9-missing"],
+            "bulk-09": [rev_of("bulk-09")],
+            "absent": ["1-a"]
+        })),
+    );
+    assert_eq!(status, 200, "{diff}");
+    assert_eq!(diff["bulk-02"]["missing"], json!(["9-missing"]));
+    assert_eq!(diff["absent"], json!({"missing": ["1-a"]}));
+    assert!(diff.get("bulk-09").is_none(), "nothing missing: {diff}");
+
+    // A replicator's write: new_edits=false answers nothing for what it stored.
+    let (status, stored) = call(
+        &nodes[2],
+        "POST",
+        "/db/_bulk_docs",
+        Some(json!({"new_edits": false, "docs": [
+            {"_id": "bulk-02", "_rev": "5-abc", "from": "elsewhere"},
+            {"_id": "repl-1", "_rev": "1-def"}
+        ]})),
+    );
+    assert_eq!((status, &stored), (201, &json!([])));
+    for node in nodes {
+        let (status, read) = call(node, "GET", "/db/repl-1", None);
+        assert_eq!((status, &read["_rev"]), (200, &json!("1-def")));
+    }
+
+    let (status, body) = call(
+        &nodes[0],
+        "PUT",
+        "/db/_local/checkpoint",
+        Some(json!({"seq": 7})),
+    );
+    assert_eq!(status, 201, "{body}");
+    for node in nodes {
+        let (status, local) = call(node, "GET", "/db/_local/checkpoint", None);
+        assert_eq!((status, &local["seq"]), (200, &json!(7)), "{local}");
+    }
 }
 
 /// With a replica of every vbucket (`n=2`) a node holds documents of vbuckets it is not the
