@@ -85,13 +85,16 @@ fn place(map: &ClusterMap, db: &str, doc_id: &str) -> Result<Option<Placement>, 
     }))
 }
 
+/// Vbuckets with the epochs of their entries in a map.
+type VbucketEpochs = Vec<(u16, u64)>;
+
 /// Where a whole-bucket request on a bucket of the map goes: per node with active vbuckets,
 /// its cluster address and those vbuckets with their entries' epochs.
 #[derive(Debug, PartialEq, Eq)]
 struct Spread {
     bucket: String,
     revision: u64,
-    nodes: BTreeMap<NodeId, (String, Vec<(u16, u64)>)>,
+    nodes: BTreeMap<NodeId, (String, VbucketEpochs)>,
 }
 
 /// How `db`'s bucket is spread at `map`: `Ok(None)` outside the map, `Err` when a vbucket has
@@ -103,7 +106,7 @@ fn spread(map: &ClusterMap, db: &str) -> Result<Option<Spread>, String> {
     let Some(bucket) = map.buckets.get(name) else {
         return Ok(None);
     };
-    let mut nodes: BTreeMap<NodeId, (String, Vec<(u16, u64)>)> = BTreeMap::new();
+    let mut nodes: BTreeMap<NodeId, (String, VbucketEpochs)> = BTreeMap::new();
     for (vbucket, entry) in bucket.vbuckets.iter().enumerate() {
         let node = entry
             .active
@@ -170,7 +173,7 @@ impl Forwarder {
             let spread = spread(&map, db)
                 .map_err(ClusterRefusal::Unavailable)?
                 .ok_or_else(|| ClusterRefusal::Unavailable(format!("{db} left the cluster map")))?;
-            let nodes: Vec<(NodeId, String, Vec<(u16, u64)>)> = spread
+            let nodes: Vec<(NodeId, String, VbucketEpochs)> = spread
                 .nodes
                 .into_iter()
                 .map(|(node, (addr, vbuckets))| {

@@ -15,9 +15,9 @@ use serde_json::value::RawValue;
 use settee_engine::record::AttEncoding;
 use settee_engine::{AttachmentInput, AttachmentMeta, DocRecord, Leaf, RevId, REV_HASH_BYTES_MAX};
 
-use crate::error::{ApiError, ApiResult};
 use crate::replicator_docs::{hide_credentials, CredentialsShown};
-use crate::response::json_string;
+use settee_http_core::error::{ApiError, ApiResult};
+use settee_http_core::response::json_string;
 
 /// A document as a client wrote it.
 #[derive(Debug, Default)]

@@ -25,9 +25,9 @@ use md5::{Digest, Md5};
 use serde_json::{Map, Value};
 use settee_engine::{Keyspace, Leaf, RevId};
 
-use crate::auth::{db_access, DbAccess, UserCtx, REPLICATOR_DB};
 use crate::couch_doc::{Members, ParsedDoc};
-use crate::error::{ApiError, ApiResult};
+use settee_http_core::auth::{db_access, DbAccess, UserCtx, REPLICATOR_DB};
+use settee_http_core::error::{ApiError, ApiResult};
 
 /// The member that records who wrote a replication document (CouchDB's).
 const OWNER: &str = "owner";
@@ -152,7 +152,7 @@ pub fn hide_credentials(
         if index > 0 {
             body.push(b',');
         }
-        body.extend_from_slice(crate::response::json_string(name).as_bytes());
+        body.extend_from_slice(settee_http_core::response::json_string(name).as_bytes());
         body.push(b':');
         let endpoint = (name == "source" || name == "target")
             .then(|| serde_json::from_str::<Value>(value.get()).ok())
