@@ -148,6 +148,47 @@ pub fn merge_all_docs(
     Ok(out)
 }
 
+/// The merged `GET /db`: the first answer's members, with `doc_count`, `doc_del_count` and
+/// `sizes` summed over the answers and `update_seq` as `merge_seq` makes it of theirs.
+pub fn merge_db_info(
+    answers: &[Answer<'_>],
+    merge_seq: impl FnOnce(&[(&[u16], &str)]) -> Result<String, Malformed>,
+) -> Result<Vec<u8>, Malformed> {
+    let parsed = answers
+        .iter()
+        .map(|answer| {
+            serde_json::from_slice::<serde_json::Value>(answer.body)
+                .map_err(|error| Malformed(error.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut merged = parsed
+        .first()
+        .cloned()
+        .ok_or_else(|| Malformed("no answer".into()))?;
+    let sum = |path: &[&str]| -> u64 {
+        parsed
+            .iter()
+            .filter_map(|info| {
+                path.iter()
+                    .try_fold(info, |value, name| value.get(name))
+                    .and_then(serde_json::Value::as_u64)
+            })
+            .sum()
+    };
+    merged["doc_count"] = sum(&["doc_count"]).into();
+    merged["doc_del_count"] = sum(&["doc_del_count"]).into();
+    for size in ["file", "external", "active"] {
+        merged["sizes"][size] = sum(&["sizes", size]).into();
+    }
+    let seqs: Vec<(&[u16], &str)> = answers
+        .iter()
+        .zip(&parsed)
+        .filter_map(|(answer, info)| Some((answer.vbuckets, info.get("update_seq")?.as_str()?)))
+        .collect();
+    merged["update_seq"] = merge_seq(&seqs)?.into();
+    Ok(merged.to_string().into_bytes())
+}
+
 /// Decodes a sequence a node of this bucket gave, in either form (docs/format/update-seq.md).
 pub fn decode_seq(text: &str, vbuckets: u16) -> Option<SeqVector> {
     SeqVector::decode(text, vbuckets)

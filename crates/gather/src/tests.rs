@@ -150,6 +150,27 @@ fn change_rows_carry_every_nodes_position_and_resume_where_the_limit_cut() {
 }
 
 #[test]
+fn database_information_sums_the_nodes_counts_and_merges_their_sequences() {
+    let a = r#"{"db_name":"db","doc_count":3,"doc_del_count":1,"sizes":{"file":10,"external":4,"active":8},"update_seq":"A","cluster":{"q":4}}"#;
+    let b = r#"{"db_name":"db","doc_count":5,"doc_del_count":0,"sizes":{"file":20,"external":6,"active":9},"update_seq":"B"}"#;
+    let merged = merge_db_info(&[answer(&[0, 1], a), answer(&[2, 3], b)], |seqs| {
+        Ok(seqs
+            .iter()
+            .map(|(_, seq)| *seq)
+            .collect::<Vec<_>>()
+            .join("+"))
+    })
+    .expect("merged");
+    let merged: serde_json::Value = serde_json::from_slice(&merged).expect("json");
+    assert_eq!(
+        merged,
+        serde_json::json!({"db_name": "db", "doc_count": 8, "doc_del_count": 1,
+            "sizes": {"file": 30, "external": 10, "active": 17}, "update_seq": "A+B",
+            "cluster": {"q": 4}})
+    );
+}
+
+#[test]
 fn answers_that_are_not_their_shape_are_refused() {
     let since = vector(&[0, 0]);
     let bad = [answer(&[0], "{\"rows\":3}")];

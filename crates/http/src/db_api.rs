@@ -73,10 +73,18 @@ pub fn open(
     Ok(keyspace)
 }
 
-/// `GET /{db}`; `node` is this node's name (in `update_seq`).
-pub fn db_info(keyspace: &Keyspace, node: &str) -> ApiResult<serde_json::Value> {
+/// `GET /{db}`; `node` is this node's name (in `update_seq`); `only`: the vbuckets whose
+/// documents are counted (a request another node scattered here, scatter.rs).
+pub fn db_info(
+    keyspace: &Keyspace,
+    node: &str,
+    only: Option<&[bool]>,
+) -> ApiResult<serde_json::Value> {
     let bucket = keyspace.bucket();
-    let (live, deleted) = keyspace.doc_counts()?;
+    let (live, deleted) = match only {
+        Some(only) => keyspace.doc_counts_only(only)?,
+        None => keyspace.doc_counts()?,
+    };
     // As CouchDB: file = bytes on disk (garbage included), active = the live part of them
     // (active <= file), external = the documents' records uncompressed. The disk sizes are the
     // bucket's: its collections share its files.
@@ -110,7 +118,7 @@ pub async fn database(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<H
             let keyspace = open(state, req, db, Operation::ReadDb)?;
             Ok(json(
                 StatusCode::OK,
-                &db_info(&keyspace, &state.config.node_name)?,
+                &db_info(&keyspace, &state.config.node_name, req.vbuckets.as_deref())?,
             ))
         }
         Method::PUT => create(state, req, db).await,

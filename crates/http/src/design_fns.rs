@@ -160,7 +160,7 @@ pub fn request_object(keyspace: &Keyspace, req: &Req, parts: RequestParts<'_>) -
         _ => Map::new(),
     };
     json!({
-        "info": crate::db_api::db_info(keyspace, parts.node).unwrap_or_default(),
+        "info": crate::db_api::db_info(keyspace, parts.node, None).unwrap_or_default(),
         "id": parts.id,
         "uuid": parts.uuid,
         "method": req.method.as_str(),

@@ -23,6 +23,8 @@ pub enum Scattered {
     AllDocs,
     /// A normal (not longpoll, continuous or eventsource), ascending `_changes` feed.
     Changes,
+    /// `GET /db`: document counts and sizes summed, `update_seq` naming every vbucket.
+    DbInfo,
     /// Split by document: each node gets the documents of its vbuckets.
     BulkDocs,
     BulkGet,
@@ -47,6 +49,9 @@ pub fn scattered<'a>(
     path: &'a [String],
     param: impl Fn(&str) -> Option<&'a str>,
 ) -> Option<(&'a str, Scattered)> {
+    if let [db] = path {
+        return (*method == Method::GET && !db.starts_with('_')).then_some((db, Scattered::DbInfo));
+    }
     let [db, what] = path else {
         return None;
     };
@@ -114,6 +119,7 @@ pub async fn scatter_if_partial(
     Some(match what {
         Scattered::AllDocs => all_docs(state, req, &db).await,
         Scattered::Changes => changes(state, req, &db).await,
+        Scattered::DbInfo => db_info(state, req, &db).await,
         _ => return by_document(state, req, &db, what).await,
     })
 }
@@ -407,6 +413,34 @@ async fn all_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
     if let Some(error) = merge_failed {
         return Err(malformed(error));
     }
+    Ok(json_bytes(StatusCode::OK, body))
+}
+
+async fn db_info(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    let keyspace = open(state, req, db, Operation::ReadDb)?;
+    let vbuckets = keyspace.bucket().vbuckets();
+    let request = request_for_nodes(req, "GET", req.uri.path().to_owned(), Vec::new());
+    let answers = match gather(state, db, request).await {
+        Ok(answers) => answers,
+        Err(answer) => return answer,
+    };
+    let parts: Vec<settee_gather::Answer<'_>> = answers
+        .iter()
+        .map(|(listed, reply)| settee_gather::Answer {
+            vbuckets: listed,
+            body: &reply.body,
+        })
+        .collect();
+    let body = settee_gather::merge_db_info(&parts, |seqs| {
+        let zero = settee_engine::SeqVector::zero(vbuckets);
+        let merged = settee_gather::merge_seqs(&zero, seqs, vbuckets)?;
+        Ok(crate::changes_api::couch_seq(
+            &state.config.node_name,
+            &keyspace,
+            &merged,
+        ))
+    })
+    .map_err(malformed)?;
     Ok(json_bytes(StatusCode::OK, body))
 }
 

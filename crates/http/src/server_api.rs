@@ -123,7 +123,7 @@ pub async fn dbs_info(state: &HttpState, req: &mut Req) -> ApiResult<HttpRespons
     let rows: Vec<serde_json::Value> = names
         .iter()
         .map(|name| match crate::db_api::keyspace(state, name) {
-            Ok(keyspace) => match db_info(&keyspace, &state.config.node_name) {
+            Ok(keyspace) => match db_info(&keyspace, &state.config.node_name, None) {
                 Ok(info) => json!({"key": name, "info": info}),
                 Err(_) => json!({"key": name, "error": "not_found"}),
             },

@@ -183,6 +183,19 @@ fn any_node_lists_and_follows_every_document_of_the_cluster() {
     assert_eq!(filtered_ids, ["doc-007", "late-3"]);
 
     bulk_requests(&nodes);
+    // The database's information counts every document, and its update_seq every vbucket.
+    let total = get(&nodes[0], "/db/_all_docs?limit=0")["total_rows"].clone();
+    for node in &nodes {
+        let info = get(node, "/db");
+        assert_eq!(info["doc_count"], total, "{info}");
+        let since = info["update_seq"].as_str().expect("update_seq");
+        let after = get(node, &format!("/db/_changes?since={since}"));
+        assert_eq!(
+            after["results"],
+            json!([]),
+            "update_seq covers every vbucket"
+        );
+    }
     replicated_bucket(&nodes);
     transport_refusals(&nodes);
 }
@@ -321,6 +334,11 @@ fn replicated_bucket(nodes: &[Server; 3]) {
         let listed = get(node, "/db2/_all_docs");
         assert_eq!(ids(&listed["rows"], "id"), all, "each document once");
         assert_eq!(listed["total_rows"], json!(30));
+        assert_eq!(
+            get(node, "/db2")["doc_count"],
+            json!(30),
+            "each document once"
+        );
         let mut changed = ids(&get(node, "/db2/_changes")["results"], "id");
         changed.sort();
         assert_eq!(changed, all, "each change once");
