@@ -81,3 +81,27 @@ test('PouchDB pushes through one node and every node reads the documents', { ski
   assert.equal(again.docs_written, 0);
   await local.close();
 });
+
+test('a live PouchDB pull through one node sees writes made through the others', { skip }, async () => {
+  const [a, b, c] = cluster.nodes;
+  assert.equal((await http('PUT', `${a.url}/live?q=16&n=1`)).status, 201);
+  const local = new PouchDB(path.join(localDir, 'live'));
+  const live = PouchDB.replicate(new PouchDB(`${a.url}/live`, { auth }), local, { live: true, retry: true });
+  try {
+    const ids = ['live-b-1', 'live-c-2', 'live-b-3', 'live-c-4'];
+    for (const [index, id] of ids.entries()) {
+      const node = index % 2 === 0 ? b : c;
+      assert.equal((await http('PUT', `${node.url}/live/${id}`, { body: { index } })).status, 201);
+    }
+    const deadline = Date.now() + 20000;
+    for (;;) {
+      const { rows } = await local.allDocs();
+      if (rows.length === ids.length) break;
+      assert.ok(Date.now() < deadline, `the live pull has ${rows.length} of ${ids.length} documents`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  } finally {
+    live.cancel();
+    await local.close();
+  }
+});

@@ -239,6 +239,8 @@ pub struct MergedChanges {
     /// Where the feed ends (`last_seq`).
     pub last: SeqVector,
     pub pending: u64,
+    /// How many rows the body holds.
+    pub rows: usize,
 }
 
 impl MergedChanges {
@@ -307,6 +309,7 @@ pub fn merge_changes(
     };
     Ok(MergedChanges {
         body,
+        rows: emitted,
         last,
         pending: parsed.iter().map(|changes| changes.pending).sum::<u64>() + cut,
     })

@@ -21,7 +21,7 @@ use crate::HttpState;
 pub enum Scattered {
     /// `_all_docs` and `_design_docs`.
     AllDocs,
-    /// A normal (not longpoll, continuous or eventsource), ascending `_changes` feed.
+    /// A normal or longpoll (not continuous or eventsource), ascending `_changes` feed.
     Changes,
     /// `GET /db`: document counts and sizes summed, `update_seq` naming every vbucket.
     DbInfo,
@@ -65,7 +65,7 @@ pub fn scattered<'a>(
         "_revs_diff" if post => Some((db, Scattered::RevsDiff)),
         "_all_docs" | "_design_docs" => Some((db, Scattered::AllDocs)),
         "_changes"
-            if param("feed").is_none_or(|feed| feed == "normal")
+            if param("feed").is_none_or(|feed| feed == "normal" || feed == "longpoll")
                 && param("descending") != Some("true") =>
         {
             Some((db, Scattered::Changes))
@@ -444,10 +444,15 @@ async fn db_info(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpRe
     Ok(json_bytes(StatusCode::OK, body))
 }
 
+/// How often a longpoll feed scattered over the nodes asks them again while nothing changed.
+const LONGPOLL_INTERVAL_MS: u64 = 250;
+/// CouchDB's default `timeout` of a feed (ms).
+const FEED_TIMEOUT_MS: u64 = 60_000;
+
 async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
     let keyspace = open(state, req, db, Operation::ReadDb)?;
     let vbuckets = keyspace.bucket().vbuckets();
-    let since = match req.param("since") {
+    let mut since = match req.param("since") {
         None | Some("now") => settee_engine::SeqVector::zero(vbuckets),
         Some(text) => crate::changes_api::parse_seq(&keyspace, text).ok_or_else(|| {
             ApiError::BadRequest(format!(
@@ -456,6 +461,19 @@ async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpRe
         })?,
     };
     let limit = req.u64_param("limit")?.map(|limit| limit as usize);
+    // A longpoll feed is normal feeds asked again until one has rows or the wait is over (a
+    // heartbeat shortens the wait: an empty answer keeps the client's connection alive).
+    let longpoll = req.param("feed") == Some("longpoll");
+    let wait_ms = [
+        Some(req.u64_param("timeout")?.unwrap_or(FEED_TIMEOUT_MS)),
+        req.u64_param("heartbeat").ok().flatten(),
+        Some(state.config.changes_timeout_max_ms),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+    .unwrap_or(FEED_TIMEOUT_MS);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
     let body = match req.method {
         Method::POST => {
             req.require_json_content_type()?;
@@ -465,26 +483,57 @@ async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpRe
         }
         _ => Vec::new(),
     };
-    let target = req
-        .uri
-        .path_and_query()
-        .map_or_else(|| req.uri.path().to_owned(), |target| target.to_string());
-    let request = request_for_nodes(req, req.method.as_str(), target, body);
-    let answers = match gather(state, db, request).await {
-        Ok(answers) => answers,
-        Err(answer) => return answer,
-    };
-    let parts: Vec<settee_gather::Answer<'_>> = answers
-        .iter()
-        .map(|(listed, reply)| settee_gather::Answer {
-            vbuckets: listed,
-            body: &reply.body,
-        })
-        .collect();
-    let merged =
-        settee_gather::merge_changes(&parts, &since, limit, vbuckets).map_err(malformed)?;
-    let last_seq = crate::changes_api::couch_seq(&state.config.node_name, &keyspace, &merged.last);
-    Ok(raw_json(merged.finish(&last_seq)))
+    let mut next_since = req.param("since").map(str::to_owned);
+    let mut shutdown = state.shutdown.clone();
+    loop {
+        let target = feed_target(req, next_since.as_deref());
+        let request = request_for_nodes(req, req.method.as_str(), target, body.clone());
+        let answers = match gather(state, db, request).await {
+            Ok(answers) => answers,
+            Err(answer) => return answer,
+        };
+        let parts: Vec<settee_gather::Answer<'_>> = answers
+            .iter()
+            .map(|(listed, reply)| settee_gather::Answer {
+                vbuckets: listed,
+                body: &reply.body,
+            })
+            .collect();
+        let merged =
+            settee_gather::merge_changes(&parts, &since, limit, vbuckets).map_err(malformed)?;
+        let done = !longpoll
+            || merged.rows > 0
+            || tokio::time::Instant::now() >= deadline
+            || *shutdown.borrow();
+        if done {
+            let last_seq =
+                crate::changes_api::couch_seq(&state.config.node_name, &keyspace, &merged.last);
+            return Ok(raw_json(merged.finish(&last_seq)));
+        }
+        // Nothing yet: ask again from where every node stands now (`now` resolved).
+        next_since = Some(merged.last.encode());
+        since = merged.last;
+        let pause = tokio::time::sleep(std::time::Duration::from_millis(LONGPOLL_INTERVAL_MS));
+        tokio::select! {
+            _ = pause => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}
+
+/// The request target of one normal feed asked of the nodes: the client's query without the
+/// feed type and its waits, `since` as given.
+fn feed_target(req: &Req, since: Option<&str>) -> String {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    for (name, value) in &req.query {
+        if !matches!(name.as_str(), "feed" | "timeout" | "heartbeat" | "since") {
+            query.append_pair(name, value);
+        }
+    }
+    if let Some(since) = since {
+        query.append_pair("since", since);
+    }
+    format!("{}?{}", req.uri.path(), query.finish())
 }
 
 /// A JSON body sent as it is (it ends with its own newline).

@@ -170,6 +170,33 @@ fn any_node_lists_and_follows_every_document_of_the_cluster() {
     let expected: BTreeSet<&String> = all.iter().chain(&more).collect();
     assert_eq!(unique, expected, "every change once across the pages");
 
+    // A longpoll feed through node 1 waits for a write that lands on any node.
+    let quiet = get(
+        &nodes[1],
+        "/db/_changes?feed=longpoll&since=now&timeout=300",
+    );
+    assert_eq!(quiet["results"], json!([]), "nothing within the timeout");
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            get(
+                &nodes[1],
+                "/db/_changes?feed=longpoll&since=now&timeout=20000",
+            )
+        });
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        for (index, id) in ["polled-a", "polled-b", "polled-c"].iter().enumerate() {
+            let (status, body) = call(&nodes[index], "PUT", &format!("/db/{id}"), Some(json!({})));
+            assert_eq!(status, 201, "{body}");
+        }
+        let answer = waiting.join().expect("the longpoll answers");
+        let polled = ids(&answer["results"], "id");
+        assert!(!polled.is_empty(), "the longpoll saw a write: {answer}");
+        assert!(
+            polled.iter().all(|id| id.starts_with("polled-")),
+            "{answer}"
+        );
+    });
+
     // A filtered feed: the filter runs on every node.
     let (status, filtered) = call(
         &nodes[2],
