@@ -109,18 +109,8 @@ impl TcpTransport {
             .check()
             .map_err(|error| NetError::Handshake(format!("a ForwardHttp: {error}")))?;
         let body = request.encode();
-        let budget = Duration::from_millis(forward::FORWARD_TIMEOUT_MS);
-        let exchange = self.shared.exchange(
-            target,
-            addr,
-            forward::KIND_FORWARD_HTTP,
-            &body,
-            forward::KIND_FORWARD_HTTP_REPLY,
-            forward::decode_reply,
-        );
-        tokio::time::timeout(budget, exchange)
+        self.forward_kind(target, addr, forward::KIND_FORWARD_HTTP, &body)
             .await
-            .map_err(|_| NetError::Timeout)?
     }
 
     /// Sends a whole-bucket request for the vbuckets it names to node `target`, as
@@ -135,12 +125,24 @@ impl TcpTransport {
             .check()
             .map_err(|error| NetError::Handshake(format!("a ScatterHttp: {error}")))?;
         let body = request.encode();
+        self.forward_kind(target, addr, forward::KIND_SCATTER_HTTP, &body)
+            .await
+    }
+
+    /// One forwarded request of `kind` (its encoded `body`) and its ForwardHttpReply.
+    async fn forward_kind(
+        &self,
+        target: NodeId,
+        addr: &str,
+        kind: u8,
+        body: &[u8],
+    ) -> Result<forward::Forwarded, NetError> {
         let budget = Duration::from_millis(forward::FORWARD_TIMEOUT_MS);
         let exchange = self.shared.exchange(
             target,
             addr,
-            forward::KIND_SCATTER_HTTP,
-            &body,
+            kind,
+            body,
             forward::KIND_FORWARD_HTTP_REPLY,
             forward::decode_reply,
         );

@@ -325,6 +325,17 @@ async fn by_document(
     )
 }
 
+/// The nodes' answers as `settee-gather` takes them.
+fn gather_answers(answers: &[(Vec<u16>, ForwardHttpReply)]) -> Vec<settee_gather::Answer<'_>> {
+    answers
+        .iter()
+        .map(|(listed, reply)| settee_gather::Answer {
+            vbuckets: listed,
+            body: &reply.body,
+        })
+        .collect()
+}
+
 fn malformed(error: settee_gather::Malformed) -> ApiError {
     ApiError::ServiceUnavailable(error.to_string())
 }
@@ -389,13 +400,7 @@ async fn all_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
         descending,
         key_answers,
     };
-    let parts: Vec<settee_gather::Answer<'_>> = answers
-        .iter()
-        .map(|(listed, reply)| settee_gather::Answer {
-            vbuckets: listed,
-            body: &reply.body,
-        })
-        .collect();
+    let parts = gather_answers(&answers);
     let mut merge_failed = None;
     let body = settee_gather::merge_all_docs(&parts, &query, |seqs| {
         let zero = settee_engine::SeqVector::zero(vbuckets);
@@ -424,13 +429,7 @@ async fn db_info(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpRe
         Ok(answers) => answers,
         Err(answer) => return answer,
     };
-    let parts: Vec<settee_gather::Answer<'_>> = answers
-        .iter()
-        .map(|(listed, reply)| settee_gather::Answer {
-            vbuckets: listed,
-            body: &reply.body,
-        })
-        .collect();
+    let parts = gather_answers(&answers);
     let body = settee_gather::merge_db_info(&parts, |seqs| {
         let zero = settee_engine::SeqVector::zero(vbuckets);
         let merged = settee_gather::merge_seqs(&zero, seqs, vbuckets)?;
@@ -492,13 +491,7 @@ async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpRe
             Ok(answers) => answers,
             Err(answer) => return answer,
         };
-        let parts: Vec<settee_gather::Answer<'_>> = answers
-            .iter()
-            .map(|(listed, reply)| settee_gather::Answer {
-                vbuckets: listed,
-                body: &reply.body,
-            })
-            .collect();
+        let parts = gather_answers(&answers);
         let merged =
             settee_gather::merge_changes(&parts, &since, limit, vbuckets).map_err(malformed)?;
         let done = !longpoll
