@@ -10,19 +10,21 @@ Replication is not checked here (crates/settee/tests/cluster_replicas_fail_over.
 test uses only keys whose vbuckets have an active after the failover, which with replicas
 promoted is all of them.
 """
+import base64
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
+import urllib.request
 import zlib
 
 import pytest
 from couchbase.durability import DurabilityLevel, ServerDurability
 from couchbase.options import RemoveOptions, ReplaceOptions, UpsertOptions
 
-from conftest import Settee, expect, free_port, stop, wait_until_ready, wait_until_up
+from conftest import ADMIN, Settee, expect, free_port, stop, wait_until_ready, wait_until_up
 
 SECRET = "the secret of the python cluster test"
 BUCKET = "spread"
@@ -91,7 +93,22 @@ def sdk(nodes):
 
 
 def local_counts(servers):
-    return [server.http("GET", f"/{BUCKET}")[1]["doc_count"] for server in servers]
+    """The documents each node stores of BUCKET, its actives and its replicas: the management
+    port's node-local `kv_curr_items` (`GET /db` answers for the whole cluster)."""
+    return [local_count(server) for server in servers]
+
+
+def local_count(server):
+    token = base64.b64encode(f"{ADMIN[0]}:{ADMIN[1]}".encode()).decode()
+    request = urllib.request.Request(f"http://127.0.0.1:{server.mgmt_port}/metrics",
+                                     headers={"authorization": f"Basic {token}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        text = response.read().decode()
+    sample = f'kv_curr_items{{bucket="{BUCKET}"}} '
+    for line in text.splitlines():
+        if line.startswith(sample):
+            return int(float(line[len(sample):]))
+    return 0
 
 
 def test_crud_with_cas_reaches_every_node(nodes, sdk):
