@@ -159,25 +159,35 @@ pub async fn forward_if_elsewhere(
         Ok(body) => body,
         Err(error) => return Some(Err(error)),
     };
-    let request = ForwardHttp {
-        // The cluster side fills in where the document lives.
-        revision: 0,
-        epoch: 0,
-        bucket: String::new(),
-        vbucket: 0,
-        method: req.method.as_str().to_owned(),
-        target: req.uri.path_and_query().map_or_else(
-            || req.uri.path().to_owned(),
-            |target| target.as_str().to_owned(),
-        ),
-        identity: identity(&req.user),
-        headers: request_headers(&req.headers),
-        body: body.to_vec(),
-    };
+    let request = request_as(req, req.method.as_str(), client_target(req), body.to_vec());
     Some(match cluster.forward(&db, &id, request).await {
         Ok(reply) => Ok(reply_response(reply)),
         Err(refusal) => Err(refusal.into()),
     })
+}
+
+/// `req` as another node runs it, with `method`, `target` and `body`: the user and the
+/// headers but hop-by-hop ones; the cluster side fills in where it goes.
+pub(crate) fn request_as(req: &Req, method: &str, target: String, body: Vec<u8>) -> ForwardHttp {
+    ForwardHttp {
+        revision: 0,
+        epoch: 0,
+        bucket: String::new(),
+        vbucket: 0,
+        method: method.to_owned(),
+        target,
+        identity: identity(&req.user),
+        headers: request_headers(&req.headers),
+        body,
+    }
+}
+
+/// The request's path and query as the client sent them.
+pub(crate) fn client_target(req: &Req) -> String {
+    req.uri.path_and_query().map_or_else(
+        || req.uri.path().to_owned(),
+        |target| target.as_str().to_owned(),
+    )
 }
 
 /// `POST /db`'s document id and body: the body's `_id`, or one this node makes (written into
@@ -224,7 +234,7 @@ fn with_id(body: &[u8], id: &str, empty: bool) -> Bytes {
     Bytes::from(spliced)
 }
 
-pub(crate) fn identity(user: &UserCtx) -> Identity {
+fn identity(user: &UserCtx) -> Identity {
     Identity {
         name: user.name.clone(),
         roles: user.roles.clone(),
@@ -252,7 +262,7 @@ fn is_hop_header(name: &str) -> bool {
     HOP_HEADERS.contains(&name)
 }
 
-pub(crate) fn request_headers(headers: &HeaderMap) -> Vec<(String, Vec<u8>)> {
+fn request_headers(headers: &HeaderMap) -> Vec<(String, Vec<u8>)> {
     headers
         .iter()
         .filter(|(name, _)| !is_hop_header(name.as_str()) && *name != hyper::header::CONTENT_LENGTH)

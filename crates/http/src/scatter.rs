@@ -126,20 +126,12 @@ pub async fn scatter_if_partial(
 
 /// The request as the nodes get it: `target` and `body` in place of the client's.
 fn request_for_nodes(req: &Req, method: &str, target: String, body: Vec<u8>) -> ForwardHttp {
-    ForwardHttp {
-        revision: 0,
-        epoch: 0,
-        bucket: String::new(),
-        vbucket: 0,
-        method: method.to_owned(),
-        target,
-        identity: forward::identity(&req.user),
-        headers: forward::request_headers(&req.headers)
-            .into_iter()
-            .filter(|(name, _)| name != "content-encoding")
-            .collect(),
-        body,
-    }
+    // The front node decoded the body: the nodes get plain JSON.
+    let mut request = forward::request_as(req, method, target, body);
+    request
+        .headers
+        .retain(|(name, _)| name != "content-encoding");
+    request
 }
 
 /// Sends `request` to the nodes and returns their 200 answers with the vbuckets of each.
@@ -245,14 +237,7 @@ async fn by_document(
     }
     let (with_ids, ids) = prepared.ok()?;
     let vbuckets = keyspace.bucket().vbuckets();
-    let mut template = request_for_nodes(
-        req,
-        "POST",
-        req.uri
-            .path_and_query()
-            .map_or_else(|| req.uri.path().to_owned(), |target| target.to_string()),
-        Vec::new(),
-    );
+    let mut template = request_for_nodes(req, "POST", forward::client_target(req), Vec::new());
     template.headers.retain(|(name, _)| name != "content-type");
     template
         .headers

@@ -145,6 +145,14 @@ impl Forwarder {
         }
     }
 
+    /// Waits ([`STALE_MAP_WAIT_MS`] at most) for this node's map to move past `revision`, after
+    /// a node refused a request made on it.
+    async fn wait_for_newer_map(&self, revision: u64) {
+        let mut maps = self.node.subscribe();
+        let moved = maps.wait_for(|newer| newer.revision > revision);
+        let _ = tokio::time::timeout(Duration::from_millis(STALE_MAP_WAIT_MS), moved).await;
+    }
+
     /// Whether a whole-bucket request on `db` goes to other nodes too: in the map, and not
     /// every vbucket active here. A bucket with a vbucket without an active node is scattered
     /// (and answered 503 by [`Forwarder::scatter`]), never answered from this node's part.
@@ -243,9 +251,7 @@ impl Forwarder {
                 return Ok(answers);
             }
             pending = Some(refused);
-            let mut maps = self.node.subscribe();
-            let moved = maps.wait_for(|newer| newer.revision > map.revision);
-            let _ = tokio::time::timeout(Duration::from_millis(STALE_MAP_WAIT_MS), moved).await;
+            self.wait_for_newer_map(map.revision).await;
         }
     }
 
@@ -298,9 +304,7 @@ impl Forwarder {
                 )));
             }
             retried = true;
-            let mut maps = self.node.subscribe();
-            let moved = maps.wait_for(|newer| newer.revision > map.revision);
-            let _ = tokio::time::timeout(Duration::from_millis(STALE_MAP_WAIT_MS), moved).await;
+            self.wait_for_newer_map(map.revision).await;
         }
     }
 }
@@ -413,20 +417,33 @@ impl ForwardServer {
             if !behind {
                 return Ok(only.into());
             }
-            if caught_up {
-                return Err(Refusal::new(
-                    ErrorCode::Refused,
-                    format!(
-                        "this node's map (revision {}) is behind the sender's ({})",
-                        map.revision, request.revision
-                    ),
-                ));
-            }
-            caught_up = true;
-            let mut maps = self.node.subscribe();
-            let reached = maps.wait_for(|newer| newer.revision >= request.revision);
-            let _ = tokio::time::timeout(Duration::from_millis(BEHIND_WAIT_MS), reached).await;
+            self.catch_up(&mut caught_up, map.revision, request.revision)
+                .await?;
         }
+    }
+
+    /// The sender's map is newer: waits (once, [`BEHIND_WAIT_MS`] at most) for this node's map
+    /// to reach the sender's revision; refused when it already waited.
+    async fn catch_up(
+        &self,
+        caught_up: &mut bool,
+        revision: u64,
+        sender_revision: u64,
+    ) -> Result<(), Refusal> {
+        if *caught_up {
+            return Err(Refusal::new(
+                ErrorCode::Refused,
+                format!(
+                    "this node's map (revision {revision}) is behind the sender's \
+                     ({sender_revision})"
+                ),
+            ));
+        }
+        *caught_up = true;
+        let mut maps = self.node.subscribe();
+        let reached = maps.wait_for(|newer| newer.revision >= sender_revision);
+        let _ = tokio::time::timeout(Duration::from_millis(BEHIND_WAIT_MS), reached).await;
+        Ok(())
     }
 
     /// Whether this node may run `request`: its document is in the vbucket it names, this
@@ -462,19 +479,8 @@ impl ForwardServer {
                 ));
             }
             if request.epoch > placement.epoch {
-                if caught_up {
-                    return Err(Refusal::new(
-                        ErrorCode::Refused,
-                        format!(
-                            "this node's map (revision {}) is behind the sender's ({})",
-                            map.revision, request.revision
-                        ),
-                    ));
-                }
-                caught_up = true;
-                let mut maps = self.node.subscribe();
-                let reached = maps.wait_for(|newer| newer.revision >= request.revision);
-                let _ = tokio::time::timeout(Duration::from_millis(BEHIND_WAIT_MS), reached).await;
+                self.catch_up(&mut caught_up, map.revision, request.revision)
+                    .await?;
                 continue;
             }
             if placement.node != self.node.id() {
