@@ -53,6 +53,24 @@ fn bucket_name<'a>(map: &ClusterMap, db: &'a str) -> Option<&'a str> {
     map.buckets.contains_key(door.bucket).then_some(door.bucket)
 }
 
+/// A vbucket entry's active node and its cluster address; `Err` without one.
+fn active_of(
+    map: &ClusterMap,
+    bucket: &str,
+    vbucket: u16,
+    entry: &settee_cluster::map::Vbucket,
+) -> Result<(NodeId, String), String> {
+    let node = entry
+        .active
+        .ok_or_else(|| format!("vbucket {vbucket} of {bucket} has no active node"))?;
+    let addr = map
+        .members
+        .get(&node)
+        .map(|member| member.cluster_addr.clone())
+        .ok_or_else(|| format!("node {node} is not a member"))?;
+    Ok((node, addr))
+}
+
 /// Where `doc_id` of `db` lives at `map`: `Ok(None)` for a database the map does not hold
 /// (served by whichever node has it), `Err` for a vbucket without an active node.
 fn place(map: &ClusterMap, db: &str, doc_id: &str) -> Result<Option<Placement>, String> {
@@ -67,14 +85,7 @@ fn place(map: &ClusterMap, db: &str, doc_id: &str) -> Result<Option<Placement>, 
         .vbuckets
         .get(usize::from(vbucket))
         .ok_or_else(|| format!("vbucket {vbucket} of {name} is not in the map"))?;
-    let node = entry
-        .active
-        .ok_or_else(|| format!("vbucket {vbucket} of {name} has no active node"))?;
-    let addr = map
-        .members
-        .get(&node)
-        .map(|member| member.cluster_addr.clone())
-        .ok_or_else(|| format!("node {node} is not a member"))?;
+    let (node, addr) = active_of(map, name, vbucket, entry)?;
     Ok(Some(Placement {
         node,
         addr,
@@ -108,14 +119,7 @@ fn spread(map: &ClusterMap, db: &str) -> Result<Option<Spread>, String> {
     };
     let mut nodes: BTreeMap<NodeId, (String, VbucketEpochs)> = BTreeMap::new();
     for (vbucket, entry) in bucket.vbuckets.iter().enumerate() {
-        let node = entry
-            .active
-            .ok_or_else(|| format!("vbucket {vbucket} of {name} has no active node"))?;
-        let addr = map
-            .members
-            .get(&node)
-            .map(|member| member.cluster_addr.clone())
-            .ok_or_else(|| format!("node {node} is not a member"))?;
+        let (node, addr) = active_of(map, name, vbucket as u16, entry)?;
         nodes
             .entry(node)
             .or_insert_with(|| (addr, Vec::new()))
