@@ -257,7 +257,7 @@ async fn run_one(args: &ViewsArgs, docs: usize, vbuckets: u16) -> anyhow::Result
     for (id, _) in design_documents() {
         groups.push(
             views
-                .design_views(&Keyspace::default_of(bucket.clone()), &id)
+                .design_views(&Keyspace::default_of(bucket.clone()), &id, None)
                 .await
                 .map_err(|error| anyhow::anyhow!("{error}"))?
                 .context("design document")?,

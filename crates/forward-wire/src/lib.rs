@@ -72,6 +72,9 @@ pub struct ForwardHttp {
 pub struct ScatterHttp {
     /// `(vbucket, epoch)`, ascending, no repeats, 1 ..= [`SCATTER_VBUCKETS_MAX`].
     pub vbuckets: Vec<(u16, u64)>,
+    /// The design document the request runs (a view query), as the front node read it: its
+    /// JSON, `_id` and `_rev` included. Receivers use it in place of their own copy.
+    pub design: Option<Vec<u8>>,
     pub request: ForwardHttp,
 }
 
@@ -386,7 +389,8 @@ impl ScatterHttp {
     }
 
     pub fn encoded_len(&self) -> usize {
-        2 + self.vbuckets.len() * 10 + self.request.encoded_len()
+        let design = self.design.as_ref().map_or(0, |design| 4 + design.len());
+        2 + self.vbuckets.len() * 10 + 1 + design + self.request.encoded_len()
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -396,6 +400,14 @@ impl ScatterHttp {
         for (vbucket, epoch) in vbuckets {
             out.extend_from_slice(&vbucket.to_be_bytes());
             out.extend_from_slice(&epoch.to_be_bytes());
+        }
+        match &self.design {
+            Some(design) => {
+                out.push(1);
+                out.extend_from_slice(&(design.len() as u32).to_be_bytes());
+                out.extend_from_slice(design);
+            }
+            None => out.push(0),
         }
         out.extend_from_slice(&self.request.encode());
         out
@@ -412,13 +424,22 @@ impl ScatterHttp {
             vbuckets.push((r.u16()?, r.u64()?));
         }
         check_vbuckets(&vbuckets)?;
+        let design = match r.u8()? {
+            0 => None,
+            1 => Some(r.long(usize::MAX)?.to_vec()),
+            _ => return Err(DecodeError::Invalid("has_design is 0 or 1")),
+        };
         let request = ForwardHttp::decode(r.0)?;
         if request.epoch != 0 || request.vbucket != 0 {
             return Err(DecodeError::Invalid(
                 "a scatter's request names no vbucket of its own",
             ));
         }
-        Ok(ScatterHttp { vbuckets, request })
+        Ok(ScatterHttp {
+            vbuckets,
+            design,
+            request,
+        })
     }
 }
 
@@ -514,6 +535,7 @@ mod tests {
     fn scatter() -> ScatterHttp {
         ScatterHttp {
             vbuckets: vec![(0, 3), (5, 9), (1023, 1)],
+            design: None,
             request: ForwardHttp {
                 epoch: 0,
                 vbucket: 0,
@@ -548,6 +570,16 @@ mod tests {
         };
         assert!(own_vbucket.check().is_err());
         assert!(ScatterHttp::decode(&own_vbucket.encode()).is_err());
+        let with_design = ScatterHttp {
+            design: Some(br#"{"_id":"_design/d","_rev":"1-a","views":{}}"#.to_vec()),
+            ..self::tests::scatter()
+        };
+        let bytes = with_design.encode();
+        assert_eq!(with_design.encoded_len(), bytes.len());
+        assert_eq!(ScatterHttp::decode(&bytes), Ok(with_design));
+        for cut in 0..bytes.len() {
+            assert!(ScatterHttp::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
     }
 
     #[test]
@@ -570,7 +602,16 @@ mod tests {
             headers: vec![("etag".into(), b"\"1-a\"".to_vec())],
             body: b"{}".to_vec(),
         };
-        for valid in [request().encode(), reply.encode(), scatter().encode()] {
+        let with_design = ScatterHttp {
+            design: Some(b"{}".to_vec()),
+            ..scatter()
+        };
+        for valid in [
+            request().encode(),
+            reply.encode(),
+            scatter().encode(),
+            with_design.encode(),
+        ] {
             for index in 0..valid.len() {
                 for flip in [0x01, 0x80, 0xff] {
                     let mut bytes = valid.clone();

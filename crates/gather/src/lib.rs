@@ -12,6 +12,7 @@ use serde_json::value::RawValue;
 use settee_record::seqvec::SeqVector;
 
 pub mod split;
+pub mod views;
 
 /// One node's answer: the vbuckets it answered for and its 200 body.
 #[derive(Clone, Copy, Debug)]

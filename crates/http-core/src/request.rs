@@ -33,6 +33,9 @@ pub struct Req {
     /// The vbuckets a whole-bucket request answers for, when another node scattered it here
     /// (true at each vbucket this node answers for; `None`: all of them).
     pub vbuckets: Option<std::sync::Arc<[bool]>>,
+    /// The design document a scattered view query runs, as the front node read it (its JSON):
+    /// used in place of this node's copy, which it may not hold.
+    pub design: Option<std::sync::Arc<[u8]>>,
     /// How many `_rewrite`s made this request from the one the client sent (0: none);
     /// checked against `[chttpd] rewrite_limit`.
     pub rewrites: u32,

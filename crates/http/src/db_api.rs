@@ -409,7 +409,7 @@ pub async fn compact_views(
         return Err(ApiError::missing());
     }
     // A design document without views has no index to compact: 202 all the same.
-    if let Ok(found) = crate::view_api::design_views(state, &keyspace, ddoc).await {
+    if let Ok(found) = crate::view_api::design_views(state, &keyspace, ddoc, None).await {
         tokio::task::spawn_blocking(move || found.group.compact());
     }
     Ok(ok_true(StatusCode::ACCEPTED))

@@ -296,15 +296,15 @@ pub(crate) fn reply_response(reply: ForwardHttpReply) -> HttpResponse {
 
 /// Runs a request another node forwarded, as the user it names, and reads the answer whole
 /// (at most `reply_body_bytes_max` bytes of body, else `Err` with the reason). The front node
-/// adds its own request id, CORS and JSONP; nothing of that is done here. `vbuckets`: the
-/// vbuckets a scattered whole-bucket request answers for (`scatter.rs`).
+/// adds its own request id, CORS and JSONP; nothing of that is done here. `scattered`: what a
+/// scattered whole-bucket request answers for (`scatter.rs`).
 pub async fn answer_forwarded(
     state: Arc<HttpState>,
     request: ForwardHttp,
-    vbuckets: Option<Arc<[bool]>>,
+    scattered: Option<Scattered>,
     reply_body_bytes_max: usize,
 ) -> Result<ForwardHttpReply, String> {
-    let response = forwarded_response(&state, request, vbuckets).await;
+    let response = forwarded_response(&state, request, scattered).await;
     let (parts, body) = response.into_parts();
     let body = Limited::new(body, reply_body_bytes_max)
         .collect()
@@ -324,11 +324,23 @@ pub async fn answer_forwarded(
     })
 }
 
+/// What a request another node scattered here answers for.
+pub struct Scattered {
+    /// One flag per vbucket of the bucket: true at those this node answers for.
+    pub vbuckets: Arc<[bool]>,
+    /// The design document a view query runs (its JSON), carried by the front node.
+    pub design: Option<Arc<[u8]>>,
+}
+
 async fn forwarded_response(
     state: &HttpState,
     request: ForwardHttp,
-    vbuckets: Option<Arc<[bool]>>,
+    scattered: Option<Scattered>,
 ) -> HttpResponse {
+    let (vbuckets, design) = match scattered {
+        Some(scattered) => (Some(scattered.vbuckets), scattered.design),
+        None => (None, None),
+    };
     let settings = state.node_config.settings();
     let (Ok(method), Ok(uri)) = (
         Method::from_bytes(request.method.as_bytes()),
@@ -355,6 +367,7 @@ async fn forwarded_response(
         settings,
         forwarded: true,
         vbuckets,
+        design,
         rewrites: 0,
     };
     match crate::router::route(state, &mut req).await {

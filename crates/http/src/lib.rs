@@ -37,6 +37,7 @@ pub use settee_http_core::request;
 pub use settee_http_core::response;
 pub mod router;
 pub mod scatter;
+pub mod scatter_views;
 pub mod server_api;
 pub use settee_http_core::streamed;
 pub mod subdoc_api;
@@ -115,7 +116,14 @@ pub trait ClusterView: Send + Sync {
     /// answer with the vbuckets it answered for. `parts` gets the vbuckets of every such node
     /// (as the map stands when they are sent; again if a stale map makes the cluster send them
     /// once more) and gives the request for each, or `None` for a node with nothing to do.
-    fn scatter<'a>(&'a self, db: &'a str, parts: &'a ScatterParts<'a>) -> ClusterScatter<'a>;
+    /// `design` (a view query's design document, as read from its active node) goes with
+    /// every part.
+    fn scatter<'a>(
+        &'a self,
+        db: &'a str,
+        design: Option<&'a [u8]>,
+        parts: &'a ScatterParts<'a>,
+    ) -> ClusterScatter<'a>;
 }
 
 /// Why the cluster did not make a database change.

@@ -209,14 +209,18 @@ async fn dispatch(
         settings: req.settings.clone(),
         forwarded: req.forwarded,
         vbuckets: req.vbuckets.clone(),
+        design: None,
         rewrites: req.rewrites + 1,
     };
     tracing::debug!(target, "rewrite");
     // As the router does for a client's request: a document whose vbucket is active on
-    // another node is answered by that node.
+    // another node is answered by that node, a whole-bucket request by every node.
     let answer = match Box::pin(crate::forward::forward_if_elsewhere(state, &mut next)).await {
         Some(answer) => answer,
-        None => Box::pin(crate::router::route(state, &mut next)).await,
+        None => match Box::pin(crate::scatter::scatter_if_partial(state, &mut next)).await {
+            Some(answer) => answer,
+            None => Box::pin(crate::router::route(state, &mut next)).await,
+        },
     };
     if let Some(RequestBody::Streamed(body)) = next.body.take() {
         req.body = Some(RequestBody::Streamed(body));

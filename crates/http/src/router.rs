@@ -94,6 +94,7 @@ pub async fn handle(
                 settings,
                 forwarded: false,
                 vbuckets: None,
+                design: None,
                 rewrites: 0,
             };
             // A document whose vbucket is active on another node is answered by that node; a

@@ -29,6 +29,8 @@ pub enum Scattered {
     BulkDocs,
     BulkGet,
     RevsDiff,
+    /// A view query (`scatter_views.rs`).
+    View,
 }
 
 impl Scattered {
@@ -51,6 +53,9 @@ pub fn scattered<'a>(
 ) -> Option<(&'a str, Scattered)> {
     if let [db] = path {
         return (*method == Method::GET && !db.starts_with('_')).then_some((db, Scattered::DbInfo));
+    }
+    if let Some(view) = crate::scatter_views::ViewPath::of(path) {
+        return matches!(*method, Method::GET | Method::POST).then_some((view.db, Scattered::View));
     }
     let [db, what] = path else {
         return None;
@@ -120,17 +125,35 @@ pub async fn scatter_if_partial(
         Scattered::AllDocs => all_docs(state, req, &db).await,
         Scattered::Changes => changes(state, req, &db).await,
         Scattered::DbInfo => db_info(state, req, &db).await,
+        Scattered::View => crate::scatter_views::view(state, req).await,
         _ => return by_document(state, req, &db, what).await,
     })
 }
 
 /// The request as the nodes get it: `target` and `body` in place of the client's.
-fn request_for_nodes(req: &Req, method: &str, target: String, body: Vec<u8>) -> ForwardHttp {
+pub(crate) fn request_for_nodes(
+    req: &Req,
+    method: &str,
+    target: String,
+    body: Vec<u8>,
+) -> ForwardHttp {
     // The front node decoded the body: the nodes get plain JSON.
     let mut request = forward::request_as(req, method, target, body);
     request
         .headers
         .retain(|(name, _)| name != "content-encoding");
+    request
+}
+
+/// A `POST` of a JSON body (the front node's own) to the nodes, at `target`.
+pub(crate) fn json_post_for_nodes(req: &Req, target: String, body: Vec<u8>) -> ForwardHttp {
+    let mut request = request_for_nodes(req, "POST", target, body);
+    request
+        .headers
+        .retain(|(name, _)| name != "content-type" && name != "content-length");
+    request
+        .headers
+        .push(("content-type".into(), b"application/json".to_vec()));
     request
 }
 
@@ -141,14 +164,16 @@ async fn gather(
     request: ForwardHttp,
 ) -> Result<Vec<(Vec<u16>, ForwardHttpReply)>, ApiResult<HttpResponse>> {
     let parts = move |groups: &[Vec<u16>]| vec![Some(request.clone()); groups.len()];
-    gather_parts(state, db, &parts, &[200]).await
+    gather_parts(state, db, None, &parts, &[200]).await
 }
 
-/// Sends each node the request `parts` makes for it and returns the answers with the vbuckets
-/// of each; the first answer whose status is not in `ok` is the client's answer (`Err`).
-async fn gather_parts(
+/// Sends each node the request `parts` makes for it (with `design`, a view query's design
+/// document) and returns the answers with the vbuckets of each; the first answer whose status
+/// is not in `ok` is the client's answer (`Err`).
+pub(crate) async fn gather_parts(
     state: &HttpState,
     db: &str,
+    design: Option<&[u8]>,
     parts: &crate::ScatterParts<'_>,
     ok: &[u16],
 ) -> Result<Vec<(Vec<u16>, ForwardHttpReply)>, ApiResult<HttpResponse>> {
@@ -156,7 +181,7 @@ async fn gather_parts(
         return Err(Err(ApiError::ServiceUnavailable("not in a cluster".into())));
     };
     let answers = cluster
-        .scatter(db, parts)
+        .scatter(db, design, parts)
         .await
         .map_err(|refusal| Err(refusal.into()))?;
     if let Some((_, failed)) = answers
@@ -237,11 +262,7 @@ async fn by_document(
     }
     let (with_ids, ids) = prepared.ok()?;
     let vbuckets = keyspace.bucket().vbuckets();
-    let mut template = request_for_nodes(req, "POST", forward::client_target(req), Vec::new());
-    template.headers.retain(|(name, _)| name != "content-type");
-    template
-        .headers
-        .push(("content-type".into(), b"application/json".to_vec()));
+    let template = json_post_for_nodes(req, forward::client_target(req), Vec::new());
     let parts = |groups: &[Vec<u16>]| -> Vec<Option<ForwardHttp>> {
         let group_of = |id: &Value| {
             let vbucket = key_vbucket(id, vbuckets);
@@ -269,7 +290,7 @@ async fn by_document(
     } else {
         &[200]
     };
-    let answers = match gather_parts(state, db, &parts, ok).await {
+    let answers = match gather_parts(state, db, None, &parts, ok).await {
         Ok(answers) => answers,
         Err(answer) => return Some(answer),
     };
@@ -311,7 +332,9 @@ async fn by_document(
 }
 
 /// The nodes' answers as `settee-gather` takes them.
-fn gather_answers(answers: &[(Vec<u16>, ForwardHttpReply)]) -> Vec<settee_gather::Answer<'_>> {
+pub(crate) fn gather_answers(
+    answers: &[(Vec<u16>, ForwardHttpReply)],
+) -> Vec<settee_gather::Answer<'_>> {
     answers
         .iter()
         .map(|(listed, reply)| settee_gather::Answer {
@@ -321,7 +344,7 @@ fn gather_answers(answers: &[(Vec<u16>, ForwardHttpReply)]) -> Vec<settee_gather
         .collect()
 }
 
-fn malformed(error: settee_gather::Malformed) -> ApiError {
+pub(crate) fn malformed(error: settee_gather::Malformed) -> ApiError {
     ApiError::ServiceUnavailable(error.to_string())
 }
 
@@ -344,19 +367,14 @@ async fn all_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
         }
         format!("{}?{}", req.uri.path(), query.finish())
     };
-    let (method, body) = match &keys {
-        Some(keys) => ("POST", serde_json::json!({ "keys": keys }).to_string()),
-        None => ("GET", String::new()),
+    let request = match &keys {
+        Some(keys) => json_post_for_nodes(
+            req,
+            target,
+            serde_json::json!({ "keys": keys }).to_string().into_bytes(),
+        ),
+        None => request_for_nodes(req, "GET", target, Vec::new()),
     };
-    let mut request = request_for_nodes(req, method, target, body.into_bytes());
-    if keys.is_some() {
-        request
-            .headers
-            .retain(|(name, _)| name != "content-type" && name != "content-length");
-        request
-            .headers
-            .push(("content-type".into(), b"application/json".to_vec()));
-    }
     let answers = match gather(state, db, request).await {
         Ok(answers) => answers,
         Err(answer) => return answer,

@@ -54,14 +54,18 @@ pub fn check_design_fields(id: &str, body: &[u8]) -> ApiResult<()> {
     Ok(())
 }
 
+/// The design document's views: this node's copy, or the one the front node of a scattered
+/// query carried (`carried`, its JSON; this node may not hold it).
 pub(crate) async fn design_views(
     state: &HttpState,
     keyspace: &Keyspace,
     ddoc: &str,
+    carried: Option<&[u8]>,
 ) -> ApiResult<DesignViews> {
     let id = format!("_design/{ddoc}");
-    match state.views.design_views(keyspace, &id).await? {
+    match state.views.design_views(keyspace, &id, carried).await? {
         Some(found) => Ok(found),
+        None if carried.is_some() => Err(ApiError::NotFound("missing_named_view".into())),
         None => match keyspace.read_winner(id.as_bytes())? {
             Some((header, _)) if !header.deleted => {
                 Err(ApiError::NotFound("missing_named_view".into()))
@@ -69,6 +73,26 @@ pub(crate) async fn design_views(
             Some(_) => Err(ApiError::deleted()),
             None => Err(ApiError::missing()),
         },
+    }
+}
+
+/// A view query's `POST` body: a JSON object.
+pub(crate) async fn object_body(
+    state: &HttpState,
+    req: &mut Req,
+) -> ApiResult<serde_json::Map<String, Value>> {
+    req.require_json_content_type()?;
+    let body = req
+        .json_body(
+            state.config.max_request_size_bytes,
+            state.config.max_json_depth,
+        )
+        .await?;
+    match body {
+        Value::Object(members) => Ok(members),
+        _ => Err(ApiError::BadRequest(
+            "Request body must be a JSON object".into(),
+        )),
     }
 }
 
@@ -88,18 +112,7 @@ pub async fn view(
     let mut params = ViewParams::from_query(&req.query)?;
     let mut queries = None;
     if post {
-        req.require_json_content_type()?;
-        let body = req
-            .json_body(
-                state.config.max_request_size_bytes,
-                state.config.max_json_depth,
-            )
-            .await?;
-        let Value::Object(members) = body else {
-            return Err(ApiError::BadRequest(
-                "Request body must be a JSON object".into(),
-            ));
-        };
+        let members = object_body(state, req).await?;
         if let Some(list) = members.get("queries") {
             queries = Some(list.clone());
         }
@@ -111,7 +124,7 @@ pub async fn view(
             .collect();
         params.merge_json(&members)?;
     }
-    let found = design_views(state, &keyspace, ddoc).await?;
+    let found = design_views(state, &keyspace, ddoc, req.design.as_deref()).await?;
     let view = found
         .design
         .view_index(view_name)
@@ -121,7 +134,9 @@ pub async fn view(
     if let Some(list) = queries {
         return run_queries(state, &keyspace, &found, view, &list, credentials).await;
     }
-    let query = view_rows::plan(state, &keyspace, &found, view, params).await?;
+    let query = view_rows::plan(state, &keyspace, &found, view, params)
+        .await?
+        .only(req.vbuckets.clone());
     let group = found.group.clone();
     delayed_json(&state.streams, move |out| {
         view_rows::write(&keyspace, &group, &query, &credentials, out)
@@ -186,7 +201,7 @@ pub async fn view_queries(
         .get("queries")
         .cloned()
         .ok_or_else(|| ApiError::BadRequest("Missing `queries` field".into()))?;
-    let found = design_views(state, &keyspace, ddoc).await?;
+    let found = design_views(state, &keyspace, ddoc, None).await?;
     let view = found
         .design
         .view_index(view_name)
@@ -250,7 +265,7 @@ pub async fn design_info(
         return Err(not_allowed("GET,HEAD"));
     }
     let keyspace = open(state, req, db, Operation::ReadDb)?;
-    let found = design_views(state, &keyspace, ddoc).await?;
+    let found = design_views(state, &keyspace, ddoc, None).await?;
     let group = &found.group;
     let (file, active) = group.sizes();
     // CouchDB's `_info` gives the index's position as a number (its shards' seqs summed) and

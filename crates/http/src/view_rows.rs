@@ -27,6 +27,34 @@ pub struct PlannedQuery {
     view: usize,
     kind: QueryKind,
     reducer: Option<Reducer>,
+    /// Scattered here by another node: only the rows of documents of these vbuckets, and
+    /// partial reductions (docs/format/cluster-transport.md).
+    only: Option<Arc<[bool]>>,
+}
+
+impl PlannedQuery {
+    /// Answers for the vbuckets `only` flags (`None`: all), as a node a view query was
+    /// scattered to answers.
+    pub fn only(self, only: Option<Arc<[bool]>>) -> PlannedQuery {
+        PlannedQuery { only, ..self }
+    }
+}
+
+/// The rows of a scattered query, when the group holds rows of vbuckets it does not answer
+/// for (replicas): those of documents of the listed vbuckets.
+fn row_filter(group: &IndexGroup, only: Option<&[bool]>) -> Option<impl Fn(&[u8]) -> bool + Sync> {
+    let only = only?;
+    let indexed = group.update_seq();
+    let others_indexed = only
+        .iter()
+        .enumerate()
+        .any(|(vbucket, listed)| !listed && indexed.get(vbucket as u16) > 0);
+    let vbuckets = group.bucket().vbuckets();
+    let only: Arc<[bool]> = only.into();
+    others_indexed.then_some(move |id: &[u8]| {
+        let vbucket = settee_engine::vbucket::vbucket_of(id, vbuckets);
+        only.get(usize::from(vbucket)) == Some(&true)
+    })
 }
 
 /// Checks and plans `params` on view `view`, then waits for the index as `update` asks.
@@ -66,6 +94,7 @@ pub async fn plan(
         view,
         kind,
         reducer,
+        only: None,
     })
 }
 
@@ -79,9 +108,9 @@ pub fn write(
 ) -> ApiResult<()> {
     let written = match (query.kind, &query.reducer) {
         (QueryKind::Reduce(grouping), Some(reducer)) => {
-            reduce_rows(group, query.view, &query.params, grouping, reducer, out)
+            reduce_rows(group, query, grouping, reducer, out)
         }
-        _ => map_rows(keyspace, group, query.view, &query.params, credentials, out),
+        _ => map_rows(keyspace, group, query, credentials, out),
     };
     // `update=lazy`: the rows came from the index as it was; now it catches up.
     if query.params.update == UpdateMode::Lazy {
@@ -141,19 +170,21 @@ fn push_meta(out: &mut Vec<u8>, group: &IndexGroup, params: &ViewParams) {
 fn map_rows(
     keyspace: &Keyspace,
     group: &IndexGroup,
-    view: usize,
-    params: &ViewParams,
+    query: &PlannedQuery,
     credentials: &CredentialsShown,
     out: &mut ChunkWriter,
 ) -> ApiResult<()> {
+    let (view, params) = (query.view, &query.params);
+    let filter = row_filter(group, query.only.as_deref());
+    let only = filter.as_ref().map(|f| f as settee_views::RowFilter<'_>);
     let ranges = ranges(params);
     let offset = match ranges.first() {
-        Some(range) => group.offset_of(view, range)? + params.skip,
+        Some(range) => group.offset_among(view, range, only)? + params.skip,
         None => 0,
     };
-    let total_rows = match &params.partition {
-        Some(partition) => group.partition_rows(view, partition)?,
-        None => group.total_rows(view),
+    let total_rows = match (&params.partition, only) {
+        (None, None) => group.total_rows(view),
+        (partition, only) => group.rows_of(view, partition.as_deref(), only)?,
     };
     let head = out.buffer();
     head.extend_from_slice(
@@ -176,6 +207,9 @@ fn map_rows(
                 break 'ranges;
             }
             let row = row?;
+            if only.is_some_and(|only| !only(&row.id)) {
+                continue;
+            }
             if to_skip > 0 {
                 to_skip -= 1;
                 continue;
@@ -254,12 +288,14 @@ fn include_doc(
 
 fn reduce_rows(
     group: &IndexGroup,
-    view: usize,
-    params: &ViewParams,
+    query: &PlannedQuery,
     grouping: Grouping,
     reducer: &Reducer,
     out: &mut ChunkWriter,
 ) -> ApiResult<()> {
+    let (view, params) = (query.view, &query.params);
+    let filter = row_filter(group, query.only.as_deref());
+    let only = filter.as_ref().map(|f| f as settee_views::RowFilter<'_>);
     let head = out.buffer();
     head.push(b'{');
     push_meta(head, group, params);
@@ -287,9 +323,16 @@ fn reduce_rows(
     // Groups never span two `keys` entries: each key is reduced on its own.
     let reduced = (|| -> ApiResult<()> {
         'ranges: for range in ranges(params) {
-            let mut grouped = GroupedReduce::new(reducer, grouping);
+            let mut grouped = match query.only {
+                Some(_) => GroupedReduce::partial(reducer, grouping),
+                None => GroupedReduce::new(reducer, grouping),
+            };
             for row in group.scan(view, &range) {
-                if let Some(done) = grouped.push(&row?)? {
+                let row = row?;
+                if only.is_some_and(|only| !only(&row.id)) {
+                    continue;
+                }
+                if let Some(done) = grouped.push(&row)? {
                     if !emit(out, done)? {
                         break 'ranges;
                     }

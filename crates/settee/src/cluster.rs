@@ -337,9 +337,10 @@ impl settee_http::ClusterView for View {
     fn scatter<'a>(
         &'a self,
         db: &'a str,
+        design: Option<&'a [u8]>,
         parts: &'a settee_http::ScatterParts<'a>,
     ) -> settee_http::ClusterScatter<'a> {
-        Box::pin(self.forwarder.scatter(db, parts))
+        Box::pin(self.forwarder.scatter(db, design, parts))
     }
 
     fn status(&self) -> Value {

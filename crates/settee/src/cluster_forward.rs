@@ -176,10 +176,12 @@ impl Forwarder {
     pub async fn scatter(
         &self,
         db: &str,
+        design: Option<&[u8]>,
         parts: &settee_http::ScatterParts<'_>,
     ) -> Result<Vec<(Vec<u16>, ForwardHttpReply)>, ClusterRefusal> {
         let bucket_bytes_max = settee_cluster::map::BUCKET_NAME_BYTES_MAX;
         let list_bytes_max = 2 + 10 * settee_cluster_net::forward::SCATTER_VBUCKETS_MAX;
+        let design_bytes = 1 + design.map_or(0, |design| 4 + design.len());
         let mut pending: Option<BTreeSet<u16>> = None;
         let mut answers = Vec::new();
         loop {
@@ -210,13 +212,17 @@ impl Forwarder {
                     continue;
                 };
                 if !settee_cluster_net::frame::fits(
-                    request.encoded_len() + bucket_bytes_max + list_bytes_max,
+                    request.encoded_len() + bucket_bytes_max + list_bytes_max + design_bytes,
                 ) {
                     return Err(ClusterRefusal::TooLarge);
                 }
                 request.revision = spread.revision;
                 request.bucket.clone_from(&spread.bucket);
-                let scatter = ScatterHttp { vbuckets, request };
+                let scatter = ScatterHttp {
+                    vbuckets,
+                    design: design.map(<[u8]>::to_vec),
+                    request,
+                };
                 sends.push(async move {
                     let sent = self.transport.scatter(node, &addr, &scatter).await;
                     let listed: Vec<u16> = scatter
@@ -348,7 +354,10 @@ impl ForwardHandler for ForwardServer {
             settee_http::forward::answer_forwarded(
                 self.state.clone(),
                 request.request,
-                Some(only),
+                Some(settee_http::forward::Scattered {
+                    vbuckets: only,
+                    design: request.design.map(Arc::from),
+                }),
                 REPLY_BODY_BYTES_MAX,
             )
             .await

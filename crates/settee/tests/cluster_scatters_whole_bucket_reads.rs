@@ -380,6 +380,7 @@ fn transport_refusals(nodes: &[Server; 3]) {
         .expect("runtime");
     let peer = TcpTransport::new(0, Secret::new(SECRET));
     let scatter_of = |vbuckets: Vec<u16>, target: &str| ScatterHttp {
+        design: None,
         vbuckets: vbuckets.into_iter().map(|vbucket| (vbucket, 0)).collect(),
         request: ForwardHttp {
             revision: 0,

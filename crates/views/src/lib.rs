@@ -51,6 +51,6 @@ pub use design::{Design, ReduceKind, ViewDefinition};
 pub use error::ViewError;
 pub use group::IndexGroup;
 pub use mapper::{DocInput, Emitted, JsMapper, MappedBatch, Mapper};
-pub use query::{position_after, row_position, EncodedRange, KeyBound, KeyRange, Row};
-pub use reduce::{GroupedReduce, Grouping, Reducer};
+pub use query::{position_after, row_position, EncodedRange, KeyBound, KeyRange, Row, RowFilter};
+pub use reduce::{merge_partials, GroupedReduce, Grouping, Reducer};
 pub use views::{hex, DesignViews, GroupSpec, ParsedDesign, Views, ViewsConfig};

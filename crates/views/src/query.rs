@@ -53,6 +53,10 @@ impl KeyRange {
     }
 }
 
+/// Which rows a scattered query reads: those whose document id (the row's, as stored) it
+/// keeps.
+pub type RowFilter<'a> = &'a (dyn Fn(&[u8]) -> bool + Sync);
+
 /// A row as stored: the document id and the emitted key and value as JSON text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
@@ -149,13 +153,40 @@ impl IndexGroup {
     /// View `view`'s rows of one partition, counted by walking their keys (a partition
     /// query's `total_rows`).
     pub fn partition_rows(&self, view: usize, partition: &str) -> Result<u64, ViewError> {
-        let prefix = self.rows_prefix(view, Some(partition));
+        self.rows_of(view, Some(partition), None)
+    }
+
+    /// View `view`'s rows (of one partition, when given) whose document `only` keeps, counted
+    /// by walking their keys: a scattered query's `total_rows`, when the node also indexes
+    /// vbuckets it does not answer for.
+    pub fn rows_of(
+        &self,
+        view: usize,
+        partition: Option<&str>,
+        only: Option<RowFilter<'_>>,
+    ) -> Result<u64, ViewError> {
+        let prefix = self.rows_prefix(view, partition);
+        let end = keys::prefix_end(&prefix);
+        self.count_between(prefix.len(), &prefix, &end, only)
+    }
+
+    fn count_between(
+        &self,
+        prefix_len: usize,
+        from: &[u8],
+        to: &[u8],
+        only: Option<RowFilter<'_>>,
+    ) -> Result<u64, ViewError> {
         let mut count = 0;
-        for item in self
-            .store()
-            .scan(Cf::View, &prefix, &keys::prefix_end(&prefix), false)
-        {
-            item?;
+        for item in self.store().scan(Cf::View, from, to, false) {
+            let (key, value) = item?;
+            if let Some(only) = only {
+                let (id, _, _) = keys::split_row(prefix_len, &key, &value)
+                    .ok_or_else(|| ViewError::Storage("view row is corrupt".into()))?;
+                if !only(&id) {
+                    continue;
+                }
+            }
             count += 1;
         }
         Ok(count)
@@ -210,6 +241,16 @@ impl IndexGroup {
     /// Rows before the first row of `range` in reading order (CouchDB's `offset`), counted
     /// by walking their keys.
     pub fn offset_of(&self, view: usize, range: &KeyRange) -> Result<u64, ViewError> {
+        self.offset_among(view, range, None)
+    }
+
+    /// [`IndexGroup::offset_of`] counting only the rows whose document `only` keeps.
+    pub fn offset_among(
+        &self,
+        view: usize,
+        range: &KeyRange,
+        only: Option<RowFilter<'_>>,
+    ) -> Result<u64, ViewError> {
         let (prefix, lower, upper) = self.bounds(view, range);
         let (from, to) = if range.descending {
             (upper.max(prefix.clone()), keys::prefix_end(&prefix))
@@ -219,11 +260,6 @@ impl IndexGroup {
         if from >= to {
             return Ok(0);
         }
-        let mut count = 0;
-        for item in self.store().scan(Cf::View, &from, &to, false) {
-            item?;
-            count += 1;
-        }
-        Ok(count)
+        self.count_between(prefix.len(), &from, &to, only)
     }
 }

@@ -59,6 +59,8 @@ pub struct GroupedReduce<'a> {
     reducer: &'a Reducer,
     grouping: Grouping,
     current: Option<(Value, Accumulator)>,
+    /// Each group's partial reduction instead of its value ([`GroupedReduce::partial`]).
+    partial: bool,
 }
 
 impl<'a> GroupedReduce<'a> {
@@ -67,6 +69,19 @@ impl<'a> GroupedReduce<'a> {
             reducer,
             grouping,
             current: None,
+            partial: false,
+        }
+    }
+
+    /// Gives each group's **partial** reduction, which [`merge_partials`] merges with other
+    /// nodes' partials of the same group into its value (a scattered view query's answer;
+    /// docs/format/cluster-transport.md): a count, a sum, a stats object, the ranked values,
+    /// `[key, id, value]` of the first or last row (or `null`), the distinct-count sketch's
+    /// registers in hex, or the JavaScript reduce's output.
+    pub fn partial(reducer: &'a Reducer, grouping: Grouping) -> GroupedReduce<'a> {
+        GroupedReduce {
+            partial: true,
+            ..GroupedReduce::new(reducer, grouping)
         }
     }
 
@@ -97,6 +112,9 @@ impl<'a> GroupedReduce<'a> {
 
     fn take_result(&mut self) -> Result<Option<(Value, Value)>, ViewError> {
         match self.current.take() {
+            Some((key, accumulator)) if self.partial => {
+                Ok(Some((key, accumulator.partial(self.reducer)?)))
+            }
             Some((key, accumulator)) => Ok(Some((key, accumulator.finish(self.reducer)?))),
             None => Ok(None),
         }
@@ -242,6 +260,109 @@ impl Accumulator {
             }
         })
     }
+}
+
+impl Accumulator {
+    /// What [`merge_partials`] takes (see [`GroupedReduce::partial`]).
+    fn partial(self, reducer: &Reducer) -> Result<Value, ViewError> {
+        Ok(match self {
+            Accumulator::Distinct(sketch) => Value::String(sketch.to_hex()),
+            Accumulator::Edge { row, .. } => {
+                row.map_or(Value::Null, |(key, id, value)| json!([key, id, value]))
+            }
+            other => other.finish(reducer)?,
+        })
+    }
+}
+
+/// One group's value from the partial reductions of that group on several nodes (see
+/// [`GroupedReduce::partial`]); a partial that is not of the reducer's shape is an error.
+pub fn merge_partials(reducer: &Reducer, partials: Vec<Value>) -> Result<Value, ViewError> {
+    let malformed = |partial: &Value| {
+        ViewError::Internal(format!(
+            "a partial reduction that does not merge: {partial}"
+        ))
+    };
+    let kind = match reducer {
+        Reducer::Builtin(ReduceKind::JavaScript(_)) | Reducer::JavaScript { .. } => {
+            return if partials.len() == 1 {
+                Ok(partials.into_iter().next().unwrap_or(Value::Null))
+            } else {
+                js_reduce(reducer, Value::Null, partials, true)
+            };
+        }
+        Reducer::Builtin(kind) => kind,
+    };
+    let mut accumulator = Accumulator::new(reducer);
+    for partial in partials {
+        match (&mut accumulator, kind) {
+            (Accumulator::Count(count), _) => {
+                *count += partial.as_u64().ok_or_else(|| malformed(&partial))?;
+            }
+            (Accumulator::Sum(total), _) => {
+                *total = Some(match total.take() {
+                    None => check_summable(partial)?,
+                    Some(total) => sum(total, check_summable(partial)?)?,
+                });
+            }
+            (Accumulator::Stats(total), _) if partial.is_null() => {
+                let _ = total;
+            }
+            (Accumulator::Stats(total), _) => {
+                let partial = stats_of(&partial)?;
+                *total = Some(match total.take() {
+                    None => partial,
+                    Some(total) => merge_stats(total, partial),
+                });
+            }
+            (Accumulator::Distinct(sketch), _) => {
+                let text = partial.as_str().ok_or_else(|| malformed(&partial))?;
+                sketch.merge_hex(text).ok_or_else(|| malformed(&partial))?;
+            }
+            (Accumulator::Rank { values, limit, top }, _) => {
+                let Value::Array(ranked) = partial else {
+                    return Err(malformed(&partial));
+                };
+                for value in ranked {
+                    rank_insert(values, value, *limit, *top);
+                }
+            }
+            (Accumulator::Edge { row: chosen, last }, _) => {
+                let candidate = match partial {
+                    Value::Null => continue,
+                    Value::Array(mut parts) if parts.len() == 3 => {
+                        let value = parts.pop().unwrap_or(Value::Null);
+                        let id = parts.pop().unwrap_or(Value::Null);
+                        let key = parts.pop().unwrap_or(Value::Null);
+                        match id {
+                            Value::String(id) => (key, id, value),
+                            other => return Err(malformed(&other)),
+                        }
+                    }
+                    other => return Err(malformed(&other)),
+                };
+                let replaces = match chosen {
+                    None => true,
+                    Some((chosen_key, chosen_id, _)) => {
+                        let order = settee_collate::collate(&candidate.0, chosen_key)
+                            .then_with(|| candidate.1.as_bytes().cmp(chosen_id.as_bytes()));
+                        if *last {
+                            order == Ordering::Greater
+                        } else {
+                            order == Ordering::Less
+                        }
+                    }
+                };
+                if replaces {
+                    *chosen = Some(candidate);
+                }
+            }
+            (Accumulator::JavaScript { .. }, _) => {
+                return Err(ViewError::Internal("not a built-in reduce".into()))
+            }
+        }
+    }
+    accumulator.finish(reducer)
 }
 
 fn js_reduce(
@@ -432,6 +553,29 @@ impl HyperLogLog {
         }
     }
 
+    /// The registers as hex digits, two per register (a partial reduction).
+    fn to_hex(&self) -> String {
+        self.registers
+            .iter()
+            .map(|register| format!("{register:02x}"))
+            .collect()
+    }
+
+    /// Takes the larger of each register and `hex`'s (another sketch's [`Self::to_hex`]);
+    /// `None` when `hex` is not one.
+    fn merge_hex(&mut self, hex: &str) -> Option<()> {
+        let bytes = hex.as_bytes();
+        if bytes.len() != self.registers.len() * 2 {
+            return None;
+        }
+        for (register, pair) in self.registers.iter_mut().zip(bytes.chunks_exact(2)) {
+            let digits = std::str::from_utf8(pair).ok()?;
+            let other = u8::from_str_radix(digits, 16).ok()?;
+            *register = (*register).max(other);
+        }
+        Some(())
+    }
+
     fn estimate(&self) -> u64 {
         let m = self.registers.len() as f64;
         let alpha = 0.7213 / (1.0 + 1.079 / m);
@@ -537,6 +681,61 @@ mod tests {
             reduce_all(ReduceKind::First, Grouping::All, &by_id)[0].1,
             json!("a")
         );
+    }
+
+    /// Rows split between two nodes, each reduced partially, then merged: the value one node
+    /// holding every row gives.
+    #[test]
+    fn partials_of_a_split_merge_into_the_whole_value() {
+        let rows: Vec<Row> = (0..40)
+            .map(|i| {
+                let mut row = row(json!(i % 7), json!(i));
+                row.id = format!("d{i:02}").into_bytes();
+                row
+            })
+            .collect();
+        let mut sorted = rows.clone();
+        sorted.sort_by(|a, b| {
+            settee_collate::collate(&a.key(), &b.key()).then_with(|| a.id.cmp(&b.id))
+        });
+        for kind in [
+            ReduceKind::Count,
+            ReduceKind::Sum,
+            ReduceKind::Stats,
+            ReduceKind::ApproxCountDistinct,
+            ReduceKind::Top(3),
+            ReduceKind::Bottom(4),
+            ReduceKind::First,
+            ReduceKind::Last,
+        ] {
+            let whole = reduce_all(kind.clone(), Grouping::All, &sorted)[0]
+                .1
+                .clone();
+            let reducer = Reducer::Builtin(kind.clone());
+            let partials: Vec<Value> = [0, 1]
+                .into_iter()
+                .map(|half| {
+                    let mut grouped = GroupedReduce::partial(&reducer, Grouping::All);
+                    for (_, row) in sorted.iter().enumerate().filter(|(i, _)| i % 2 == half) {
+                        grouped.push(row).expect("push");
+                    }
+                    grouped
+                        .finish()
+                        .expect("finish")
+                        .map(|(_, partial)| partial)
+                        .expect("rows")
+                })
+                .collect();
+            assert_eq!(
+                merge_partials(&reducer, partials).expect("merges"),
+                whole,
+                "{kind:?}"
+            );
+        }
+        let count = Reducer::Builtin(ReduceKind::Count);
+        assert!(merge_partials(&count, vec![json!("x")]).is_err());
+        let distinct = Reducer::Builtin(ReduceKind::ApproxCountDistinct);
+        assert!(merge_partials(&distinct, vec![json!("00")]).is_err());
     }
 
     #[test]

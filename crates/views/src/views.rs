@@ -65,6 +65,15 @@ pub struct DesignViews {
 type GroupKey = (u32, u32, [u8; 16]);
 /// (bucket id, collection id, design document id).
 type DesignKey = (u32, u32, String);
+
+/// Which version of a design document a cached parse is of.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stamp {
+    /// This node's copy, at its CAS.
+    Stored(u64),
+    /// A copy another node carried with a scattered query: a hash of its JSON.
+    Carried(u64),
+}
 /// A parsed design document and its compiled-on-demand program.
 pub type ParsedDesign = (Arc<Design>, Arc<Program>);
 
@@ -76,7 +85,7 @@ pub struct Views {
     groups: Mutex<HashMap<GroupKey, Arc<IndexGroup>>>,
     /// Parsed design documents by (bucket id, collection id, ddoc id), with the CAS they were
     /// parsed at.
-    designs: Mutex<HashMap<DesignKey, (u64, ParsedDesign)>>,
+    designs: Mutex<HashMap<DesignKey, (Stamp, ParsedDesign)>>,
     /// Serialises group id allocation (a read-modify-write of the `meta` counter).
     allocate: tokio::sync::Mutex<()>,
 }
@@ -146,18 +155,47 @@ impl Views {
         if header.deleted || !header.json {
             return Ok(None);
         }
+        self.parsed(keyspace, ddoc_id, Stamp::Stored(header.cas), &body)
+    }
+
+    /// A design document another node carried with a scattered view query (its JSON, `_id`
+    /// and `_rev` included; docs/format/cluster-transport.md), parsed as [`Views::design`]
+    /// parses this node's copy. `None` when it is not `ddoc_id` or has no JavaScript views.
+    pub fn carried_design(
+        &self,
+        keyspace: &Keyspace,
+        ddoc_id: &str,
+        json: &[u8],
+    ) -> Result<Option<ParsedDesign>, ViewError> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        json.hash(&mut hasher);
+        self.parsed(keyspace, ddoc_id, Stamp::Carried(hasher.finish()), json)
+    }
+
+    fn parsed(
+        &self,
+        keyspace: &Keyspace,
+        ddoc_id: &str,
+        stamp: Stamp,
+        body: &[u8],
+    ) -> Result<Option<ParsedDesign>, ViewError> {
         let cache_key = (
             keyspace.bucket().id(),
             keyspace.collection(),
             ddoc_id.to_string(),
         );
-        if let Some((cas, parsed)) = self.designs.lock().get(&cache_key) {
-            if *cas == header.cas {
+        if let Some((cached, parsed)) = self.designs.lock().get(&cache_key) {
+            if *cached == stamp {
                 return Ok(Some(parsed.clone()));
             }
         }
-        let body: Value = serde_json::from_slice(&body)
+        let body: Value = serde_json::from_slice(body)
             .map_err(|error| ViewError::InvalidDesign(error.to_string()))?;
+        let carried = matches!(stamp, Stamp::Carried(_));
+        if carried && body.get("_id").and_then(Value::as_str) != Some(ddoc_id) {
+            return Ok(None);
+        }
         let Some(design) = Design::parse(ddoc_id, &body)? else {
             return Ok(None);
         };
@@ -165,17 +203,23 @@ impl Views {
         let program = Arc::new(Program::new(&design.program_spec()));
         self.designs
             .lock()
-            .insert(cache_key, (header.cas, (design.clone(), program.clone())));
+            .insert(cache_key, (stamp, (design.clone(), program.clone())));
         Ok(Some((design, program)))
     }
 
-    /// The design document's views and their index group (opened, not yet built).
+    /// The design document's views and their index group (opened, not yet built): this node's
+    /// copy, or the `carried` one of a scattered query.
     pub async fn design_views(
         &self,
         keyspace: &Keyspace,
         ddoc_id: &str,
+        carried: Option<&[u8]>,
     ) -> Result<Option<DesignViews>, ViewError> {
-        let Some((design, program)) = self.design(keyspace, ddoc_id)? else {
+        let parsed = match carried {
+            Some(json) => self.carried_design(keyspace, ddoc_id, json)?,
+            None => self.design(keyspace, ddoc_id)?,
+        };
+        let Some((design, program)) = parsed else {
             return Ok(None);
         };
         let mapper = Arc::new(JsMapper::new(

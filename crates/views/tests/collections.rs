@@ -36,7 +36,7 @@ async fn put(keyspace: &Keyspace, id: &str, body: Value) {
 
 async fn ids(views: &Views, keyspace: &Keyspace) -> Vec<String> {
     let found = views
-        .design_views(keyspace, "_design/d")
+        .design_views(keyspace, "_design/d", None)
         .await
         .expect("design")
         .expect("views");

@@ -54,7 +54,7 @@ fn design() -> Value {
 
 async fn rows(views: &Views, bucket: &Arc<Bucket>, view: &str) -> Vec<(Value, String, Value)> {
     let found = views
-        .design_views(&Keyspace::default_of(bucket.clone()), "_design/d")
+        .design_views(&Keyspace::default_of(bucket.clone()), "_design/d", None)
         .await
         .expect("design")
         .expect("views");
@@ -125,7 +125,7 @@ async fn builds_then_follows_updates_and_deletions() {
     let tags = rows(&views, &bucket, "tags").await;
     assert_eq!(tags.len(), 596);
     let found = views
-        .design_views(&Keyspace::default_of(bucket.clone()), "_design/d")
+        .design_views(&Keyspace::default_of(bucket.clone()), "_design/d", None)
         .await
         .expect("ok")
         .expect("views");
@@ -176,7 +176,7 @@ async fn key_ranges_follow_collation() {
         .collect();
     assert_eq!(all, keys);
     let found = views
-        .design_views(&Keyspace::default_of(bucket.clone()), "_design/d")
+        .design_views(&Keyspace::default_of(bucket.clone()), "_design/d", None)
         .await
         .expect("ok")
         .expect("views");
@@ -242,7 +242,7 @@ async fn a_changed_design_rebuilds_and_cleanup_drops_the_old_index() {
     }
     assert_eq!(rows(&views, &bucket, "by_type").await.len(), 20);
     let old = views
-        .design_views(&Keyspace::default_of(bucket.clone()), "_design/d")
+        .design_views(&Keyspace::default_of(bucket.clone()), "_design/d", None)
         .await
         .expect("ok")
         .expect("views")
@@ -253,7 +253,7 @@ async fn a_changed_design_rebuilds_and_cleanup_drops_the_old_index() {
     put(&bucket, "_design/d", Some(rev), changed, false).await;
     assert_eq!(rows(&views, &bucket, "by_type").await.len(), 5);
     let new = views
-        .design_views(&Keyspace::default_of(bucket.clone()), "_design/d")
+        .design_views(&Keyspace::default_of(bucket.clone()), "_design/d", None)
         .await
         .expect("ok")
         .expect("views")
@@ -297,7 +297,7 @@ async fn update_true_sees_every_acknowledged_write_under_concurrent_writers() {
     for _ in 0..8 {
         let before: HashSet<String> = acknowledged.lock().clone();
         let found = views
-            .design_views(&Keyspace::default_of(bucket.clone()), "_design/d")
+            .design_views(&Keyspace::default_of(bucket.clone()), "_design/d", None)
             .await
             .expect("ok")
             .expect("views");

@@ -1,0 +1,392 @@
+//! View queries in a cluster (docs/format/cluster-transport.md, "A view query"): the front
+//! node reads the design document (its own copy when its vbucket is active here, else from its
+//! active node), checks the query against it, sends it with the query to every node holding
+//! active vbuckets of the bucket, and merges their rows (`settee-gather`'s `views`), re-reducing
+//! the nodes' partial reductions with the design document's reduce.
+
+use hyper::{Method, StatusCode};
+use serde_json::{Map, Value};
+use settee_engine::Keyspace;
+use settee_views::{Grouping, ParsedDesign, ReduceKind, Reducer, ViewError};
+
+use crate::auth::Operation;
+use crate::db_api::open;
+use crate::error::{ApiError, ApiResult};
+use crate::forward::{self, ForwardHttpReply};
+use crate::request::Req;
+use crate::response::{json_bytes, HttpResponse};
+use crate::scatter::{
+    gather_answers, gather_parts, json_post_for_nodes, malformed, request_for_nodes,
+};
+use crate::view_params::{QueryKind, ViewParams};
+use crate::HttpState;
+
+/// A view query's path: `/db/_design/d/_view/v[/queries]` or
+/// `/db/_partition/p/_design/d/_view/v`.
+pub struct ViewPath<'a> {
+    pub db: &'a str,
+    pub ddoc: &'a str,
+    pub view: &'a str,
+    pub partition: Option<&'a str>,
+    /// `/queries`: the body's `queries`, each answered as one query.
+    pub queries: bool,
+}
+
+impl<'a> ViewPath<'a> {
+    pub fn of(path: &'a [String]) -> Option<ViewPath<'a>> {
+        let (db, partition, rest) = match path {
+            [db, marker, partition, rest @ ..] if marker == "_partition" => {
+                (db, Some(partition.as_str()), rest)
+            }
+            [db, rest @ ..] => (db, None, rest),
+            [] => return None,
+        };
+        if db.starts_with('_') {
+            return None;
+        }
+        let (ddoc, view, queries) = match rest {
+            [design, ddoc, marker, view] if design == "_design" && marker == "_view" => {
+                (ddoc, view, false)
+            }
+            [design, ddoc, marker, view, last]
+                if design == "_design"
+                    && marker == "_view"
+                    && last == "queries"
+                    && partition.is_none() =>
+            {
+                (ddoc, view, true)
+            }
+            _ => return None,
+        };
+        Some(ViewPath {
+            db,
+            ddoc,
+            view,
+            partition,
+            queries,
+        })
+    }
+
+    /// The request target of one query of this view (without `/queries`).
+    fn target(&self, query: &[(String, String)]) -> String {
+        use crate::location::encode_segment as enc;
+        let mut target = format!("/{}", enc(self.db));
+        if let Some(partition) = self.partition {
+            target.push_str(&format!("/_partition/{}", enc(partition)));
+        }
+        target.push_str(&format!(
+            "/_design/{}/_view/{}",
+            enc(self.ddoc),
+            enc(self.view)
+        ));
+        if !query.is_empty() {
+            let mut encoded = form_urlencoded::Serializer::new(String::new());
+            for (name, value) in query {
+                encoded.append_pair(name, value);
+            }
+            target.push('?');
+            target.push_str(&encoded.finish());
+        }
+        target
+    }
+}
+
+/// The design document as the query runs it: its JSON (carried to the nodes) and parsed.
+struct CarriedDesign {
+    json: Vec<u8>,
+    parsed: ParsedDesign,
+}
+
+/// Reads `_design/{ddoc}`: this node's copy when its vbucket is active here, else its active
+/// node's (a forwarded `GET` as the client's user; an answer other than 200 is the client's).
+async fn read_design(
+    state: &HttpState,
+    req: &Req,
+    keyspace: &Keyspace,
+    path: &ViewPath<'_>,
+) -> Result<CarriedDesign, ApiResult<HttpResponse>> {
+    let id = format!("_design/{}", path.ddoc);
+    let cluster = state
+        .cluster
+        .get()
+        .ok_or_else(|| Err(ApiError::ServiceUnavailable("not in a cluster".into())))?;
+    let json = if cluster.serves_here(path.db, &id) {
+        match keyspace
+            .read_winner(id.as_bytes())
+            .map_err(|e| Err(e.into()))?
+        {
+            Some((header, body)) if !header.deleted => {
+                let mut members: Map<String, Value> = serde_json::from_slice(&body)
+                    .map_err(|_| Err(ApiError::NotFound("missing_named_view".into())))?;
+                members.insert("_id".into(), Value::String(id.clone()));
+                Value::Object(members).to_string().into_bytes()
+            }
+            Some(_) => return Err(Err(ApiError::deleted())),
+            None => return Err(Err(ApiError::missing())),
+        }
+    } else {
+        use crate::location::encode_segment as enc;
+        let target = format!("/{}/_design/{}", enc(path.db), enc(path.ddoc));
+        let mut request = forward::request_as(req, "GET", target, Vec::new());
+        request.headers = vec![("accept".into(), b"application/json".to_vec())];
+        let reply: ForwardHttpReply = cluster
+            .forward(path.db, &id, request)
+            .await
+            .map_err(|refusal| Err(refusal.into()))?;
+        if reply.status != 200 {
+            return Err(Ok(forward::reply_response(reply)));
+        }
+        reply.body
+    };
+    let parsed = state
+        .views
+        .carried_design(keyspace, &id, &json)
+        .map_err(|error| Err(error.into()))?
+        .ok_or_else(|| Err(ApiError::NotFound("missing_named_view".into())))?;
+    Ok(CarriedDesign { json, parsed })
+}
+
+/// `GET|POST` of a view (or its `/queries`) on a database whose vbuckets are active on
+/// several nodes.
+pub(crate) async fn view(state: &HttpState, req: &mut Req) -> ApiResult<HttpResponse> {
+    let path_segments = req.path.clone();
+    let path = ViewPath::of(&path_segments).ok_or_else(ApiError::missing)?;
+    let keyspace = open(state, req, path.db, Operation::ReadDb)?;
+    let mut members = Map::new();
+    if req.method == Method::POST {
+        members = crate::view_api::object_body(state, req).await?;
+    } else if path.queries {
+        return Err(crate::router::not_allowed("POST"));
+    }
+    let design = match read_design(state, req, &keyspace, &path).await {
+        Ok(design) => design,
+        Err(answer) => return answer,
+    };
+    let view = design
+        .parsed
+        .0
+        .view_index(path.view)
+        .ok_or_else(|| ApiError::NotFound("missing_named_view".into()))?;
+    let list = match (path.queries, members.get("queries")) {
+        (true, None) => return Err(ApiError::BadRequest("Missing `queries` field".into())),
+        (_, Some(Value::Array(list))) => Some(list.clone()),
+        (_, Some(_)) => return Err(ApiError::BadRequest("`queries` must be an array".into())),
+        (false, None) => None,
+    };
+    let Some(list) = list else {
+        // The query string's parameters win over the body's, as in CouchDB.
+        let query = req.query.clone();
+        members.retain(|name, _| !req.has_param(name));
+        return Ok(
+            match one_query(state, req, &keyspace, &path, &design, view, query, members).await {
+                Ok(body) => json_bytes(StatusCode::OK, body),
+                Err(Relay::Answer(answer)) => answer,
+                Err(Relay::Error(error)) => return Err(error),
+            },
+        );
+    };
+    if list.len() > crate::view_api::QUERIES_PER_REQUEST_MAX {
+        return Err(ApiError::BadRequest(format!(
+            "at most {} queries per request",
+            crate::view_api::QUERIES_PER_REQUEST_MAX
+        )));
+    }
+    let mut out = b"{\"results\":[".to_vec();
+    for (index, query) in list.into_iter().enumerate() {
+        let Value::Object(members) = query else {
+            return Err(ApiError::BadRequest(
+                "Each query must be a JSON object".into(),
+            ));
+        };
+        let body = match one_query(
+            state,
+            req,
+            &keyspace,
+            &path,
+            &design,
+            view,
+            Vec::new(),
+            members,
+        )
+        .await
+        {
+            Ok(body) => body,
+            Err(Relay::Answer(answer)) => return Ok(answer),
+            Err(Relay::Error(error)) => return Err(error),
+        };
+        if index > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(body.strip_suffix(b"\n").unwrap_or(&body));
+    }
+    out.extend_from_slice(b"]}\n");
+    Ok(json_bytes(StatusCode::OK, out))
+}
+
+/// The parameters the front node sets itself for the nodes.
+const REWRITTEN: &[&str] = &["skip", "limit", "keys"];
+/// Also set by the front node for a reduce with `keys` (the nodes group exactly).
+const REWRITTEN_GROUPING: &[&str] = &["group", "group_level"];
+
+/// Why one query has no merged body: an error here, or a node's answer that is the client's.
+enum Relay {
+    Error(ApiError),
+    Answer(HttpResponse),
+}
+
+impl From<ApiError> for Relay {
+    fn from(error: ApiError) -> Relay {
+        Relay::Error(error)
+    }
+}
+
+/// One query, scattered and merged: its answer's body.
+#[allow(clippy::too_many_arguments)]
+async fn one_query(
+    state: &HttpState,
+    req: &Req,
+    keyspace: &Keyspace,
+    path: &ViewPath<'_>,
+    design: &CarriedDesign,
+    view: usize,
+    mut query: Vec<(String, String)>,
+    mut members: Map<String, Value>,
+) -> Result<Vec<u8>, Relay> {
+    let (parsed_design, program) = &design.parsed;
+    let definition = &parsed_design.views[view];
+    let mut params = ViewParams::from_query(&query)?;
+    params.merge_json(&members)?;
+    if let Some(partition) = path.partition {
+        params.partition = Some(partition.to_owned());
+    }
+    let kind = params.plan(definition.reduce.is_some(), definition.raw_collation)?;
+    let raw = definition.raw_collation;
+    let position = move |key: &Value| {
+        if raw {
+            settee_collate::encode_raw_key(key)
+        } else {
+            settee_collate::encode_key(key)
+        }
+    };
+    // `keys` go to the nodes once each, in the order they first appear.
+    let keys = params.keys.as_ref().map(|keys| {
+        let mut unique: Vec<Vec<u8>> = Vec::new();
+        let mut unique_keys = Vec::new();
+        let client: Vec<usize> = keys
+            .iter()
+            .map(|key| {
+                let at = position(key);
+                match unique.iter().position(|seen| *seen == at) {
+                    Some(index) => index,
+                    None => {
+                        unique.push(at);
+                        unique_keys.push(key.clone());
+                        unique.len() - 1
+                    }
+                }
+            })
+            .collect();
+        (unique, unique_keys, client)
+    });
+    let reduce = matches!(kind, QueryKind::Reduce(_));
+    let strip = |name: &str| {
+        REWRITTEN.contains(&name)
+            || (reduce && keys.is_some() && REWRITTEN_GROUPING.contains(&name))
+    };
+    query.retain(|(name, _)| !strip(name) && name != "partition");
+    members.retain(|name, _| !strip(name) && name != "partition" && name != "queries");
+    let skip = params.skip;
+    if let Some(limit) = params.limit {
+        members.insert("limit".into(), skip.saturating_add(limit).into());
+    }
+    if let Some((_, unique_keys, _)) = &keys {
+        members.insert("keys".into(), Value::Array(unique_keys.clone()));
+        if reduce {
+            members.insert("group".into(), Value::Bool(true));
+        }
+    }
+    let target = path.target(&query);
+    let request = if members.is_empty() {
+        request_for_nodes(req, "GET", target, Vec::new())
+    } else {
+        json_post_for_nodes(req, target, Value::Object(members).to_string().into_bytes())
+    };
+    let parts = move |groups: &[Vec<u16>]| vec![Some(request.clone()); groups.len()];
+    let answers = match gather_parts(state, path.db, Some(&design.json), &parts, &[200]).await {
+        Ok(answers) => answers,
+        Err(Ok(answer)) => return Err(Relay::Answer(answer)),
+        Err(Err(error)) => return Err(Relay::Error(error)),
+    };
+    let vbuckets = keyspace.bucket().vbuckets();
+    let reducer = match (kind, &definition.reduce) {
+        (QueryKind::Reduce(_), Some(ReduceKind::JavaScript(_))) => Some(Reducer::JavaScript {
+            pool: state.views.js().clone(),
+            program: program.clone(),
+            view,
+        }),
+        (QueryKind::Reduce(_), Some(builtin)) => Some(Reducer::Builtin(builtin.clone())),
+        _ => None,
+    };
+    let descending = params.descending;
+    let limit = params.limit.map(|limit| limit as usize);
+    let update_seq = params.update_seq;
+    // A JavaScript re-reduce waits for the JS pool: off the runtime's threads.
+    let merged = tokio::task::spawn_blocking(move || -> ApiResult<Vec<u8>> {
+        let parts = gather_answers(&answers);
+        let merge_seq = |seqs: &[(&[u16], &str)]| {
+            let zero = settee_engine::SeqVector::zero(vbuckets);
+            Ok(settee_gather::merge_seqs(&zero, seqs, vbuckets)?.encode())
+        };
+        let keys = keys
+            .as_ref()
+            .map(|(unique, _, client)| (unique.as_slice(), client.as_slice()));
+        let query = settee_gather::views::ViewQuery {
+            skip: skip as usize,
+            limit,
+            descending,
+            update_seq,
+            position: &position,
+            keys,
+        };
+        match (kind, reducer) {
+            (QueryKind::Reduce(grouping), Some(reducer)) => {
+                let mut failed: Option<ViewError> = None;
+                let mut combine = |partials: Vec<Value>| {
+                    settee_views::merge_partials(&reducer, partials).map_err(|error| {
+                        let reason = error.to_string();
+                        failed.get_or_insert(error);
+                        settee_gather::Malformed(reason)
+                    })
+                };
+                let group_key = |key: &Value| grouping_key(grouping, key);
+                let merged = settee_gather::views::merge_reduce(
+                    &parts,
+                    &query,
+                    &group_key,
+                    &mut combine,
+                    merge_seq,
+                );
+                match (merged, failed) {
+                    (Ok(body), _) => Ok(body),
+                    (Err(_), Some(error)) => Err(error.into()),
+                    (Err(error), None) => Err(malformed(error)),
+                }
+            }
+            _ => settee_gather::views::merge_map(&parts, &query, merge_seq).map_err(malformed),
+        }
+    })
+    .await
+    .map_err(|error| ApiError::Internal(format!("view merge: {error}")))??;
+    Ok(merged)
+}
+
+/// The key a group of a `keys` query gets under the client's grouping.
+fn grouping_key(grouping: Grouping, key: &Value) -> Value {
+    match (grouping, key) {
+        (Grouping::All, _) => Value::Null,
+        (Grouping::Level(level), Value::Array(items)) => {
+            Value::Array(items.iter().take(level).cloned().collect())
+        }
+        (_, key) => key.clone(),
+    }
+}
