@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use settee_record::seqvec::SeqVector;
 
+pub mod find;
 pub mod split;
 pub mod views;
 
@@ -28,6 +29,19 @@ pub struct Malformed(pub String);
 impl std::fmt::Display for Malformed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "a node's answer to a scattered request: {}", self.0)
+    }
+}
+
+/// The order of two rows by place: an index position, then the document id's bytes; reversed
+/// when `descending`.
+pub(crate) fn by_place(a: (&[u8], &str), b: (&[u8], &str), descending: bool) -> std::cmp::Ordering {
+    let order =
+        a.0.cmp(b.0)
+            .then_with(|| a.1.as_bytes().cmp(b.1.as_bytes()));
+    if descending {
+        order.reverse()
+    } else {
+        order
     }
 }
 

@@ -108,14 +108,7 @@ pub fn merge_map(
 ) -> Result<Vec<u8>, Malformed> {
     let parsed: Vec<MapAnswer<'_>> = parse(answers)?;
     let order = |a: &(Vec<u8>, String, &RawValue), b: &(Vec<u8>, String, &RawValue)| {
-        let order =
-            a.0.cmp(&b.0)
-                .then_with(|| a.1.as_bytes().cmp(b.1.as_bytes()));
-        if query.descending {
-            order.reverse()
-        } else {
-            order
-        }
+        crate::by_place((&a.0, &a.1), (&b.0, &b.1), query.descending)
     };
     let mut per_node = Vec::with_capacity(parsed.len());
     for answer in &parsed {

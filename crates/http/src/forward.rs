@@ -52,6 +52,9 @@ pub enum DocumentRoute<'a> {
     Document { db: &'a str, id: String },
     /// `POST /db`: a new document, whose id is in its body or made by the front node.
     NewDocument { db: &'a str },
+    /// `POST /db/_index`: a Mango index, written into the design document its body names or
+    /// the one its definition's name gives.
+    NewIndex { db: &'a str },
 }
 
 /// The document a request names (decoded path segments), or `None` for anything else: database
@@ -65,6 +68,18 @@ pub fn document_route<'a>(method: &Method, segments: &'a [String]) -> Option<Doc
     match rest {
         [] if *method == Method::POST => Some(DocumentRoute::NewDocument { db }),
         [] => None,
+        [index] if index == "_index" && *method == Method::POST => {
+            Some(DocumentRoute::NewIndex { db })
+        }
+        [index, more @ ..] if index == "_index" && *method == Method::DELETE => {
+            let ddoc = match more {
+                [design, ddoc, _, _] if design == "_design" => format!("_design/{ddoc}"),
+                [ddoc, _, _] if ddoc.starts_with("_design/") => ddoc.clone(),
+                [ddoc, _, _] => format!("_design/{ddoc}"),
+                _ => return None,
+            };
+            Some(DocumentRoute::Document { db, id: ddoc })
+        }
         [local, name] if local == "_local" && !name.is_empty() => Some(DocumentRoute::Document {
             db,
             id: format!("_local/{name}"),
@@ -114,7 +129,14 @@ pub fn forwarded_document(request: &ForwardHttp, plus_to_space: bool) -> Option<
             let id = body.get("_id")?.as_str()?.to_owned();
             Some((db.to_owned(), id))
         }
+        DocumentRoute::NewIndex { db } => Some((db.to_owned(), index_ddoc(&request.body)?)),
     }
+}
+
+/// The design document a `POST /db/_index` body writes (`None`: not an index definition).
+fn index_ddoc(body: &[u8]) -> Option<String> {
+    let body: serde_json::Value = serde_json::from_slice(body).ok()?;
+    Some(settee_mango::NewIndex::parse(&body).ok()?.ddoc)
 }
 
 /// The answer of the document's active node when it is another node; `None` when this node
@@ -131,6 +153,18 @@ pub async fn forward_if_elsewhere(
     let route = match document_route(&req.method, &req.path)? {
         DocumentRoute::Document { db, id } => Some((db.to_owned(), id)),
         DocumentRoute::NewDocument { .. } => None,
+        DocumentRoute::NewIndex { db } => {
+            let db = db.to_owned();
+            let body = match req.body_bytes(state.config.max_request_size_bytes).await {
+                Ok(body) => body,
+                Err(error) => return Some(Err(error)),
+            };
+            req.headers.remove(hyper::header::CONTENT_ENCODING);
+            // Not an index definition: answered here, as a single node answers it.
+            let id = index_ddoc(&body);
+            req.body = Some(RequestBody::Whole(body));
+            Some((db, id?))
+        }
     };
     let (db, id, body) = match route {
         Some((db, id)) => {
@@ -389,7 +423,33 @@ mod tests {
         match document_route(&method, &segments)? {
             DocumentRoute::Document { db, id } => Some((db.to_owned(), id)),
             DocumentRoute::NewDocument { db } => Some((db.to_owned(), String::new())),
+            DocumentRoute::NewIndex { db } => Some((db.to_owned(), "_index".into())),
         }
+    }
+
+    #[test]
+    fn mango_index_writes_are_routed_by_their_design_document() {
+        let pair = |db: &str, id: &str| Some((db.to_owned(), id.to_owned()));
+        assert_eq!(doc("/db/_index", Method::POST), pair("db", "_index"));
+        assert_eq!(doc("/db/_index", Method::GET), None);
+        assert_eq!(
+            doc("/db/_index/_design/x/json/by-a", Method::DELETE),
+            pair("db", "_design/x")
+        );
+        assert_eq!(
+            doc("/db/_index/x/json/by-a", Method::DELETE),
+            pair("db", "_design/x")
+        );
+        assert_eq!(
+            doc("/db/_index/_design%2Fx/json/by-a", Method::DELETE),
+            pair("db", "_design/x")
+        );
+        assert_eq!(doc("/db/_index/_bulk_delete", Method::POST), None);
+        assert_eq!(
+            index_ddoc(br#"{"index": {"fields": ["a"]}, "ddoc": "mine"}"#),
+            Some("_design/mine".into())
+        );
+        assert_eq!(index_ddoc(b"{}"), None);
     }
 
     #[test]

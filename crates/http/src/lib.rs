@@ -37,6 +37,7 @@ pub use settee_http_core::request;
 pub use settee_http_core::response;
 pub mod router;
 pub mod scatter;
+pub mod scatter_mango;
 pub mod scatter_views;
 pub mod server_api;
 pub use settee_http_core::streamed;

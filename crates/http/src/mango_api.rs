@@ -26,6 +26,7 @@ use crate::response::{json, HttpResponse};
 use crate::router::not_allowed;
 use crate::streamed::delayed_json;
 use crate::HttpState;
+use settee_mango::bookmark::Bookmark;
 
 /// Every index of the database: `_all_docs`, then the JSON indexes of its `"language":
 /// "query"` design documents, in CouchDB's listing order.
@@ -74,7 +75,11 @@ pub async fn index(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Http
 
 fn list(state: &HttpState, req: &Req, db: &str) -> ApiResult<HttpResponse> {
     let keyspace = open(state, req, db, Operation::ReadDb)?;
-    let indexes = load_indexes(&keyspace)?;
+    list_of(req, &load_indexes(&keyspace)?)
+}
+
+/// `GET /{db}/_index`'s answer listing `indexes`.
+pub(crate) fn list_of(req: &Req, indexes: &[Index]) -> ApiResult<HttpResponse> {
     let total = indexes.len();
     let bad_params = || {
         ApiError::Mango(MangoError::Internal {
@@ -296,6 +301,15 @@ async fn find_request(
     req: &mut Req,
     partition: Option<&str>,
 ) -> ApiResult<FindRequest> {
+    Ok(find_request_and_body(state, req, partition).await?.0)
+}
+
+/// A `_find` or `_explain` request, parsed, and its body as the client sent it.
+pub(crate) async fn find_request_and_body(
+    state: &HttpState,
+    req: &mut Req,
+    partition: Option<&str>,
+) -> ApiResult<(FindRequest, Value)> {
     if req.method != Method::POST {
         return Err(not_allowed("POST"));
     }
@@ -303,13 +317,40 @@ async fn find_request(
     let body = req.json_body_within(&state.config).await?;
     let mut request = FindRequest::parse(&body)?;
     request.partition = partition.map(str::to_string);
-    Ok(request)
+    Ok((request, body))
+}
+
+/// Every index the design documents `designs` (a JSON array of documents with their `_id`,
+/// as a front node carries them to the nodes of a scattered `_find`) define, in
+/// [`load_indexes`]' order.
+pub fn indexes_of(designs: &[Value], db_partitioned: bool) -> Vec<Index> {
+    let mut indexes: Vec<Index> = designs
+        .iter()
+        .filter_map(|design| Some((design.get("_id")?.as_str()?, design)))
+        .flat_map(|(id, body)| indexes_in_ddoc(id, body, db_partitioned))
+        .collect();
+    indexes.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    indexes.insert(0, Index::all_docs());
+    indexes
 }
 
 /// The indexes a query may use: a partition query only `_all_docs` and the partitioned
-/// indexes, a global one only the others (CouchDB's rule).
-fn usable_indexes(keyspace: &Keyspace, partition: Option<&str>) -> ApiResult<Vec<Index>> {
-    let mut indexes = load_indexes(keyspace)?;
+/// indexes, a global one only the others (CouchDB's rule). `carried`: the design documents a
+/// front node sent with a scattered query, in place of this node's.
+pub fn usable_indexes(
+    keyspace: &Keyspace,
+    partition: Option<&str>,
+    carried: Option<&[u8]>,
+) -> ApiResult<Vec<Index>> {
+    let mut indexes = match carried {
+        Some(json) => {
+            let designs: Vec<Value> = serde_json::from_slice(json).map_err(|error| {
+                ApiError::BadRequest(format!("carried design documents: {error}"))
+            })?;
+            indexes_of(&designs, keyspace.bucket().is_partitioned())
+        }
+        None => load_indexes(keyspace)?,
+    };
     indexes.retain(|index| {
         index.kind == IndexKind::Special || index.partitioned == partition.is_some()
     });
@@ -318,7 +359,7 @@ fn usable_indexes(keyspace: &Keyspace, partition: Option<&str>) -> ApiResult<Vec
 
 /// Plans a query, with CouchDB's reasons when no index serves its sort in a partitioned
 /// database.
-fn plan_query(
+pub(crate) fn plan_query(
     keyspace: &Keyspace,
     request: &FindRequest,
     indexes: &[Index],
@@ -354,7 +395,7 @@ pub async fn explain_find(
     }
     let keyspace = open(state, req, db, Operation::ReadDb)?;
     let request = find_request(state, req, partition).await?;
-    let indexes = usable_indexes(&keyspace, partition)?;
+    let indexes = usable_indexes(&keyspace, partition, None)?;
     let plan = plan_query(&keyspace, &request, &indexes, Purpose::Explain)?;
     Ok(json(StatusCode::OK, &explain(db, &request, &plan)))
 }
@@ -373,7 +414,7 @@ pub async fn find(
     if let Some(bookmark) = &request.bookmark {
         settee_mango::bookmark::Bookmark::decode(bookmark)?;
     }
-    let indexes = usable_indexes(&keyspace, partition)?;
+    let indexes = usable_indexes(&keyspace, partition, req.design.as_deref())?;
     let plan = plan_query(&keyspace, &request, &indexes, Purpose::Find)?;
     let group = match &plan.index {
         Some(index) => open_index(&state.views, &keyspace, index).await?,
@@ -389,6 +430,13 @@ pub async fn find(
         }
     }
     let credentials = credentials_shown(&keyspace, &req.user);
+    let only = req.vbuckets.clone().map(|listed| {
+        let vbuckets = keyspace.bucket().vbuckets();
+        move |id: &str| {
+            let vbucket = settee_engine::vbucket::vbucket_of(id.as_bytes(), vbuckets);
+            listed.get(usize::from(vbucket)) == Some(&true)
+        }
+    });
     delayed_json(&state.streams, move |out| {
         let options = RenderOptions {
             conflicts: request.conflicts,
@@ -410,12 +458,17 @@ pub async fn find(
         };
         out.buffer().extend_from_slice(b"{\"docs\":[");
         let mut first = true;
+        // Scattered here: each result's place in the index too, for the front node's merge.
+        let mut places = only.as_ref().map(|_| Vec::new());
         // Whether to go on: false once the client has gone.
-        let mut emit = |doc: &[u8]| -> bool {
+        let mut emit = |doc: &[u8], at: &Bookmark| -> bool {
             let chunk = out.buffer();
             chunk.extend_from_slice(if first { b"\r\n" } else { b",\r\n" });
             first = false;
             chunk.extend_from_slice(doc);
+            if let Some(places) = places.as_mut() {
+                places.push(json!([at.key, at.id]));
+            }
             out.flush_when_full().is_ok()
         };
         let outcome = execute(
@@ -425,6 +478,7 @@ pub async fn find(
             &plan,
             &render,
             &mut emit,
+            only.as_ref().map(|only| only as &dyn Fn(&str) -> bool),
         )
         .inspect_err(|error| tracing::warn!(%error, "_find failed while streaming"))?;
         let tail = out.buffer();
@@ -437,6 +491,10 @@ pub async fn find(
         if let Some(warning) = outcome.warning {
             tail.extend_from_slice(b",\r\n\"warning\": ");
             tail.extend_from_slice(json!(warning).to_string().as_bytes());
+        }
+        if let Some(places) = places {
+            tail.extend_from_slice(b",\r\n\"places\": ");
+            tail.extend_from_slice(Value::Array(places).to_string().as_bytes());
         }
         tail.extend_from_slice(b"}\r");
         Ok(())

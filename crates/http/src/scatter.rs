@@ -31,6 +31,10 @@ pub enum Scattered {
     RevsDiff,
     /// A view query (`scatter_views.rs`).
     View,
+    /// `_find`, `_explain`, `GET _index` (`scatter_mango.rs`).
+    Mango,
+    /// `POST _index/_bulk_delete`, split by design document (`scatter_mango.rs`).
+    IndexBulkDelete,
 }
 
 impl Scattered {
@@ -53,6 +57,14 @@ pub fn scattered<'a>(
 ) -> Option<(&'a str, Scattered)> {
     if let [db] = path {
         return (*method == Method::GET && !db.starts_with('_')).then_some((db, Scattered::DbInfo));
+    }
+    if let [db, index, bulk_delete] = path {
+        if index == "_index" && bulk_delete == "_bulk_delete" && *method == Method::POST {
+            return (!db.starts_with('_')).then_some((db, Scattered::IndexBulkDelete));
+        }
+    }
+    if let Some((db, _, _)) = crate::scatter_mango::mango_request(method, path) {
+        return Some((db, Scattered::Mango));
     }
     if let Some(view) = crate::scatter_views::ViewPath::of(path) {
         return matches!(*method, Method::GET | Method::POST).then_some((view.db, Scattered::View));
@@ -126,6 +138,14 @@ pub async fn scatter_if_partial(
         Scattered::Changes => changes(state, req, &db).await,
         Scattered::DbInfo => db_info(state, req, &db).await,
         Scattered::View => crate::scatter_views::view(state, req).await,
+        Scattered::Mango => {
+            let path = req.path.clone();
+            let (_, partition, what) = crate::scatter_mango::mango_request(&req.method, &path)?;
+            crate::scatter_mango::answer(state, req, &db, partition, what).await
+        }
+        Scattered::IndexBulkDelete => {
+            return crate::scatter_mango::bulk_delete(state, req, &db).await
+        }
         _ => return by_document(state, req, &db, what).await,
     })
 }
@@ -158,7 +178,7 @@ pub(crate) fn json_post_for_nodes(req: &Req, target: String, body: Vec<u8>) -> F
 }
 
 /// Sends `request` to the nodes and returns their 200 answers with the vbuckets of each.
-async fn gather(
+pub(crate) async fn gather(
     state: &HttpState,
     db: &str,
     request: ForwardHttp,
@@ -210,6 +230,19 @@ fn answer_of_each(
         .collect()
 }
 
+/// The database (as `operation` allows it) and the JSON body of a request split by document.
+pub(crate) async fn json_body_of(
+    state: &HttpState,
+    req: &mut Req,
+    db: &str,
+    operation: Operation<'_>,
+) -> ApiResult<(settee_engine::Keyspace, bytes::Bytes)> {
+    let keyspace = open(state, req, db, operation)?;
+    req.require_json_content_type()?;
+    let body = req.body_bytes(state.config.max_request_size_bytes).await?;
+    Ok((keyspace, body))
+}
+
 /// `_bulk_docs`, `_bulk_get` and `_revs_diff` split by document. `None` (the body put back):
 /// a body this node answers itself, as a single node would (not the request's shape,
 /// `all_or_nothing`, more documents than a batch may hold); nothing was sent.
@@ -219,15 +252,8 @@ async fn by_document(
     db: &str,
     what: Scattered,
 ) -> Option<ApiResult<HttpResponse>> {
-    let keyspace = match open(state, req, db, Operation::ReadDb) {
-        Ok(keyspace) => keyspace,
-        Err(error) => return Some(Err(error)),
-    };
-    if let Err(error) = req.require_json_content_type() {
-        return Some(Err(error));
-    }
-    let body = match req.body_bytes(state.config.max_request_size_bytes).await {
-        Ok(body) => body,
+    let (keyspace, body) = match json_body_of(state, req, db, Operation::ReadDb).await {
+        Ok(opened) => opened,
         Err(error) => return Some(Err(error)),
     };
     let prepared = match what.items() {

@@ -72,16 +72,18 @@ struct Row {
 /// Renders a stored document as the JSON a client sees; `None` skips it.
 pub type Render<'a> = dyn Fn(&str, &DocRecord) -> Option<Vec<u8>> + 'a;
 
-/// Runs `plan` for `request` over `keyspace`, handing each result's JSON to `emit` (which returns
-/// `false` when the client has gone, to stop early). `group` is the indexer's group of the
-/// plan's JSON index (`None` for `_all_docs`).
+/// Runs `plan` for `request` over `keyspace`, handing each result's JSON and its place in the
+/// index to `emit` (which returns `false` when the client has gone, to stop early). `group` is
+/// the indexer's group of the plan's JSON index (`None` for `_all_docs`). `only`: the
+/// documents a node a query was scattered to answers for (by id; `None`: all).
 pub fn execute(
     keyspace: &Keyspace,
     group: Option<&IndexGroup>,
     request: &FindRequest,
     plan: &Plan,
     render: &Render,
-    emit: &mut dyn FnMut(&[u8]) -> bool,
+    emit: &mut dyn FnMut(&[u8], &Bookmark) -> bool,
+    only: Option<&dyn Fn(&str) -> bool>,
 ) -> MangoResult<FindOutcome> {
     let started = Instant::now();
     let resume = request
@@ -109,6 +111,10 @@ pub fn execute(
     let mut visit = |mut row: Row, stats: &mut ExecutionStats| -> MangoResult<bool> {
         if limit == 0 {
             return Ok(false);
+        }
+        // Scattered here: another node answers for the rest (rows of replica vbuckets).
+        if only.is_some_and(|only| !only(&row.id)) {
+            return Ok(true);
         }
         stats.keys_examined += 1;
         // The document as matched (when the residual or `fields` need it) and as sent whole.
@@ -156,7 +162,7 @@ pub fn execute(
                 return Ok(true);
             }
         }
-        last = Some(Bookmark {
+        let at = last.insert(Bookmark {
             key: row.key,
             id: row.id,
         });
@@ -166,10 +172,10 @@ pub fn execute(
         }
         let delivered = match (&request.fields, doc, rendered) {
             (Fields::Only(_), Some(doc), _) => {
-                emit(request.fields.extract(doc).to_string().as_bytes())
+                emit(request.fields.extract(doc).to_string().as_bytes(), at)
             }
-            (_, _, Some(rendered)) => emit(&rendered),
-            (_, Some(doc), None) => emit(doc.to_string().as_bytes()),
+            (_, _, Some(rendered)) => emit(&rendered, at),
+            (_, Some(doc), None) => emit(doc.to_string().as_bytes(), at),
             (_, None, None) => true,
         };
         stats.results_returned += 1;
@@ -210,9 +216,22 @@ pub fn execute(
         (None, Some(given)) => given.clone(),
         (None, None) => "nil".to_string(),
     };
+    Ok(FindOutcome {
+        bookmark,
+        warning: warning(plan, &stats),
+        stats,
+    })
+}
+
+/// The `warning` of a query's answer, from its plan and what it read (`None`: no warning).
+pub fn warning(plan: &Plan, stats: &ExecutionStats) -> Option<String> {
     let mut warnings = Vec::new();
     warnings.extend(plan.use_index_warning.clone());
-    if index.kind == IndexKind::Special {
+    if plan
+        .index
+        .as_ref()
+        .is_none_or(|index| index.kind == IndexKind::Special)
+    {
         warnings.push("No matching index found, create an index to optimize query time.".into());
     }
     let examined = (stats.docs_examined + stats.quorum_docs_examined) as f64;
@@ -227,11 +246,7 @@ pub fn execute(
                 .into(),
         );
     }
-    Ok(FindOutcome {
-        bookmark,
-        stats,
-        warning: (!warnings.is_empty()).then(|| warnings.join("\n")),
-    })
+    (!warnings.is_empty()).then(|| warnings.join("\n"))
 }
 
 fn engine_error(error: EngineError) -> MangoError {

@@ -29,7 +29,7 @@ pub mod selector;
 pub mod sort;
 
 pub use error::{MangoError, MangoResult};
-pub use exec::{execute, ExecutionStats, FindOutcome};
+pub use exec::{execute, warning, ExecutionStats, FindOutcome};
 pub use explain::explain;
 pub use fields::Fields;
 pub use index::{Index, IndexKind, NewIndex};

@@ -106,10 +106,11 @@ fn find_all(
             &request,
             &plan,
             &render,
-            &mut |doc: &[u8]| {
+            &mut |doc: &[u8], _: &settee_mango::bookmark::Bookmark| {
                 docs.push(serde_json::from_slice::<Value>(doc).expect("emitted JSON"));
                 true
             },
+            None,
         )
         .map_err(|e| e.reason().to_string())?;
         assert_eq!(outcome.stats.results_returned, docs.len() as u64);
