@@ -316,7 +316,11 @@ fn feed_options(
             let view = req.param("view").ok_or_else(|| {
                 ApiError::BadRequest("`view` filter parameter is not provided.".into())
             })?;
-            Filter::Js(state.js_filters.view(keyspace, view)?)
+            Filter::Js(
+                state
+                    .js_filters
+                    .view(keyspace, req.design.as_deref(), view)?,
+            )
         }
         Some(other) if other.starts_with('_') => {
             return Err(ApiError::BadRequest(format!(

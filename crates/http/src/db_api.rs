@@ -421,7 +421,7 @@ pub async fn view_cleanup(state: &HttpState, req: &mut Req, db: &str) -> ApiResu
     }
     let keyspace = open(state, req, db, Operation::AdminDb)?;
     req.require_json_content_type()?;
-    crate::view_api::view_cleanup(state, &keyspace).await
+    crate::view_api::view_cleanup(state, &keyspace, req.design.as_deref()).await
 }
 
 pub async fn purge(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {

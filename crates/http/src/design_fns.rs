@@ -53,15 +53,21 @@ pub(crate) struct Design {
     pub(crate) program: Arc<Program>,
 }
 
-pub(crate) fn design(state: &HttpState, keyspace: &Keyspace, name: &str) -> ApiResult<Design> {
-    let id = format!("_design/{name}");
-    let record = read_doc(keyspace, &id)?.ok_or_else(ApiError::missing)?;
-    let leaf = record
-        .winner()
-        .filter(|leaf| !leaf.deleted)
-        .ok_or_else(ApiError::deleted)?;
-    let rev = leaf.rev.to_string();
-    let key = (keyspace.bucket().id(), keyspace.collection(), id.clone());
+/// The design document `name` of `db` (wherever it lives: `designs.rs`) with its program.
+pub(crate) async fn design(
+    state: &HttpState,
+    req: &Req,
+    keyspace: &Keyspace,
+    db: &str,
+    name: &str,
+) -> ApiResult<Design> {
+    let doc = crate::designs::read(state, req, keyspace, db, name).await?;
+    let rev = doc.rev.clone();
+    let key = (
+        keyspace.bucket().id(),
+        keyspace.collection(),
+        doc.id.clone(),
+    );
     if let Some((cached_rev, program)) = state.render_programs.cache.lock().get(&key) {
         if *cached_rev == rev {
             return Ok(Design {
@@ -70,9 +76,8 @@ pub(crate) fn design(state: &HttpState, keyspace: &Keyspace, name: &str) -> ApiR
             });
         }
     }
-    let mut ddoc: Map<String, Value> = serde_json::from_slice(&leaf.body)
-        .map_err(|error| ApiError::Internal(format!("design document: {error}")))?;
-    ddoc.insert("_id".into(), Value::String(id));
+    let mut ddoc = doc.body;
+    ddoc.insert("_id".into(), Value::String(doc.id));
     ddoc.insert("_rev".into(), Value::String(rev.clone()));
     let program = Arc::new(Program::new(&ProgramSpec {
         lib: Value::Object(ddoc),
@@ -304,7 +309,7 @@ async fn target<'a>(
 ) -> ApiResult<Target<'a>> {
     let (name, id) = name_and_id(rest)?;
     let keyspace = open(state, req, db, Operation::ReadDb)?;
-    let design = design(state, &keyspace, ddoc)?;
+    let design = design(state, req, &keyspace, db, ddoc).await?;
     let doc = match &id {
         // An account another user may not read is no document to them (CouchDB's
         // `after_doc_read` in accounts databases).
@@ -480,7 +485,7 @@ pub async fn list(
         _ => return Err(ApiError::NotFound("Invalid path.".into())),
     };
     let keyspace = open(state, req, db, Operation::ReadDb)?;
-    let design = design(state, &keyspace, ddoc)?;
+    let design = design(state, req, &keyspace, db, ddoc).await?;
     if method == Method::OPTIONS {
         req.method = Method::GET;
     }

@@ -84,6 +84,11 @@ pub fn document_route<'a>(method: &Method, segments: &'a [String]) -> Option<Doc
             db,
             id: format!("_local/{name}"),
         }),
+        [design, _, function, _, id, ..]
+            if design == "_design" && (function == "_show" || function == "_update") =>
+        {
+            document_of_function(db, id)
+        }
         [design, name, more @ ..] if design == "_design" => match more.first() {
             Some(segment) if DESIGN_FUNCTIONS.contains(&segment.as_str()) => None,
             _ => Some(DocumentRoute::Document {
@@ -104,6 +109,13 @@ pub fn document_route<'a>(method: &Method, segments: &'a [String]) -> Option<Doc
             if local && !more.is_empty() {
                 return None;
             }
+            if design {
+                if let [function, _, id, ..] = more {
+                    if function == "_show" || function == "_update" {
+                        return document_of_function(db, id);
+                    }
+                }
+            }
             if design
                 && more
                     .first()
@@ -114,6 +126,15 @@ pub fn document_route<'a>(method: &Method, segments: &'a [String]) -> Option<Doc
             Some(DocumentRoute::Document { db, id: id.clone() })
         }
     }
+}
+
+/// A show or update function run on a document: answered by the document's node (which
+/// reads the design document from wherever it lives).
+fn document_of_function<'a>(db: &'a str, id: &str) -> Option<DocumentRoute<'a>> {
+    (!id.is_empty()).then(|| DocumentRoute::Document {
+        db,
+        id: id.to_owned(),
+    })
 }
 
 /// The database and document a forwarded request is about, as the active checks it against
@@ -446,6 +467,16 @@ mod tests {
         );
         assert_eq!(doc("/db/_index/_bulk_delete", Method::POST), None);
         assert_eq!(
+            doc("/db/_design/d/_show/s/a%2Fb", Method::GET),
+            pair("db", "a/b")
+        );
+        assert_eq!(
+            doc("/db/_design/d/_update/u/x", Method::PUT),
+            pair("db", "x")
+        );
+        assert_eq!(doc("/db/_design/d/_update/u", Method::POST), None);
+        assert_eq!(doc("/db/_design/d/_show/s", Method::GET), None);
+        assert_eq!(
             index_ddoc(br#"{"index": {"fields": ["a"]}, "ddoc": "mine"}"#),
             Some("_design/mine".into())
         );
@@ -482,7 +513,7 @@ mod tests {
             "/db/_local/x/y",
             "/db/_local/",
             "/db/_design/x/_view/v",
-            "/db/_design/x/_show/s/id",
+            "/db/_design/x/_show/s",
             "/db/_design%2Fx/_info",
             "/db/_bulk_docs",
         ] {

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::designs::DesignDoc;
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use settee_engine::Keyspace;
@@ -100,32 +101,36 @@ impl JsFilters {
         }
     }
 
+    /// The filter's program from design document `ddoc`: the copy the front node of a
+    /// scattered feed carried (`carried`), else this node's.
     fn program(
         &self,
         keyspace: &Keyspace,
         ddoc: &str,
+        carried: Option<&[u8]>,
         function: &str,
         spec: impl FnOnce(&Map<String, Value>) -> ApiResult<ProgramSpec>,
     ) -> ApiResult<Arc<Program>> {
         let id = format!("_design/{ddoc}");
-        let record = keyspace
-            .read_record(id.as_bytes())?
-            .ok_or_else(|| ApiError::NotFound("missing design document".into()))?;
-        let winner = record
-            .winner()
-            .filter(|winner| !winner.deleted)
-            .ok_or_else(|| ApiError::NotFound("deleted design document".into()))?;
+        let design = match carried.and_then(|json| DesignDoc::carried(json, &id)) {
+            Some(design) => design,
+            None => crate::designs::read_local(keyspace, ddoc).map_err(|error| match error {
+                ApiError::NotFound(reason) => {
+                    ApiError::NotFound(format!("{reason} design document"))
+                }
+                other => other,
+            })?,
+        };
         let key = (
             keyspace.name().to_string(),
             id,
-            winner.rev.to_string(),
+            design.rev.clone(),
             function.to_string(),
         );
         if let Some(program) = self.programs.lock().get(&key) {
             return Ok(program.clone());
         }
-        let body: Map<String, Value> = serde_json::from_slice(&winner.body)
-            .map_err(|_| bad("design document is not a JSON object"))?;
+        let body = design.body;
         let mut spec = spec(&body)?;
         spec.lib = Value::Object(body);
         let program = Arc::new(Program::new(&spec));
@@ -153,7 +158,8 @@ impl JsFilters {
         let (ddoc, name) = filter
             .split_once('/')
             .ok_or_else(|| bad("`filter` parameter is not a proper filter name"))?;
-        let program = self.program(keyspace, ddoc, &format!("filters/{name}"), |doc| {
+        let carried = req.design.as_deref();
+        let program = self.program(keyspace, ddoc, carried, &format!("filters/{name}"), |doc| {
             let source = doc
                 .get("filters")
                 .and_then(|filters| filters.get(name))
@@ -185,11 +191,16 @@ impl JsFilters {
     }
 
     /// `filter=_view&view=ddoc/name`.
-    pub fn view(&self, keyspace: &Keyspace, view: &str) -> ApiResult<JsFilter> {
+    pub fn view(
+        &self,
+        keyspace: &Keyspace,
+        carried: Option<&[u8]>,
+        view: &str,
+    ) -> ApiResult<JsFilter> {
         let (ddoc, name) = view
             .split_once('/')
             .ok_or_else(|| bad("`view` filter parameter is not provided."))?;
-        let program = self.program(keyspace, ddoc, &format!("views/{name}"), |doc| {
+        let program = self.program(keyspace, ddoc, carried, &format!("views/{name}"), |doc| {
             let source = doc
                 .get("views")
                 .and_then(|views| views.get(name))

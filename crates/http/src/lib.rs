@@ -18,6 +18,7 @@ pub use settee_http_core::config;
 pub use settee_http_core::connection;
 pub mod db_api;
 pub mod design_fns;
+pub mod designs;
 pub mod doc_api;
 pub use settee_http_core::error;
 pub mod form_upload;

@@ -31,6 +31,14 @@ use settee_mango::bookmark::Bookmark;
 /// Every index of the database: `_all_docs`, then the JSON indexes of its `"language":
 /// "query"` design documents, in CouchDB's listing order.
 pub fn load_indexes(keyspace: &Keyspace) -> ApiResult<Vec<Index>> {
+    Ok(indexes_of(
+        &local_design_documents(keyspace)?,
+        keyspace.bucket().is_partitioned(),
+    ))
+}
+
+/// This node's live design documents of `keyspace` (JSON objects with their `_id`).
+pub fn local_design_documents(keyspace: &Keyspace) -> ApiResult<Vec<Value>> {
     let range = ScanRange {
         collection: 0,
         start: Some(b"_design/".to_vec()),
@@ -38,21 +46,18 @@ pub fn load_indexes(keyspace: &Keyspace) -> ApiResult<Vec<Index>> {
         inclusive_end: false,
         descending: false,
     };
-    let mut indexes = Vec::new();
+    let mut designs = Vec::new();
     for item in keyspace.scan_docs(range) {
         let (key, record) = item?;
-        let (Ok(id), Some(body)) = (String::from_utf8(key), live_body(keyspace, &record)) else {
+        let (Ok(id), Some(Value::Object(mut body))) =
+            (String::from_utf8(key), live_body(keyspace, &record))
+        else {
             continue;
         };
-        indexes.extend(indexes_in_ddoc(
-            &id,
-            &body,
-            keyspace.bucket().is_partitioned(),
-        ));
+        body.insert("_id".into(), Value::String(id));
+        designs.push(Value::Object(body));
     }
-    indexes.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
-    indexes.insert(0, Index::all_docs());
-    Ok(indexes)
+    Ok(designs)
 }
 
 /// The winner's JSON body, unless the document is deleted, expired or not JSON.

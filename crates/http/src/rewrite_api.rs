@@ -12,7 +12,6 @@ use settee_rewrite::{answer, Rewrite, RewriteError, RewriteRequest, Rules};
 
 use crate::db_api::open;
 use crate::design_fns::{self, request_object, RequestParts};
-use crate::doc_api::read_doc;
 use crate::error::{ApiError, ApiResult};
 use crate::request::{parse_query, split_path, Req, RequestBody};
 use crate::response::{self, full, HttpResponse};
@@ -61,14 +60,9 @@ pub async fn rewrite(
         ));
     }
     let keyspace = open(state, req, db, Operation::ReadDb)?;
-    let id = format!("_design/{ddoc}");
-    let record = read_doc(&keyspace, &id)?.ok_or_else(ApiError::missing)?;
-    let leaf = record
-        .winner()
-        .filter(|leaf| !leaf.deleted)
-        .ok_or_else(ApiError::deleted)?;
-    let mut design: serde_json::Map<String, Value> = serde_json::from_slice(&leaf.body)
-        .map_err(|error| ApiError::Internal(format!("design document: {error}")))?;
+    let mut design = crate::designs::read(state, req, &keyspace, db, ddoc)
+        .await?
+        .body;
     let rest: Vec<String> = rest.iter().map(|segment| segment.to_string()).collect();
     let query = req.query.clone();
     let method = req.method.clone();
@@ -89,7 +83,7 @@ pub async fn rewrite(
             dispatch(state, req, method, &target, headers, body).await
         }
         Some(Value::String(_)) => {
-            let design = design_fns::design(state, &keyspace, ddoc)?;
+            let design = design_fns::design(state, req, &keyspace, db, ddoc).await?;
             // The body is read here (the function sees it) and handed on whole, decoded.
             let sent = req.body_bytes(state.config.max_request_size_bytes).await?;
             req.headers.remove(hyper::header::CONTENT_ENCODING);

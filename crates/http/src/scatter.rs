@@ -35,6 +35,8 @@ pub enum Scattered {
     Mango,
     /// `POST _index/_bulk_delete`, split by design document (`scatter_mango.rs`).
     IndexBulkDelete,
+    /// `POST _view_cleanup`, with every design document of the database (`scatter_mango.rs`).
+    ViewCleanup,
 }
 
 impl Scattered {
@@ -57,6 +59,11 @@ pub fn scattered<'a>(
 ) -> Option<(&'a str, Scattered)> {
     if let [db] = path {
         return (*method == Method::GET && !db.starts_with('_')).then_some((db, Scattered::DbInfo));
+    }
+    if let [db, cleanup] = path {
+        if cleanup == "_view_cleanup" && *method == Method::POST && !db.starts_with('_') {
+            return Some((db, Scattered::ViewCleanup));
+        }
     }
     if let [db, index, bulk_delete] = path {
         if index == "_index" && bulk_delete == "_bulk_delete" && *method == Method::POST {
@@ -143,6 +150,7 @@ pub async fn scatter_if_partial(
             let (_, partition, what) = crate::scatter_mango::mango_request(&req.method, &path)?;
             crate::scatter_mango::answer(state, req, &db, partition, what).await
         }
+        Scattered::ViewCleanup => crate::scatter_mango::view_cleanup(state, req, &db).await,
         Scattered::IndexBulkDelete => {
             return crate::scatter_mango::bulk_delete(state, req, &db).await
         }
@@ -511,12 +519,36 @@ async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpRe
         }
         _ => Vec::new(),
     };
+    // A JavaScript filter's design document goes with the feed: most nodes do not hold it.
+    let filter_ddoc = match req.param("filter") {
+        Some("_view") => req.param("view"),
+        Some(filter) if !filter.starts_with('_') => Some(filter),
+        _ => None,
+    }
+    .and_then(|named| named.split_once('/'))
+    .map(|(ddoc, _)| ddoc.to_owned());
+    let design = match filter_ddoc {
+        Some(ddoc) => Some(
+            crate::designs::read(state, req, &keyspace, db, &ddoc)
+                .await
+                .map_err(|error| match error {
+                    // As a node that holds it says it (js_filter.rs).
+                    ApiError::NotFound(reason) => {
+                        ApiError::NotFound(format!("{reason} design document"))
+                    }
+                    other => other,
+                })?
+                .to_json(),
+        ),
+        None => None,
+    };
     let mut next_since = req.param("since").map(str::to_owned);
     let mut shutdown = state.shutdown.clone();
     loop {
         let target = feed_target(req, next_since.as_deref());
         let request = request_for_nodes(req, req.method.as_str(), target, body.clone());
-        let answers = match gather(state, db, request).await {
+        let parts = move |groups: &[Vec<u16>]| vec![Some(request.clone()); groups.len()];
+        let answers = match gather_parts(state, db, design.as_deref(), &parts, &[200]).await {
             Ok(answers) => answers,
             Err(answer) => return answer,
         };

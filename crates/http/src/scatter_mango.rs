@@ -53,9 +53,9 @@ pub fn mango_request<'a>(
     Some((db, partition, request))
 }
 
-/// The database's `"language": "query"` design documents, from every node (each answers for
-/// the design documents of its vbuckets), as the client's user reads them.
-async fn query_designs(
+/// The database's design documents, from every node (each answers for the design documents
+/// of its vbuckets), as the client's user reads them.
+pub(crate) async fn design_documents(
     state: &HttpState,
     req: &Req,
     db: &str,
@@ -74,7 +74,7 @@ async fn query_designs(
         designs.extend(
             rows.into_iter()
                 .filter_map(|mut row| row.get_mut("doc").map(Value::take))
-                .filter(|doc| doc.get("language").and_then(Value::as_str) == Some("query")),
+                .filter(Value::is_object),
         );
     }
     Ok(designs)
@@ -103,8 +103,11 @@ pub(crate) async fn answer(
             Bookmark::decode(bookmark)?;
         }
     }
-    let designs = match query_designs(state, req, db).await {
-        Ok(designs) => designs,
+    let designs: Vec<Value> = match design_documents(state, req, db).await {
+        Ok(designs) => designs
+            .into_iter()
+            .filter(|doc| doc.get("language").and_then(Value::as_str) == Some("query"))
+            .collect(),
         Err(answer) => return answer,
     };
     let carried = serde_json::to_vec(&designs).map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -278,4 +281,27 @@ pub(crate) async fn bulk_delete(
         StatusCode::OK,
         &json!({"success": success, "fail": fail}),
     )))
+}
+
+/// `POST /db/_view_cleanup` on every node, each keeping the indexes of every design document
+/// of the database (gathered here and carried): a node never drops the index of a design
+/// document another node holds.
+pub(crate) async fn view_cleanup(
+    state: &HttpState,
+    req: &mut Req,
+    db: &str,
+) -> ApiResult<HttpResponse> {
+    open(state, req, db, Operation::AdminDb)?;
+    req.require_json_content_type()?;
+    let designs = match design_documents(state, req, db).await {
+        Ok(designs) => designs,
+        Err(answer) => return answer,
+    };
+    let carried = Value::Array(designs).to_string().into_bytes();
+    let request = json_post_for_nodes(req, forward::client_target(req), b"{}".to_vec());
+    let parts = move |groups: &[Vec<u16>]| vec![Some(request.clone()); groups.len()];
+    match gather_parts(state, db, Some(&carried), &parts, &[202]).await {
+        Ok(_) => Ok(crate::response::ok_true(StatusCode::ACCEPTED)),
+        Err(answer) => answer,
+    }
 }

@@ -12,7 +12,6 @@ use settee_views::{Grouping, ParsedDesign, ReduceKind, Reducer, ViewError};
 use crate::auth::Operation;
 use crate::db_api::open;
 use crate::error::{ApiError, ApiResult};
-use crate::forward::{self, ForwardHttpReply};
 use crate::request::Req;
 use crate::response::{json_bytes, HttpResponse};
 use crate::scatter::{
@@ -97,52 +96,19 @@ struct CarriedDesign {
     parsed: ParsedDesign,
 }
 
-/// Reads `_design/{ddoc}`: this node's copy when its vbucket is active here, else its active
-/// node's (a forwarded `GET` as the client's user; an answer other than 200 is the client's).
+/// Reads `_design/{ddoc}` wherever it lives (`designs.rs`) and parses its views.
 async fn read_design(
     state: &HttpState,
     req: &Req,
     keyspace: &Keyspace,
     path: &ViewPath<'_>,
-) -> Result<CarriedDesign, ApiResult<HttpResponse>> {
-    let id = format!("_design/{}", path.ddoc);
-    let cluster = state
-        .cluster
-        .get()
-        .ok_or_else(|| Err(ApiError::ServiceUnavailable("not in a cluster".into())))?;
-    let json = if cluster.serves_here(path.db, &id) {
-        match keyspace
-            .read_winner(id.as_bytes())
-            .map_err(|e| Err(e.into()))?
-        {
-            Some((header, body)) if !header.deleted => {
-                let mut members: Map<String, Value> = serde_json::from_slice(&body)
-                    .map_err(|_| Err(ApiError::NotFound("missing_named_view".into())))?;
-                members.insert("_id".into(), Value::String(id.clone()));
-                Value::Object(members).to_string().into_bytes()
-            }
-            Some(_) => return Err(Err(ApiError::deleted())),
-            None => return Err(Err(ApiError::missing())),
-        }
-    } else {
-        use crate::location::encode_segment as enc;
-        let target = format!("/{}/_design/{}", enc(path.db), enc(path.ddoc));
-        let mut request = forward::request_as(req, "GET", target, Vec::new());
-        request.headers = vec![("accept".into(), b"application/json".to_vec())];
-        let reply: ForwardHttpReply = cluster
-            .forward(path.db, &id, request)
-            .await
-            .map_err(|refusal| Err(refusal.into()))?;
-        if reply.status != 200 {
-            return Err(Ok(forward::reply_response(reply)));
-        }
-        reply.body
-    };
+) -> ApiResult<CarriedDesign> {
+    let doc = crate::designs::read(state, req, keyspace, path.db, path.ddoc).await?;
+    let json = doc.to_json();
     let parsed = state
         .views
-        .carried_design(keyspace, &id, &json)
-        .map_err(|error| Err(error.into()))?
-        .ok_or_else(|| Err(ApiError::NotFound("missing_named_view".into())))?;
+        .carried_design(keyspace, &doc.id, &json)?
+        .ok_or_else(|| ApiError::NotFound("missing_named_view".into()))?;
     Ok(CarriedDesign { json, parsed })
 }
 
@@ -158,10 +124,7 @@ pub(crate) async fn view(state: &HttpState, req: &mut Req) -> ApiResult<HttpResp
     } else if path.queries {
         return Err(crate::router::not_allowed("POST"));
     }
-    let design = match read_design(state, req, &keyspace, &path).await {
-        Ok(design) => design,
-        Err(answer) => return answer,
-    };
+    let design = read_design(state, req, &keyspace, &path).await?;
     let view = design
         .parsed
         .0

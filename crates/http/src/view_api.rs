@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
-use settee_engine::{Keyspace, ScanRange};
+use settee_engine::Keyspace;
 use settee_views::{Design, DesignViews};
 
 use crate::auth::Operation;
@@ -265,7 +265,18 @@ pub async fn design_info(
         return Err(not_allowed("GET,HEAD"));
     }
     let keyspace = open(state, req, db, Operation::ReadDb)?;
-    let found = design_views(state, &keyspace, ddoc, None).await?;
+    // In a cluster, a design document this node does not hold is read from its node: the
+    // answer is about this node's index of it.
+    let id = format!("_design/{ddoc}");
+    let carried = match state.cluster.get() {
+        Some(cluster) if !cluster.serves_here(db, &id) => Some(
+            crate::designs::read(state, req, &keyspace, db, ddoc)
+                .await?
+                .to_json(),
+        ),
+        _ => None,
+    };
+    let found = design_views(state, &keyspace, ddoc, carried.as_deref()).await?;
     let group = &found.group;
     let (file, active) = group.sizes();
     // CouchDB's `_info` gives the index's position as a number (its shards' seqs summed) and
@@ -299,34 +310,32 @@ pub async fn design_info(
     ))
 }
 
-/// `POST /{db}/_view_cleanup`: drops index data no design document of the database uses.
-pub async fn view_cleanup(state: &HttpState, keyspace: &Keyspace) -> ApiResult<HttpResponse> {
+/// `POST /{db}/_view_cleanup`: drops index data no design document of the database uses:
+/// this node's design documents, or every design document of the database when the front
+/// node of a scattered cleanup carried them (`carried`, a JSON array).
+pub async fn view_cleanup(
+    state: &HttpState,
+    keyspace: &Keyspace,
+    carried: Option<&[u8]>,
+) -> ApiResult<HttpResponse> {
     let mut keep = HashSet::new();
-    let ids: Vec<String> = {
-        let range = ScanRange {
-            collection: 0,
-            start: Some(b"_design/".to_vec()),
-            end: Some(b"_design0".to_vec()),
-            inclusive_end: false,
-            descending: false,
-        };
-        let mut ids = Vec::new();
-        for item in keyspace.scan_docs(range) {
-            let (key, record) = item?;
-            if !record.is_deleted() {
-                ids.push(String::from_utf8_lossy(&key).into_owned());
-            }
-        }
-        ids
+    let designs: Vec<Value> = match carried {
+        Some(json) => serde_json::from_slice(json)
+            .map_err(|error| ApiError::BadRequest(format!("carried design documents: {error}")))?,
+        None => crate::mango_api::local_design_documents(keyspace)?,
     };
-    for id in ids {
-        // A design document that no longer parses keeps nothing.
-        if let Ok(Some((design, _))) = state.views.design(keyspace, &id) {
-            keep.insert(design.signature);
+    for design in &designs {
+        let Some(id) = design.get("_id").and_then(Value::as_str) else {
+            continue;
+        };
+        let json = design.to_string().into_bytes();
+        if let Ok(Some((parsed, _))) = state.views.carried_design(keyspace, id, &json) {
+            keep.insert(parsed.signature);
         }
     }
     // Mango JSON indexes are index groups too.
-    for index in crate::mango_api::load_indexes(keyspace)? {
+    let partitioned = keyspace.bucket().is_partitioned();
+    for index in crate::mango_api::indexes_of(&designs, partitioned) {
         if index.kind == settee_mango::IndexKind::Json {
             keep.insert(settee_mango::signature(&index));
         }

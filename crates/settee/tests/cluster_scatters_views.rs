@@ -6,7 +6,9 @@
 //! `include_docs`, raw collation) and every built-in reduce and a JavaScript one (`group`,
 //! `group_level`, `keys`) must give the single node's answer through every cluster node, for a
 //! bucket with one copy of each document (`n=1`) and one with a replica (`n=2`, where every
-//! node also indexes vbuckets it does not answer for). A changed design document is used at
+//! node also indexes vbuckets it does not answer for). The design document's JavaScript
+//! `_changes` filters, `_show` functions and `_info` work through every node, and a
+//! `_view_cleanup` through one keeps every node's index. A changed design document is used at
 //! once everywhere; a missing one, a missing view and a bad parameter answer as on one node.
 
 mod support;
@@ -26,6 +28,8 @@ fn call(server: &Server, method: &str, path: &str, body: Option<Value>) -> (u16,
 fn design() -> Value {
     let by4 = "function (doc) { if (typeof doc.n === 'number') emit(doc.n % 4, doc.n); }";
     json!({
+        "filters": {"even": "function (doc, req) { return doc.n % 2 === 0; }"},
+        "shows": {"n": "function (doc, req) { return {body: 'n=' + (doc ? doc.n : 'none')}; }"},
         "views": {
             "by_n": {"map": "function (doc) { if (typeof doc.n === 'number') emit(doc.n % 7, doc.n); }"},
             "pairs": {
@@ -209,6 +213,62 @@ fn any_node_answers_a_view_query_as_one_node_holding_every_document() {
                 .to_owned();
             let (_, feed) = call(node, "GET", &format!("/{db}/_changes?since={seq}"), None);
             assert_eq!(feed["results"], json!([]), "{answer}");
+        }
+
+        // The design document's other functions, and its index's information, through every
+        // node, holding it or not.
+        let mut signatures = Vec::new();
+        for (index, node) in nodes.iter().enumerate() {
+            let (status, even) = call(
+                node,
+                "GET",
+                &format!("/{db}/_changes?filter=app/even"),
+                None,
+            );
+            assert_eq!(status, 200, "{even}");
+            assert_eq!(
+                even["results"].as_array().map(Vec::len),
+                Some(DOCS / 2),
+                "a JavaScript filter through node {index}"
+            );
+            let (status, mapped) = call(
+                node,
+                "GET",
+                &format!("/{db}/_changes?filter=_view&view=app/by_n"),
+                None,
+            );
+            assert_eq!(status, 200, "{mapped}");
+            assert_eq!(mapped["results"].as_array().map(Vec::len), Some(DOCS));
+            let shown = Client::connect(&node.addr)
+                .expect("connect")
+                .request("GET", &format!("/{db}/_design/app/_show/n/doc-007"), None)
+                .expect("show");
+            assert_eq!(shown.status, 200, "_show through node {index}");
+            assert_eq!(shown.body, b"n=7", "_show through node {index}");
+            let (status, info) = call(node, "GET", &format!("/{db}/_design/app/_info"), None);
+            assert_eq!(status, 200, "_info through node {index}: {info}");
+            signatures.push(info["view_index"]["signature"].clone());
+        }
+        assert!(
+            signatures.windows(2).all(|pair| pair[0] == pair[1]),
+            "{signatures:?}"
+        );
+        // A cleanup through any node keeps every node's index of a design document it uses.
+        let (status, body) = call(
+            &nodes[0],
+            "POST",
+            &format!("/{db}/_view_cleanup"),
+            Some(json!({})),
+        );
+        assert_eq!(status, 202, "{body}");
+        for node in &nodes {
+            let (_, kept) = call(
+                node,
+                "GET",
+                &format!("/{db}/_design/app/_view/by_n?stale=ok"),
+                None,
+            );
+            assert_eq!(kept["total_rows"], json!(DOCS), "{kept}");
         }
 
         // A new revision of the design document is what every node runs next.
