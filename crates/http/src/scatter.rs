@@ -37,6 +37,9 @@ pub enum Scattered {
     IndexBulkDelete,
     /// `POST _view_cleanup`, with every design document of the database (`scatter_mango.rs`).
     ViewCleanup,
+    /// `PUT _security` and `PUT _revs_limit`: set on every node, as CouchDB sets them on every
+    /// shard.
+    EveryNode,
 }
 
 impl Scattered {
@@ -60,9 +63,13 @@ pub fn scattered<'a>(
     if let [db] = path {
         return (*method == Method::GET && !db.starts_with('_')).then_some((db, Scattered::DbInfo));
     }
-    if let [db, cleanup] = path {
-        if cleanup == "_view_cleanup" && *method == Method::POST && !db.starts_with('_') {
+    if let [db, what] = path {
+        if what == "_view_cleanup" && *method == Method::POST && !db.starts_with('_') {
             return Some((db, Scattered::ViewCleanup));
+        }
+        let settings = what == "_security" || what == "_revs_limit";
+        if settings && *method == Method::PUT && !db.starts_with('_') {
+            return Some((db, Scattered::EveryNode));
         }
     }
     if let [db, index, bulk_delete] = path {
@@ -151,6 +158,7 @@ pub async fn scatter_if_partial(
             crate::scatter_mango::answer(state, req, &db, partition, what).await
         }
         Scattered::ViewCleanup => crate::scatter_mango::view_cleanup(state, req, &db).await,
+        Scattered::EveryNode => every_node(state, req, &db).await,
         Scattered::IndexBulkDelete => {
             return crate::scatter_mango::bulk_delete(state, req, &db).await
         }
@@ -478,6 +486,32 @@ async fn db_info(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpRe
     })
     .map_err(malformed)?;
     Ok(json_bytes(StatusCode::OK, body))
+}
+
+/// `PUT /db/_security` or `/db/_revs_limit` sent to every node holding active vbuckets of the
+/// database, each setting it for itself: the first answer when all agree, else the first
+/// that is not 200 (its status and body).
+async fn every_node(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
+    let security = req.path.last().is_some_and(|what| what == "_security");
+    let operation = if security {
+        Operation::WriteSecurity
+    } else {
+        Operation::AdminDb
+    };
+    open(state, req, db, operation)?;
+    let body = req
+        .body_bytes(state.config.max_request_size_bytes)
+        .await?
+        .to_vec();
+    let request = request_for_nodes(req, "PUT", forward::client_target(req), body);
+    let answers = match gather(state, db, request).await {
+        Ok(answers) => answers,
+        Err(answer) => return answer,
+    };
+    match answers.into_iter().next() {
+        Some((_, reply)) => Ok(forward::reply_response(reply)),
+        None => Err(ApiError::ServiceUnavailable("no node answered".into())),
+    }
 }
 
 /// How often a longpoll feed scattered over the nodes asks them again while nothing changed.

@@ -4,7 +4,8 @@
 //! `_all_docs` (ranges, `skip`/`limit`, `descending`, `keys`, `include_docs`, `update_seq`) and
 //! normal `_changes` feeds answer through every node as one node with every document would;
 //! a feed read from one node resumes on another from its `last_seq` or any row's `seq`
-//! without repeating or missing a change. Then the cluster port is driven directly with the
+//! without repeating or missing a change. `_security` and `_revs_limit` set through one node
+//! hold on every node. Then the cluster port is driven directly with the
 //! cluster secret: a scattered request for vbuckets the receiver is not the active of, or one
 //! that is not a whole-bucket read, is refused.
 
@@ -113,6 +114,29 @@ fn any_node_lists_and_follows_every_document_of_the_cluster() {
             "update_seq covers every vbucket"
         );
     }
+
+    // A database's security object and revision limit, set through one node, hold on every
+    // node (each node keeps its own, as each CouchDB shard does).
+    let security = json!({"admins": {"names": [], "roles": []}, "members": {"names": [], "roles": ["readers"]}});
+    let (status, body) = call(&nodes[2], "PUT", "/db/_security", Some(security.clone()));
+    assert_eq!((status, body), (200, json!({"ok": true})));
+    let (status, body) = call(&nodes[1], "PUT", "/db/_revs_limit", Some(json!(7)));
+    assert_eq!((status, body), (200, json!({"ok": true})));
+    for node in &nodes {
+        assert_eq!(get(node, "/db/_security"), security);
+        assert_eq!(get(node, "/db/_revs_limit"), json!(7));
+    }
+    let (status, _) = call(&nodes[0], "PUT", "/db/_revs_limit", Some(json!("seven")));
+    assert_eq!(status, 400, "a bad limit is refused as on one node");
+    for node in &nodes {
+        assert_eq!(
+            get(node, "/db/_revs_limit"),
+            json!(7),
+            "and changes nothing"
+        );
+    }
+    let (status, body) = call(&nodes[0], "PUT", "/db/_security", Some(json!({})));
+    assert_eq!((status, body), (200, json!({"ok": true})));
 
     // A whole feed through node 0, then the writes after it through node 1 from its last_seq.
     let feed = get(&nodes[0], "/db/_changes");
