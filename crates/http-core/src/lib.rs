@@ -15,6 +15,7 @@ pub mod auth_db;
 pub mod auth_handlers;
 pub mod config;
 pub mod connection;
+pub mod document_route;
 pub mod error;
 pub mod handshake;
 pub mod jsonp;
@@ -22,6 +23,7 @@ pub mod location;
 pub mod names;
 pub mod request;
 pub mod response;
+pub mod scattered;
 pub mod streamed;
 pub mod view_params;
 

@@ -15,95 +15,7 @@ use crate::forward::{self, ForwardHttp, ForwardHttpReply};
 use crate::request::Req;
 use crate::response::{json_bytes, HttpResponse};
 use crate::HttpState;
-
-/// The whole-bucket requests that are scattered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scattered {
-    /// `_all_docs` and `_design_docs`.
-    AllDocs,
-    /// A normal or longpoll (not continuous or eventsource), ascending `_changes` feed.
-    Changes,
-    /// `GET /db`: document counts and sizes summed, `update_seq` naming every vbucket.
-    DbInfo,
-    /// Split by document: each node gets the documents of its vbuckets.
-    BulkDocs,
-    BulkGet,
-    RevsDiff,
-    /// A view query (`scatter_views.rs`).
-    View,
-    /// `_find`, `_explain`, `GET _index` (`scatter_mango.rs`).
-    Mango,
-    /// `POST _index/_bulk_delete`, split by design document (`scatter_mango.rs`).
-    IndexBulkDelete,
-    /// `POST _view_cleanup`, with every design document of the database (`scatter_mango.rs`).
-    ViewCleanup,
-    /// `PUT _security` and `PUT _revs_limit`: set on every node, as CouchDB sets them on every
-    /// shard.
-    EveryNode,
-}
-
-impl Scattered {
-    /// `(list member, id member)` of a body split by document (`None`: an object split by
-    /// member name, `_revs_diff`).
-    fn items(self) -> Option<(&'static str, &'static str)> {
-        match self {
-            Scattered::BulkDocs => Some(("docs", "_id")),
-            Scattered::BulkGet => Some(("docs", "id")),
-            _ => None,
-        }
-    }
-}
-
-/// Which scattered request `method` on `path` with `param`s is, with its database.
-pub fn scattered<'a>(
-    method: &Method,
-    path: &'a [String],
-    param: impl Fn(&str) -> Option<&'a str>,
-) -> Option<(&'a str, Scattered)> {
-    if let [db] = path {
-        return (*method == Method::GET && !db.starts_with('_')).then_some((db, Scattered::DbInfo));
-    }
-    if let [db, what] = path {
-        if what == "_view_cleanup" && *method == Method::POST && !db.starts_with('_') {
-            return Some((db, Scattered::ViewCleanup));
-        }
-        let settings = what == "_security" || what == "_revs_limit";
-        if settings && *method == Method::PUT && !db.starts_with('_') {
-            return Some((db, Scattered::EveryNode));
-        }
-    }
-    if let [db, index, bulk_delete] = path {
-        if index == "_index" && bulk_delete == "_bulk_delete" && *method == Method::POST {
-            return (!db.starts_with('_')).then_some((db, Scattered::IndexBulkDelete));
-        }
-    }
-    if let Some((db, _, _)) = crate::scatter_mango::mango_request(method, path) {
-        return Some((db, Scattered::Mango));
-    }
-    if let Some(view) = crate::scatter_views::ViewPath::of(path) {
-        return matches!(*method, Method::GET | Method::POST).then_some((view.db, Scattered::View));
-    }
-    let [db, what] = path else {
-        return None;
-    };
-    if db.starts_with('_') || !matches!(*method, Method::GET | Method::POST) {
-        return None;
-    }
-    let post = *method == Method::POST;
-    match what.as_str() {
-        "_bulk_docs" if post => Some((db, Scattered::BulkDocs)),
-        "_bulk_get" if post => Some((db, Scattered::BulkGet)),
-        "_revs_diff" if post => Some((db, Scattered::RevsDiff)),
-        "_all_docs" | "_design_docs" => Some((db, Scattered::AllDocs)),
-        "_changes"
-            if param("feed").is_none_or(|feed| feed == "normal" || feed == "longpoll")
-                && param("descending") != Some("true") =>
-        {
-            Some((db, Scattered::Changes))
-        }
-        _ => None,
-    }
-}
+pub use settee_http_core::scattered::{key_vbucket, scattered, Scattered};
 
 /// The database of a scattered request another node sent here (`None`: not one that is
 /// scattered; the receiver refuses it).
@@ -121,15 +33,6 @@ pub fn scattered_db(request: &ForwardHttp, plus_to_space: bool) -> Option<String
     };
     let (db, _) = scattered(&method, &path, param)?;
     Some(db.to_owned())
-}
-
-/// The vbucket whose node answers for an `_all_docs` key: a document id's, and vbucket 0 for
-/// a key that is not a string (its row is `not_found` wherever it is answered).
-pub fn key_vbucket(key: &Value, vbuckets: u16) -> u16 {
-    match key {
-        Value::String(id) => settee_engine::vbucket::vbucket_of(id.as_bytes(), vbuckets),
-        _ => 0,
-    }
 }
 
 /// The merged answer of the nodes when `req` is a scattered request on a database whose

@@ -4,7 +4,7 @@
 //! a `_find` goes to every node with them, each answering for its own vbuckets with the place
 //! of each document in the index, and the front node merges by place (`settee-gather` `find`).
 
-use hyper::{Method, StatusCode};
+use hyper::StatusCode;
 use serde_json::{json, Value};
 use settee_mango::bookmark::Bookmark;
 use settee_mango::{ExecutionStats, IndexKind, Purpose};
@@ -19,39 +19,7 @@ use crate::request::Req;
 use crate::response::{json as json_response, json_bytes, HttpResponse};
 use crate::scatter::{gather, gather_answers, gather_parts, json_post_for_nodes, malformed};
 use crate::HttpState;
-
-/// A Mango request of a database: `_find`, `_explain` (also under `/_partition/p/`), or the
-/// listing of its indexes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MangoRequest {
-    Find,
-    Explain,
-    ListIndexes,
-}
-
-/// Which Mango request `method` on `path` is, with its database and partition.
-pub fn mango_request<'a>(
-    method: &Method,
-    path: &'a [String],
-) -> Option<(&'a str, Option<&'a str>, MangoRequest)> {
-    let (db, partition, what) = match path {
-        [db, what] => (db, None, what),
-        [db, marker, partition, what] if marker == "_partition" => {
-            (db, Some(partition.as_str()), what)
-        }
-        _ => return None,
-    };
-    if db.starts_with('_') {
-        return None;
-    }
-    let request = match (what.as_str(), method) {
-        ("_find", &Method::POST) => MangoRequest::Find,
-        ("_explain", &Method::POST) => MangoRequest::Explain,
-        ("_index", &Method::GET) if partition.is_none() => MangoRequest::ListIndexes,
-        _ => return None,
-    };
-    Some((db, partition, request))
-}
+pub use settee_http_core::scattered::{mango_request, MangoRequest};
 
 /// The database's design documents, from every node (each answers for the design documents
 /// of its vbuckets), as the client's user reads them.

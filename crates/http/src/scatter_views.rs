@@ -19,76 +19,7 @@ use crate::scatter::{
 };
 use crate::view_params::{QueryKind, ViewParams};
 use crate::HttpState;
-
-/// A view query's path: `/db/_design/d/_view/v[/queries]` or
-/// `/db/_partition/p/_design/d/_view/v`.
-pub struct ViewPath<'a> {
-    pub db: &'a str,
-    pub ddoc: &'a str,
-    pub view: &'a str,
-    pub partition: Option<&'a str>,
-    /// `/queries`: the body's `queries`, each answered as one query.
-    pub queries: bool,
-}
-
-impl<'a> ViewPath<'a> {
-    pub fn of(path: &'a [String]) -> Option<ViewPath<'a>> {
-        let (db, partition, rest) = match path {
-            [db, marker, partition, rest @ ..] if marker == "_partition" => {
-                (db, Some(partition.as_str()), rest)
-            }
-            [db, rest @ ..] => (db, None, rest),
-            [] => return None,
-        };
-        if db.starts_with('_') {
-            return None;
-        }
-        let (ddoc, view, queries) = match rest {
-            [design, ddoc, marker, view] if design == "_design" && marker == "_view" => {
-                (ddoc, view, false)
-            }
-            [design, ddoc, marker, view, last]
-                if design == "_design"
-                    && marker == "_view"
-                    && last == "queries"
-                    && partition.is_none() =>
-            {
-                (ddoc, view, true)
-            }
-            _ => return None,
-        };
-        Some(ViewPath {
-            db,
-            ddoc,
-            view,
-            partition,
-            queries,
-        })
-    }
-
-    /// The request target of one query of this view (without `/queries`).
-    fn target(&self, query: &[(String, String)]) -> String {
-        use crate::location::encode_segment as enc;
-        let mut target = format!("/{}", enc(self.db));
-        if let Some(partition) = self.partition {
-            target.push_str(&format!("/_partition/{}", enc(partition)));
-        }
-        target.push_str(&format!(
-            "/_design/{}/_view/{}",
-            enc(self.ddoc),
-            enc(self.view)
-        ));
-        if !query.is_empty() {
-            let mut encoded = form_urlencoded::Serializer::new(String::new());
-            for (name, value) in query {
-                encoded.append_pair(name, value);
-            }
-            target.push('?');
-            target.push_str(&encoded.finish());
-        }
-        target
-    }
-}
+pub use settee_http_core::scattered::ViewPath;
 
 /// The design document as the query runs it: its JSON (carried to the nodes) and parsed.
 struct CarriedDesign {
