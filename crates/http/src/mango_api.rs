@@ -347,7 +347,7 @@ pub fn usable_indexes(
     partition: Option<&str>,
     carried: Option<&[u8]>,
 ) -> ApiResult<Vec<Index>> {
-    let mut indexes = match carried {
+    let indexes = match carried {
         Some(json) => {
             let designs: Vec<Value> = serde_json::from_slice(json).map_err(|error| {
                 ApiError::BadRequest(format!("carried design documents: {error}"))
@@ -356,10 +356,15 @@ pub fn usable_indexes(
         }
         None => load_indexes(keyspace)?,
     };
+    Ok(usable_of(indexes, partition))
+}
+
+/// Of `indexes`, those a query of `partition` (or a global one) may use.
+pub(crate) fn usable_of(mut indexes: Vec<Index>, partition: Option<&str>) -> Vec<Index> {
     indexes.retain(|index| {
         index.kind == IndexKind::Special || index.partitioned == partition.is_some()
     });
-    Ok(indexes)
+    indexes
 }
 
 /// Plans a query, with CouchDB's reasons when no index serves its sort in a partitioned

@@ -14,7 +14,7 @@ use crate::db_api::open;
 use crate::error::{ApiError, ApiResult};
 use crate::forward;
 use crate::location::encode_segment;
-use crate::mango_api::{find_request_and_body, list_of, plan_query, usable_indexes};
+use crate::mango_api::{find_request_and_body, list_of, plan_query};
 use crate::request::Req;
 use crate::response::{json as json_response, json_bytes, HttpResponse};
 use crate::scatter::{gather, gather_answers, gather_parts, json_post_for_nodes, malformed};
@@ -78,12 +78,11 @@ pub(crate) async fn answer(
             .collect(),
         Err(answer) => return answer,
     };
-    let carried = serde_json::to_vec(&designs).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let all = crate::mango_api::indexes_of(&designs, keyspace.bucket().is_partitioned());
     let Some((request, body)) = parsed else {
-        let partitioned = keyspace.bucket().is_partitioned();
-        return list_of(req, &crate::mango_api::indexes_of(&designs, partitioned));
+        return list_of(req, &all);
     };
-    let indexes = usable_indexes(&keyspace, partition, Some(&carried))?;
+    let indexes = crate::mango_api::usable_of(all, partition);
     let purpose = match what {
         MangoRequest::Explain => Purpose::Explain,
         _ => Purpose::Find,
@@ -106,6 +105,7 @@ pub(crate) async fn answer(
         forward::client_target(req),
         sent.to_string().into_bytes(),
     );
+    let carried = Value::Array(designs).to_string().into_bytes();
     let parts = move |groups: &[Vec<u16>]| vec![Some(node_request.clone()); groups.len()];
     let answers = match gather_parts(state, db, Some(&carried), &parts, &[200]).await {
         Ok(answers) => answers,
@@ -225,7 +225,7 @@ pub(crate) async fn bulk_delete(
         let list = |name: &str| answer[name].as_array().cloned().unwrap_or_default();
         lists.push((
             listed,
-            list("success").into_iter(),
+            list("success").into_iter().peekable(),
             list("fail").into_iter(),
         ));
     }
@@ -238,8 +238,7 @@ pub(crate) async fn bulk_delete(
         else {
             continue;
         };
-        let mut peek = succeeded.clone().peekable();
-        if peek.peek().and_then(|entry| entry["id"].as_str()) == Some(design.as_str()) {
+        if succeeded.peek().and_then(|entry| entry["id"].as_str()) == Some(design.as_str()) {
             success.extend(succeeded.next());
         } else {
             fail.extend(failed.next());
