@@ -2,7 +2,7 @@
 //! bucket's replica chains, the seqno each replica acknowledged per vbucket, which replicas
 //! stream, and from these the majority rule. No I/O, no clock: [`crate::Tracker`] wraps it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A cluster node's id (settee-cluster's `NodeId`).
 pub type NodeId = u64;
@@ -16,6 +16,9 @@ struct Vbucket {
     acked: BTreeMap<NodeId, u64>,
     /// Sync-replication streams open per node (a reconnecting consumer may briefly hold two).
     streaming: BTreeMap<NodeId, u32>,
+    /// Chain replicas that have not opened a stream since they entered the chain (a new
+    /// bucket's, an added-back node's): expected soon, unlike a replica whose stream ended.
+    awaited: BTreeSet<NodeId>,
 }
 
 /// One bucket's chains and acknowledgements.
@@ -58,6 +61,12 @@ impl Chains {
         for (vb, slot) in self.vbuckets.iter_mut().enumerate() {
             let chain = chains.get(vb).cloned().unwrap_or_default();
             slot.acked.retain(|node, _| chain.contains(node));
+            slot.awaited.retain(|node| chain.contains(node));
+            for node in &chain {
+                if !slot.chain.contains(node) && !slot.streaming.contains_key(node) {
+                    slot.awaited.insert(*node);
+                }
+            }
             slot.chain = chain;
         }
     }
@@ -82,6 +91,7 @@ impl Chains {
     pub fn stream_opened(&mut self, vb: u16, node: NodeId) {
         if let Some(slot) = self.vbuckets.get_mut(usize::from(vb)) {
             *slot.streaming.entry(node).or_insert(0) += 1;
+            slot.awaited.remove(&node);
         }
     }
 
@@ -108,6 +118,28 @@ impl Chains {
             .filter(|node| slot.streaming.contains_key(node))
             .count();
         1 + streaming >= majority(self.replicas)
+    }
+
+    /// Whether `vb`'s chain holds no replica: nothing another node holds can be promoted.
+    pub fn alone(&self, vb: u16) -> bool {
+        self.vbuckets
+            .get(usize::from(vb))
+            .is_none_or(|slot| slot.chain.is_empty())
+    }
+
+    /// Whether a majority for `vb` is not possible now but will be once the chain's replicas
+    /// that never streamed yet open their streams (a bucket just created, a node just added
+    /// back), as opposed to replicas whose streams ended (a node down).
+    pub fn expected(&self, vb: u16) -> bool {
+        let Some(slot) = self.vbuckets.get(usize::from(vb)) else {
+            return false;
+        };
+        let streaming_or_awaited = slot
+            .chain
+            .iter()
+            .filter(|node| slot.streaming.contains_key(node) || slot.awaited.contains(node))
+            .count();
+        !self.possible(vb) && 1 + streaming_or_awaited >= majority(self.replicas)
     }
 
     /// The highest seqno of `vb` that a majority of its chain holds: the active holds every
@@ -213,6 +245,31 @@ mod tests {
         chains.set_topology(1, &[vec![1]]);
         assert_eq!(chains.durable_seqno(0), 0);
         assert!(chains.possible(0));
+    }
+
+    #[test]
+    fn a_replica_that_never_streamed_is_expected_one_whose_stream_ended_is_not() {
+        let mut chains = Chains::new(1);
+        chains.set_topology(1, &[vec![7]]);
+        assert!(!chains.possible(0) && chains.expected(0), "a new bucket");
+        chains.stream_opened(0, 7);
+        assert!(chains.possible(0) && !chains.expected(0));
+        chains.stream_closed(0, 7);
+        assert!(!chains.possible(0) && !chains.expected(0), "a replica down");
+        // A map change keeping the chain does not make a down replica expected again.
+        chains.set_topology(1, &[vec![7]]);
+        assert!(!chains.expected(0));
+        // Failed over and added back: expected again.
+        chains.set_topology(1, &[vec![]]);
+        chains.set_topology(1, &[vec![7]]);
+        assert!(chains.expected(0));
+        // Two replicas, one down and one new: a majority (2 of 3) is expected.
+        let mut chains = Chains::new(1);
+        chains.set_topology(2, &[vec![1]]);
+        chains.stream_opened(0, 1);
+        chains.stream_closed(0, 1);
+        chains.set_topology(2, &[vec![1, 2]]);
+        assert!(chains.expected(0));
     }
 
     #[test]

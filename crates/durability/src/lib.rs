@@ -14,7 +14,7 @@
 pub mod chains;
 mod level;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +27,9 @@ pub use level::Level;
 
 /// How long a sync write waits when the request names no timeout (or 0).
 pub const DURABILITY_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+
+/// How often [`Tracker::wait_possible`] looks again for an expected stream.
+const EXPECTED_STREAM_POLL: Duration = Duration::from_millis(20);
 /// Sync writes waiting at once per bucket; past it a durable write is refused (temporarily).
 pub const SYNC_WRITES_PENDING_MAX: usize = 65_536;
 
@@ -59,32 +62,70 @@ pub struct Tracker {
     durable: Vec<watch::Sender<u64>>,
     /// The bucket's minimum level (`Level` as u8): every write is raised to it.
     min_level: AtomicU8,
-    /// Keys with a sync write waiting, as (vbucket, caller's key bytes). Locked only when
+    /// Keys with a sync write not yet durable, as (vbucket, caller's key bytes). A key stays
+    /// here after an ambiguous wait, until a majority holds its seqno or no replica is left
+    /// that could be promoted without it ([`Tracker::resolved`]): until then it is hidden from
+    /// readers, who could otherwise see a write that a failover then loses. Locked only when
     /// `pending_count` is not 0 or a sync write starts or ends.
-    pending: Mutex<HashSet<(u16, Vec<u8>)>>,
+    pending: Mutex<HashMap<(u16, Vec<u8>), Pending>>,
     pending_count: AtomicUsize,
 }
 
-/// A started sync write: its key stays pending until this is dropped.
+/// A key's sync write that is not durable yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pending {
+    /// The seqno it stored (0 while it is being written).
+    seqno: u64,
+    /// Its writer still waits: other writes to the key are refused (SYNC_WRITE_IN_PROGRESS).
+    /// Once it answered (ambiguous) the key takes writes again but stays hidden from readers.
+    waiting: bool,
+}
+
+/// A started sync write: its key is in progress until this is dropped, and hidden from
+/// readers after that until its seqno is durable.
 pub struct SyncWrite {
     tracker: Arc<Tracker>,
     key: Option<(u16, Vec<u8>)>,
+    /// The seqno it stored, once known (0 before).
+    seqno: std::sync::atomic::AtomicU64,
 }
 
 impl Drop for SyncWrite {
     fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            let mut pending = self.tracker.pending.lock();
-            if pending.remove(&key) {
-                self.tracker.pending_count.fetch_sub(1, Ordering::Release);
-            }
+        let Some(key) = self.key.take() else {
+            return;
+        };
+        let seqno = self.seqno.load(Ordering::Acquire);
+        let mut pending = self.tracker.pending.lock();
+        let mine = Pending {
+            seqno,
+            waiting: true,
+        };
+        // Only this write's own entry (a later sync write may have taken the key over).
+        if pending.get(&key) != Some(&mine) {
+            return;
+        }
+        if seqno == 0 || self.tracker.resolved(key.0, seqno) {
+            pending.remove(&key);
+            self.tracker.pending_count.fetch_sub(1, Ordering::Release);
+        } else if let Some(entry) = pending.get_mut(&key) {
+            entry.waiting = false;
         }
     }
 }
 
 impl SyncWrite {
-    /// Waits until a majority of `vb`'s chain holds `seqno`, or `timeout` passes.
+    /// Waits until a majority of `vb`'s chain holds `seqno` (the seqno this write stored), or
+    /// `timeout` passes.
     pub async fn wait(&self, vb: u16, seqno: u64, timeout: Duration) -> Waited {
+        if let Some(key) = &self.key {
+            if let Some(entry) = self.tracker.pending.lock().get_mut(key) {
+                if entry.waiting && entry.seqno == 0 {
+                    entry.seqno = seqno;
+                    self.seqno.store(seqno, Ordering::Release);
+                }
+            }
+        }
         self.tracker.wait(vb, seqno, timeout).await
     }
 }
@@ -101,7 +142,7 @@ impl Tracker {
             chains: Mutex::new(chains),
             durable,
             min_level: AtomicU8::new(0),
-            pending: Mutex::new(HashSet::new()),
+            pending: Mutex::new(HashMap::new()),
             pending_count: AtomicUsize::new(0),
         }
     }
@@ -128,6 +169,23 @@ impl Tracker {
         held.set_topology(replicas, chains);
         let vbuckets = u16::try_from(held.vbucket_count()).unwrap_or(u16::MAX);
         self.publish(&held, 0..vbuckets);
+        drop(held);
+        // Writes left pending by an ambiguous wait whose vbucket moved on (no longer active
+        // here, or its replicas gone) are resolved now.
+        if self.pending_count.load(Ordering::Acquire) > 0 {
+            let mut pending = self.pending.lock();
+            let before = pending.len();
+            pending.retain(|(vb, _), entry| entry.waiting || !self.resolved(*vb, entry.seqno));
+            self.pending_count
+                .fetch_sub(before - pending.len(), Ordering::Release);
+        }
+    }
+
+    /// Whether a write of `vb` at `seqno` no longer needs hiding: a majority of the chain
+    /// holds it, or the chain holds no replica (this node alone has `vb`'s data: no failover
+    /// can promote a copy without it).
+    fn resolved(&self, vb: u16, seqno: u64) -> bool {
+        self.durable_seqno(vb) >= seqno || self.chains.lock().alone(vb)
     }
 
     /// The bucket's configured replica count (0 outside a cluster).
@@ -168,12 +226,51 @@ impl Tracker {
         self.chains.lock().possible(vb)
     }
 
-    /// Whether a sync write to `key` in `vb` is waiting (one atomic load when none is).
+    /// Whether a sync write to `vb` can form a majority, waiting at most `timeout` while the
+    /// only missing replicas are ones that never streamed yet ([`Chains::expected`]): right
+    /// after a bucket is created its replicas take a moment to connect.
+    pub async fn wait_possible(&self, vb: u16, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if self.possible(vb) {
+                return true;
+            }
+            if !self.chains.lock().expected(vb) || tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(EXPECTED_STREAM_POLL).await;
+        }
+    }
+
+    /// Whether a sync write to `key` in `vb` is waiting (one atomic load when none is): other
+    /// writes to the key are refused meanwhile.
     pub fn is_pending(&self, vb: u16, key: &[u8]) -> bool {
         if self.pending_count.load(Ordering::Acquire) == 0 {
             return false;
         }
-        self.pending.lock().contains(&(vb, key.to_vec()))
+        let pending = self.pending.lock();
+        pending
+            .get(&(vb, key.to_vec()))
+            .is_some_and(|entry| entry.waiting)
+    }
+
+    /// Whether `key` in `vb` has a sync write that is not durable yet, waiting or left
+    /// ambiguous (one atomic load when none is): readers must not see it.
+    pub fn is_hidden(&self, vb: u16, key: &[u8]) -> bool {
+        if self.pending_count.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let entry = (vb, key.to_vec());
+        let mut pending = self.pending.lock();
+        let Some(held) = pending.get(&entry).copied() else {
+            return false;
+        };
+        if held.waiting || !self.resolved(vb, held.seqno) {
+            return true;
+        }
+        pending.remove(&entry);
+        self.pending_count.fetch_sub(1, Ordering::Release);
+        false
     }
 
     /// Starts a sync write to `key` in `vb`: refused when no majority can be formed, when
@@ -187,14 +284,24 @@ impl Tracker {
             return Err(Refused::TooMany);
         }
         let entry = (vb, key.to_vec());
-        if pending.contains(&entry) {
-            return Err(Refused::InProgress);
+        let fresh = Pending {
+            seqno: 0,
+            waiting: true,
+        };
+        match pending.get_mut(&entry) {
+            Some(held) if held.waiting => return Err(Refused::InProgress),
+            // Left ambiguous: this write takes the key over. Once it is durable, so is the
+            // older one (a lower seqno of the same vbucket).
+            Some(held) => *held = fresh,
+            None => {
+                pending.insert(entry.clone(), fresh);
+                self.pending_count.fetch_add(1, Ordering::Release);
+            }
         }
-        pending.insert(entry.clone());
-        self.pending_count.fetch_add(1, Ordering::Release);
         Ok(SyncWrite {
             tracker: self.clone(),
             key: Some(entry),
+            seqno: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -270,9 +377,64 @@ mod tests {
             write.wait(0, 9, Duration::from_secs(2)).await,
             Waited::Ambiguous
         );
+        // Left ambiguous, the write takes writes again but stays hidden from readers until
+        // a majority holds it.
+        assert!(tracker.is_hidden(0, b"k"));
         drop(write);
         assert!(!tracker.is_pending(0, b"k"));
-        assert!(tracker.begin(0, b"k").is_ok());
+        assert!(tracker.is_hidden(0, b"k"));
+        tracker.ack(0, 5, 9);
+        assert!(!tracker.is_hidden(0, b"k"));
+        let write = tracker.begin(0, b"k").expect("resolved");
+        drop(write);
+        assert!(
+            !tracker.is_hidden(0, b"k"),
+            "nothing stored: nothing hidden"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_later_sync_write_takes_over_a_key_left_ambiguous() {
+        let tracker = Arc::new(Tracker::new(1));
+        tracker.set_topology(1, &[vec![5]], Level::None);
+        tracker.stream_opened(0, 5);
+        let first = tracker.begin(0, b"k").expect("possible");
+        let short = Duration::from_millis(10);
+        assert_eq!(first.wait(0, 3, short).await, Waited::Ambiguous);
+        drop(first);
+        let second = tracker.begin(0, b"k").expect("not in progress any more");
+        assert!(tracker.is_pending(0, b"k"));
+        assert_eq!(tracker.begin(0, b"k").err(), Some(Refused::InProgress));
+        // Durable at 7: so is the first write (3).
+        tracker.ack(0, 5, 7);
+        assert_eq!(second.wait(0, 7, short).await, Waited::Durable);
+        drop(second);
+        assert!(!tracker.is_hidden(0, b"k") && !tracker.is_pending(0, b"k"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_ambiguous_write_is_resolved_when_no_replica_is_left() {
+        let tracker = Arc::new(Tracker::new(1));
+        tracker.set_topology(1, &[vec![5]], Level::None);
+        tracker.stream_opened(0, 5);
+        let write = tracker.begin(0, b"k").expect("possible");
+        assert_eq!(
+            write.wait(0, 3, Duration::from_millis(10)).await,
+            Waited::Ambiguous
+        );
+        drop(write);
+        assert!(tracker.is_hidden(0, b"k"));
+        // A map change that keeps the replica keeps it hidden ...
+        tracker.set_topology(1, &[vec![5]], Level::None);
+        assert!(tracker.is_hidden(0, b"k"));
+        // ... one that leaves the chain empty (the replica failed over, or the vbucket moved
+        // away) resolves it: no copy without it can be promoted.
+        tracker.set_topology(1, &[vec![]], Level::None);
+        assert!(!tracker.is_hidden(0, b"k"));
+        assert!(
+            tracker.begin(0, b"k").is_err(),
+            "impossible, not in progress"
+        );
     }
 
     #[test]

@@ -48,7 +48,10 @@ pub async fn unmet(
     let deadline = Instant::now() + DURABILITY_TIMEOUT_DEFAULT;
     for (key, seqno) in saved {
         let vbucket = bucket.vbucket_of(key);
-        if !tracker.possible(vbucket) {
+        // A replica that never streamed yet (a database just created) is waited for; one
+        // whose stream ended (a node down) is not: 202 at once.
+        let left = deadline.saturating_duration_since(Instant::now());
+        if !tracker.wait_possible(vbucket, left).await {
             return true;
         }
         let left = deadline.saturating_duration_since(Instant::now());

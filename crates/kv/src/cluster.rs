@@ -413,6 +413,12 @@ pub fn error_map(version: u16) -> serde_json::Value {
             &["temp", "item-locked", "retry-later"],
         ),
         (
+            status::SYNC_WRITE_RE_COMMIT_IN_PROGRESS,
+            "SYNC_WRITE_RE_COMMIT_IN_PROGRESS",
+            "A sync write to the key is not durable yet; retry",
+            &["temp", "item-locked", "retry-later"],
+        ),
+        (
             status::SYNC_WRITE_AMBIGUOUS,
             "SYNC_WRITE_AMBIGUOUS",
             "The sync write was not acknowledged by a majority in time; it may or may not be durable",

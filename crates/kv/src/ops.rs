@@ -44,6 +44,23 @@ pub(crate) fn is_keyless(base: u8) -> bool {
     matches!(base, opcode::STAT | opcode::OBSERVE_SEQNO)
 }
 
+/// Operations that read a document's current value (a sync write not yet durable is hidden
+/// from them: `sync_write::hidden`).
+fn reads_document(base: u8) -> bool {
+    use settee_kv_codec::subdoc::op;
+    matches!(
+        base,
+        opcode::GET
+            | opcode::GETK
+            | opcode::GET_META
+            | opcode::GET_LOCKED
+            | op::GET
+            | op::EXISTS
+            | op::GET_COUNT
+            | op::MULTI_LOOKUP
+    )
+}
+
 pub(crate) fn is_data_op(base: u8) -> bool {
     matches!(
         base,
@@ -292,6 +309,14 @@ pub(crate) fn run(
 ) -> Handled {
     if !is_keyless(ctx.base) && (key.is_empty() || key.len() > KEY_BYTES_MAX) {
         ctx.error(out, status::EINVAL, "Invalid key length");
+        return Handled::Done;
+    }
+    if reads_document(ctx.base) && crate::sync_write::hidden(&ctx, key) {
+        ctx.error(
+            out,
+            status::SYNC_WRITE_RE_COMMIT_IN_PROGRESS,
+            "A sync write to this key is not durable yet",
+        );
         return Handled::Done;
     }
     match ctx.base {

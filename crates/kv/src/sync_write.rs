@@ -20,11 +20,23 @@ use crate::ops::OpCtx;
 
 /// The key a sync write holds pending: the collection id then the key, so the same key in two
 /// collections is two keys.
-fn pending_key(collection: u32, key: &[u8]) -> Vec<u8> {
+pub(crate) fn pending_key(collection: u32, key: &[u8]) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(4 + key.len());
     bytes.extend_from_slice(&collection.to_be_bytes());
     bytes.extend_from_slice(key);
     bytes
+}
+
+/// Whether `key` (in the request's collection) has a sync write that is not durable yet:
+/// reading it would show a write a failover may still lose, so readers are told to retry
+/// (SYNC_WRITE_RE_COMMIT_IN_PROGRESS, which the SDKs retry; Couchbase shows such readers the
+/// value before the write, which settee, having written it in place, no longer has).
+pub(crate) fn hidden(ctx: &OpCtx, key: &[u8]) -> bool {
+    let tracker = ctx.bucket.durability();
+    tracker.is_hidden(
+        ctx.bucket.vbucket_of(key),
+        &pending_key(ctx.collection, key),
+    )
 }
 
 /// Runs `write` — a mutation that yields its encoded reply and, when it stored something, the

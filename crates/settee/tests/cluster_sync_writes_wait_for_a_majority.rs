@@ -5,7 +5,10 @@
 //! - KV SETs with durability `majority` and `persistToMajority` succeed, and when the answer
 //!   comes the replica node has already persisted the write's seqno (GET_ALL_VB_SEQNOS state 2
 //!   against the mutation token);
-//! - HTTP PUTs answer 201 by default (CouchDB's quorum = majority), with `w=1` and `w=2`, and
+//! - a sync write is hidden from KV readers (SYNC_WRITE_RE_COMMIT_IN_PROGRESS, which the SDKs
+//!   retry) while it waits and, answered ambiguous, until the replica holds it;
+//! - HTTP PUTs answer 201 by default (CouchDB's quorum = majority), the first ones right after
+//!   `PUT /db` too (the new replicas' streams are waited for), with `w=1` and `w=2`, and
 //!   202 with `w=3` (more copies than the bucket keeps);
 //! - with the replica's node paused (SIGSTOP) a majority write answers SYNC_WRITE_AMBIGUOUS at
 //!   its timeout, and while it waits another write to the key answers SYNC_WRITE_IN_PROGRESS;
@@ -173,6 +176,13 @@ fn sync_writes_wait_for_a_majority_of_the_chain() {
             (http(node, "GET", "/db", None).0 == 200).then_some(())
         });
     }
+    // The first writes to a database just created meet the quorum: its replicas' streams are
+    // waited for, not taken for a node down (202).
+    for index in 0..8 {
+        let path = format!("/db/first-{index}");
+        let (code, body) = http(&nodes[index % 3], "PUT", &path, Some("{}"));
+        assert_eq!(code, 201, "PUT {path} right after PUT /db: {body}");
+    }
     // A bucket whose minimum durability raises every write (ns_server's form, on any node).
     let form =
         format!("name=strict&replicaNumber=1&numVBuckets={VBUCKETS}&durabilityMinLevel=majority");
@@ -289,10 +299,24 @@ fn sync_writes_wait_for_a_majority_of_the_chain() {
             "the sync write never showed as in progress"
         );
     }
+    // Nor is it read: a failover now would promote the replica without it.
+    let hidden = other.call(opcode::GET, &key, &[], &[], 0);
+    assert_eq!(hidden.status, status::SYNC_WRITE_RE_COMMIT_IN_PROGRESS);
     let reply = connections[active].read().expect("a reply");
     assert_eq!(reply.opaque, waiting);
     assert_eq!(reply.status, status::SYNC_WRITE_AMBIGUOUS);
+    // Answered ambiguous, it stays hidden until the replica holds it.
+    let hidden = other.call(opcode::GET, &key, &[], &[], 0);
+    assert_eq!(hidden.status, status::SYNC_WRITE_RE_COMMIT_IN_PROGRESS);
     signal(&nodes[replica], "CONT");
+    let read = until("the ambiguous write durable and read", || {
+        let reply = other.call(opcode::GET, &key, &[], &[], 0);
+        (reply.status != status::SYNC_WRITE_RE_COMMIT_IN_PROGRESS).then_some(reply)
+    });
+    assert_eq!(
+        (read.status, read.value.as_slice()),
+        (status::SUCCESS, &b"{\"p\":1}"[..])
+    );
     let reply = durable_set(
         &mut connections[active],
         &key,
