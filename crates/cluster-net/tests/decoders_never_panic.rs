@@ -50,7 +50,10 @@ fn seeds() -> Vec<Vec<u8>> {
         frames.push(bytes);
     }
     for response in [
-        Response::Heartbeat,
+        Response::Heartbeat {
+            revision: 12,
+            quorum_age_ms: 80,
+        },
         Response::Joined { revision: 9 },
         Response::Refused("no".into()),
     ] {

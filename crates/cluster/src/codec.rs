@@ -343,6 +343,10 @@ pub fn encode_command(command: &Command) -> Vec<u8> {
             w.count(voters.len());
             voters.iter().for_each(|voter| w.u64(*voter));
         }
+        Command::AddBack { node } => {
+            w.u8(9);
+            w.u64(*node);
+        }
     }
     w.0
 }
@@ -397,6 +401,7 @@ fn read_command(r: &mut Reader) -> Result<Command, DecodeError> {
             let voters = (0..count).map(|_| r.u64()).collect::<Result<_, _>>()?;
             Command::SetVoters { voters }
         }
+        9 => Command::AddBack { node: r.u64()? },
         other => return Err(DecodeError(format!("unknown command kind {other}"))),
     })
 }

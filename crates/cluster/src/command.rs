@@ -46,6 +46,11 @@ pub enum Command {
     SetVoters {
         voters: BTreeSet<NodeId>,
     },
+    /// Delta recovery: a failed member serves again, as a replica of its chains, and as the
+    /// active of the vbuckets a failover left without one (docs/format/cluster-map.md).
+    AddBack {
+        node: NodeId,
+    },
 }
 
 /// What applying a command did.
@@ -96,6 +101,7 @@ impl ClusterMap {
                     Ok(())
                 }
             }
+            Command::AddBack { node } => self.add_back(*node, revision),
             Command::SetVoters { voters } => {
                 if let Some(stranger) = voters.iter().find(|id| !self.members.contains_key(id)) {
                     Err(format!("voter {stranger} is not a member"))
@@ -234,6 +240,37 @@ impl ClusterMap {
                     epoch: revision,
                     ..change.entry.clone()
                 };
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ClusterMap {
+    fn add_back(&mut self, node: NodeId, revision: u64) -> Result<(), String> {
+        match self.members.get_mut(&node) {
+            Some(member) if member.state == MemberState::Failed => {
+                member.state = MemberState::Active;
+            }
+            Some(member) => {
+                let state = if member.state == MemberState::Active {
+                    "active"
+                } else {
+                    "ejected"
+                };
+                return Err(format!("node {node} is {state}, not failed over"));
+            }
+            None => return Err(format!("node {node} is not a member")),
+        }
+        for entry in self
+            .buckets
+            .values_mut()
+            .flat_map(|b| b.vbuckets.iter_mut())
+        {
+            if entry.active.is_none() && entry.replicas.contains(&node) {
+                entry.replicas.retain(|replica| *replica != node);
+                entry.active = Some(node);
+                entry.epoch = revision;
             }
         }
         Ok(())
@@ -392,6 +429,57 @@ mod tests {
             changes: vec![change],
         };
         assert_eq!(map.apply(&whole), Applied::Revision(5));
+    }
+
+    #[test]
+    fn an_added_back_node_serves_again_and_takes_back_what_nobody_holds() {
+        let mut map = map_with_bucket();
+        // Not failed over: nothing to add back.
+        assert!(matches!(
+            map.apply(&Command::AddBack { node: 1 }),
+            Applied::Rejected(_)
+        ));
+        assert!(matches!(
+            map.apply(&Command::AddBack { node: 9 }),
+            Applied::Rejected(_)
+        ));
+        // Node 2 fails: vb 1 finds no replica to promote (left without an active, 2 stays in
+        // its chain); vb 0 keeps 1 active with the failed 2 in its chain.
+        let orphan = VbucketChange {
+            bucket: "b".into(),
+            vbucket: 1,
+            expected_epoch: 4,
+            entry: Vbucket {
+                active: None,
+                replicas: vec![3, 2],
+                epoch: 0,
+            },
+        };
+        let failover = Command::Failover {
+            node: 2,
+            changes: vec![orphan],
+        };
+        assert_eq!(map.apply(&failover), Applied::Revision(5));
+        assert_eq!(
+            map.apply(&Command::AddBack { node: 2 }),
+            Applied::Revision(6)
+        );
+        assert_eq!(map.members[&2].state, MemberState::Active);
+        assert_eq!(map.buckets["b"].vbuckets[0].replicas, vec![2]);
+        assert_eq!(map.buckets["b"].vbuckets[0].epoch, 4);
+        let vb1 = &map.buckets["b"].vbuckets[1];
+        assert_eq!(
+            (vb1.active, vb1.replicas.clone(), vb1.epoch),
+            (Some(2), vec![3], 6)
+        );
+        assert_eq!(map.check(), Ok(()));
+        // Once back it cannot be added back again, and an ejected node never comes back.
+        let before = map.clone();
+        assert!(matches!(
+            map.apply(&Command::AddBack { node: 2 }),
+            Applied::Rejected(_)
+        ));
+        assert_eq!(map, before);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! leader starts with a clean slate: every member counts as heard when its leadership began,
 //! so nobody is failed over for silence that happened under another leader.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::map::NodeId;
 
@@ -14,6 +14,8 @@ pub struct Detector {
     /// When the detector started (the leadership began), in ms.
     since_ms: u64,
     last_heard_ms: BTreeMap<NodeId, u64>,
+    /// The members it watched at the last [`Detector::watch`] (none before the first).
+    watched: BTreeSet<NodeId>,
 }
 
 impl Detector {
@@ -21,7 +23,22 @@ impl Detector {
         Detector {
             since_ms: now_ms,
             last_heard_ms: BTreeMap::new(),
+            watched: BTreeSet::new(),
         }
+    }
+
+    /// The members to watch from now on: one that was not watched before (added back after
+    /// a failover) counts as heard now, so it is not failed over again for a silence from
+    /// before it came back (its heartbeats may take a moment to resume after a restart).
+    pub fn watch(&mut self, members: impl IntoIterator<Item = NodeId>, now_ms: u64) {
+        let members: BTreeSet<NodeId> = members.into_iter().collect();
+        let added: Vec<NodeId> = members.difference(&self.watched).copied().collect();
+        if !self.watched.is_empty() {
+            for node in added {
+                self.heard(node, now_ms);
+            }
+        }
+        self.watched = members;
     }
 
     pub fn heard(&mut self, node: NodeId, now_ms: u64) {
@@ -73,6 +90,23 @@ mod tests {
         assert_eq!(detector.silent([1, 2], 6_500, 5_000), vec![2, 1]);
         detector.heard(2, 6_600);
         assert_eq!(detector.silent([1, 2], 6_600, 5_000), vec![1]);
+    }
+
+    #[test]
+    fn a_member_added_back_counts_as_heard_when_it_returns() {
+        let mut detector = Detector::new(0);
+        detector.watch([1, 2, 3], 0);
+        detector.heard(1, 900);
+        detector.heard(2, 900);
+        // 3 is silent and failed over: watched no more.
+        assert_eq!(detector.silent([1, 2, 3], 1_000, 1_000), vec![3]);
+        detector.watch([1, 2], 1_000);
+        // Added back at 5 s before its first heartbeat: not silent for the time it was out.
+        detector.watch([1, 2, 3], 5_000);
+        detector.heard(1, 5_500);
+        detector.heard(2, 5_500);
+        assert!(detector.silent([1, 2, 3], 5_500, 1_000).is_empty());
+        assert_eq!(detector.silent([1, 2, 3], 6_000, 1_000), vec![3]);
     }
 
     proptest! {

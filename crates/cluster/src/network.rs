@@ -56,7 +56,12 @@ pub enum Response {
     AppendEntries(AppendEntriesResponse<NodeId>),
     Vote(VoteResponse<NodeId>),
     Snapshot(SnapshotResponse<NodeId>),
-    Heartbeat,
+    /// The leader heard the heartbeat: the map revision it has applied, and how long ago a
+    /// quorum last acknowledged its leadership (the serving lease, cluster-map.md).
+    Heartbeat {
+        revision: u64,
+        quorum_age_ms: u32,
+    },
     /// The join is committed: the map at this revision holds the member.
     Joined {
         revision: u64,

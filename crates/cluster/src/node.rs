@@ -96,6 +96,18 @@ struct Inner {
     started: Instant,
     // Locked briefly by the heartbeat handler and the orchestrator tick, never across an await.
     detector: DetectorSlot,
+    /// The latest proof of contact with the leader a heartbeat brought (a follower's lease).
+    lease: Mutex<Option<LeaseBasis>>,
+}
+
+/// What a node's serving lease rests on (docs/format/cluster-map.md, "The serving lease"): it
+/// was in contact with a leader a quorum acknowledged at `since`, and that leader had applied
+/// the map at `revision`. The node may serve as an active until `since` plus most of the
+/// auto-failover timeout, once it has followed `revision`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseBasis {
+    pub since: Instant,
+    pub revision: u64,
 }
 
 pub struct ClusterNode {
@@ -149,6 +161,7 @@ impl ClusterNode {
             config,
             started: Instant::now(),
             detector: Mutex::new(None),
+            lease: Mutex::new(None),
         });
         let tasks = vec![
             tokio::spawn(heartbeats(inner.clone())),
@@ -240,6 +253,21 @@ impl ClusterNode {
             voters: membership.voter_ids().collect(),
             learners: membership.learner_ids().collect(),
             map: self.map(),
+        }
+    }
+
+    /// What this node's serving lease rests on now: as the leader, its last quorum
+    /// acknowledgement (always now when it is the only voter); otherwise the last heartbeat
+    /// the leader answered. `None`: no proof of contact at all.
+    pub fn lease_basis(&self) -> Option<LeaseBasis> {
+        match leader_quorum_age(&self.inner) {
+            Some(age) => Some(LeaseBasis {
+                since: Instant::now()
+                    .checked_sub(age)
+                    .unwrap_or(self.inner.started),
+                revision: self.inner.map.borrow().revision,
+            }),
+            None => *self.inner.lease.lock(),
         }
     }
 
@@ -440,11 +468,19 @@ async fn handle(inner: &Inner, request: Request) -> Response {
             }
         }
         Request::Heartbeat { from } => {
+            // Only a leader that a quorum acknowledged lately answers: its answer extends the
+            // sender's serving lease.
+            let Some(age) = leader_quorum_age(inner) else {
+                return Response::Refused("not the leader".into());
+            };
             let now = inner.now_ms();
             if let Some((_, detector)) = inner.detector.lock().as_mut() {
                 detector.heard(from, now);
             }
-            Response::Heartbeat
+            Response::Heartbeat {
+                revision: inner.map.borrow().revision,
+                quorum_age_ms: u32::try_from(age.as_millis()).unwrap_or(u32::MAX),
+            }
         }
         Request::Join { member, forwarded } => join(inner, member, forwarded).await,
         Request::Propose { command, forwarded } => match submit(inner, command, forwarded).await {
@@ -468,9 +504,39 @@ async fn heartbeats(inner: Arc<Inner>) {
             continue;
         }
         let request = Request::Heartbeat { from: inner.id };
+        let sent_at = Instant::now();
         let sent = inner.transport.send(inner.id, leader, &addr, request);
-        let _ = tokio::time::timeout(interval, sent).await;
+        if let Ok(Ok(Response::Heartbeat {
+            revision,
+            quorum_age_ms,
+        })) = tokio::time::timeout(interval, sent).await
+        {
+            // The leader's quorum was last seen `quorum_age_ms` before it answered, which is
+            // after this was sent: counting from the send is on the safe side.
+            let since = sent_at
+                .checked_sub(Duration::from_millis(quorum_age_ms.into()))
+                .unwrap_or(inner.started);
+            let mut lease = inner.lease.lock();
+            if lease.is_none_or(|held| held.since < since) {
+                *lease = Some(LeaseBasis { since, revision });
+            }
+        }
     }
+}
+
+/// How long ago a quorum last acknowledged this node's leadership; `None` unless it leads.
+/// The only voter is its own quorum.
+fn leader_quorum_age(inner: &Inner) -> Option<Duration> {
+    let metrics = inner.raft.metrics();
+    let metrics = metrics.borrow();
+    if metrics.state != ServerState::Leader {
+        return None;
+    }
+    let membership = metrics.membership_config.membership();
+    if membership.voter_ids().all(|voter| voter == inner.id) {
+        return Some(Duration::ZERO);
+    }
+    metrics.millis_since_quorum_ack.map(Duration::from_millis)
 }
 
 /// The orchestrator: while this node leads, one `decide` and its action per tick.
@@ -502,6 +568,9 @@ async fn orchestrate(inner: Arc<Inner>) {
             let mut slot = inner.detector.lock();
             if slot.as_ref().is_none_or(|(since, _)| *since != term) {
                 *slot = Some((term, Detector::new(now)));
+            }
+            if let Some((_, detector)) = slot.as_mut() {
+                detector.watch(map.active_members().map(|member| member.id), now);
             }
             match slot.as_ref() {
                 Some((_, detector)) => detector.silent(

@@ -217,7 +217,14 @@ pub fn encode_response(response: &Response) -> (u8, Vec<u8>) {
             write_vote(&mut w, &reply.vote);
             KIND_INSTALL_SNAPSHOT_REPLY
         }
-        Response::Heartbeat => KIND_HEARTBEAT_REPLY,
+        Response::Heartbeat {
+            revision,
+            quorum_age_ms,
+        } => {
+            w.u64(*revision);
+            w.u32(*quorum_age_ms);
+            KIND_HEARTBEAT_REPLY
+        }
         Response::Joined { revision } => {
             w.u64(*revision);
             KIND_JOIN_REPLY
@@ -266,7 +273,10 @@ pub fn decode_response(
         KIND_INSTALL_SNAPSHOT_REPLY => {
             Response::Snapshot(SnapshotResponse::new(read_vote(&mut r)?))
         }
-        KIND_HEARTBEAT_REPLY => Response::Heartbeat,
+        KIND_HEARTBEAT_REPLY => Response::Heartbeat {
+            revision: r.u64()?,
+            quorum_age_ms: r.u32()?,
+        },
         KIND_JOIN_REPLY => Response::Joined { revision: r.u64()? },
         KIND_PROPOSE_REPLY => Response::Proposed(match r.u8()? {
             0 => Applied::Revision(r.u64()?),

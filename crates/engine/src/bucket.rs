@@ -178,6 +178,8 @@ pub struct Committed {
 
 pub struct Bucket {
     pub(crate) id: u32,
+    /// The node's serving lease (`lease.rs`): front-door writes to an active vbucket need it.
+    pub(crate) lease: Arc<crate::lease::Lease>,
     pub(crate) name: String,
     pub(crate) vbuckets: u16,
     pub(crate) created_ms: u64,
@@ -277,6 +279,7 @@ pub(crate) struct NodeParts {
     pub purge_wake: Arc<tokio::sync::Notify>,
     pub purge_hooks: Arc<crate::collections::PurgeHooks>,
     pub validator: Arc<crate::validate::ValidatorSlot>,
+    pub lease: Arc<crate::lease::Lease>,
 }
 
 impl Bucket {
@@ -296,6 +299,7 @@ impl Bucket {
             purge_wake,
             purge_hooks,
             validator,
+            lease,
         } = node;
         let mut vb_states = Vec::with_capacity(config.vbuckets as usize);
         // Read before the disk: a write failing meanwhile makes the first writer reload.
@@ -342,6 +346,7 @@ impl Bucket {
         let (changed, _) = tokio::sync::watch::channel(0);
         Ok(Bucket {
             id,
+            lease,
             name: config.name,
             vbuckets: config.vbuckets,
             created_ms: config.created_ms,

@@ -104,6 +104,8 @@ pub struct Engine {
     /// Moves when access decisions may have changed (`access_epoch.rs`); shared with every
     /// bucket.
     access_epoch: Arc<AccessEpoch>,
+    /// The node's serving lease, shared with every bucket (`lease.rs`).
+    lease: Arc<crate::lease::Lease>,
     /// Read when a bucket is created or dropped, written when the node's accounts database
     /// changes (`set_access_buckets`).
     access_buckets: RwLock<Vec<String>>,
@@ -129,6 +131,7 @@ impl Engine {
         let prefix = keys::meta::BUCKET_NAME_PREFIX;
         let upper = keys::prefix_end(prefix);
         let access_epoch = Arc::new(AccessEpoch::default());
+        let lease = Arc::new(crate::lease::Lease::default());
         let purge_wake = Arc::new(tokio::sync::Notify::new());
         let purge_hooks: Arc<crate::collections::PurgeHooks> = Arc::default();
         let validator: Arc<crate::validate::ValidatorSlot> = Arc::default();
@@ -164,6 +167,7 @@ impl Engine {
                 purge_wake: purge_wake.clone(),
                 purge_hooks: purge_hooks.clone(),
                 validator: validator.clone(),
+                lease: lease.clone(),
             };
             let bucket = Bucket::load(node, id, config, access)?;
             buckets.insert(name, Arc::new(bucket));
@@ -176,6 +180,7 @@ impl Engine {
             buckets: RwLock::new(buckets),
             admin: tokio::sync::Mutex::new(()),
             access_epoch,
+            lease,
             manifest_limits,
             purge_wake,
             purge_hooks,
@@ -201,6 +206,11 @@ impl Engine {
             .map(|(name, bucket)| (name.clone(), bucket.skip_stats()))
             .collect();
         (self.skip_total.stats(), per_bucket)
+    }
+
+    /// The node's serving lease: a cluster node enforces it (`lease.rs`).
+    pub fn lease(&self) -> &Arc<crate::lease::Lease> {
+        &self.lease
     }
 
     /// Moves whenever access decisions may have changed (see `access_epoch.rs`).
@@ -361,6 +371,7 @@ impl Engine {
             purge_wake: self.purge_wake.clone(),
             purge_hooks: self.purge_hooks.clone(),
             validator: self.validator.clone(),
+            lease: self.lease.clone(),
         };
         let bucket = Bucket::load(node, id, config, access)?;
         self.buckets

@@ -31,6 +31,7 @@ mod key_locks;
 use settee_keys as keys;
 mod keyspace;
 mod kv;
+pub mod lease;
 pub mod limits;
 mod local;
 mod maintenance;

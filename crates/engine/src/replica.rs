@@ -143,10 +143,11 @@ impl Bucket {
             .unwrap_or(VbRole::Dead)
     }
 
-    /// Front-door writes need an active vbucket.
+    /// Front-door writes need an active vbucket, and on a cluster node the serving lease
+    /// (`lease.rs`).
     pub(crate) fn check_active(&self, vbucket: u16) -> Result<(), EngineError> {
         match self.vbucket_role(vbucket) {
-            VbRole::Active => Ok(()),
+            VbRole::Active if self.lease.holds() => Ok(()),
             _ => Err(EngineError::NotMyVbucket { vbucket }),
         }
     }

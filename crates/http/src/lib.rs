@@ -106,6 +106,12 @@ pub trait ClusterView: Send + Sync {
     /// `bucket$scope$collection`): its vbucket is active here, or the database is not in the
     /// cluster map. One map lookup and a CRC32, no I/O.
     fn serves_here(&self, db: &str, doc_id: &str) -> bool;
+    /// Whether `db` is in the cluster map while this node holds no serving lease: it must not
+    /// answer for its active vbuckets now (docs/format/cluster-map.md, "The serving lease").
+    fn unleased(&self, db: &str) -> bool {
+        let _ = db;
+        false
+    }
     /// Sends a single-document request to the active node of `doc_id`'s vbucket and returns its
     /// answer (forward.rs). The cluster fills in the map's fields of `request` (bucket,
     /// vbucket, revision, epoch) and routes again once if the active refuses a stale map.

@@ -26,6 +26,7 @@ use crate::{cluster, KvState};
 pub mod buckets;
 mod collections;
 mod metrics;
+mod nodes;
 
 pub async fn serve(
     listener: TcpListener,
@@ -261,10 +262,19 @@ async fn handle(
     {
         return buckets::create(state, &user, request).await;
     }
-    if request.method() == hyper::Method::POST
-        && segments.as_slice() == ["", "controller", "failOver"]
-    {
-        return buckets::fail_over(state, &user, request).await;
+    if request.method() == hyper::Method::POST {
+        match segments.as_slice() {
+            ["", "controller", "failOver"] => {
+                return nodes::node_change(state, &user, request, false).await
+            }
+            ["", "controller", "reAddNode"] => {
+                return nodes::node_change(state, &user, request, true).await
+            }
+            ["", "settings", "autoFailover"] => {
+                return nodes::set_auto_failover(state, &user, request).await
+            }
+            _ => {}
+        }
     }
     if request.method() != hyper::Method::GET {
         return json(
@@ -290,7 +300,10 @@ async fn handle(
             .header("Content-Type", settee_metrics::text::CONTENT_TYPE)
             .body(Full::new(Bytes::from(metrics::render(state))))
             .unwrap_or_default(),
-        ["", "settee", "timings" | "stats"] | ["", "metrics"] => json(
+        ["", "settings", "autoFailover"] if user.is_admin() => nodes::auto_failover(state),
+        ["", "settee", "timings" | "stats"]
+        | ["", "metrics"]
+        | ["", "settings", "autoFailover"] => json(
             StatusCode::FORBIDDEN,
             serde_json::json!({"error": "forbidden", "reason": "server admin required"}),
         ),

@@ -910,9 +910,12 @@ fn data_op(
         );
         return Handled::Done;
     };
-    // On a cluster node, a vbucket whose active is another node (one atomic load).
+    // On a cluster node, a vbucket whose active is another node (one atomic load), or any
+    // while the node holds no serving lease (a failover may have moved it; lease.rs).
     let vbucket = frame.vbucket();
-    if (vbucket >= bucket.vbuckets() || view.route.is_some_and(|route| !route.is_active(vbucket)))
+    if (vbucket >= bucket.vbuckets()
+        || view.route.is_some_and(|route| !route.is_active(vbucket))
+        || !view.state.engine.lease().holds())
         && base != opcode::STAT
     {
         crate::map_push::not_my_vbucket(view.state, &bucket, frame.opcode, frame.opaque, out);

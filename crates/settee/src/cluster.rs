@@ -238,6 +238,8 @@ pub struct View {
     pub node: Arc<ClusterNode>,
     pub buckets: crate::cluster_buckets::HttpBuckets,
     pub forwarder: crate::cluster_forward::Forwarder,
+    /// The engine's serving lease (cluster_lease.rs).
+    pub lease: Arc<settee_engine::lease::Lease>,
 }
 
 fn state_name(state: MemberState) -> &'static str {
@@ -318,6 +320,10 @@ impl settee_http::ClusterView for View {
 
     fn serves_here(&self, db: &str, doc_id: &str) -> bool {
         self.forwarder.serves_here(db, doc_id)
+    }
+
+    fn unleased(&self, db: &str) -> bool {
+        !self.lease.holds() && self.forwarder.in_map(db)
     }
 
     fn forward(

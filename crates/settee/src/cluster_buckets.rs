@@ -17,9 +17,12 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Weak};
 
 use settee_cluster::command::{Applied, BucketSettings, Command};
-use settee_cluster::map::{ClusterMap, Durability, REPLICAS_MAX};
+use settee_cluster::map::{
+    AutoFailover, ClusterMap, Durability, MemberState, NodeId, REPLICAS_MAX,
+};
 use settee_cluster::node::ClusterNode;
 use settee_http::{ClusterRefusal, HttpState};
+use settee_kv::mgmt::buckets::AutoFailoverSettings;
 use settee_kv::{BucketAdmin, BucketRefusal, KvState, NewBucket};
 use tokio::sync::watch;
 
@@ -80,6 +83,11 @@ impl ClusterBuckets {
             followed,
         };
         (Arc::new(buckets), task)
+    }
+
+    /// The map revision this node has followed, as it rises.
+    pub fn followed(&self) -> watch::Receiver<u64> {
+        self.followed.clone()
     }
 
     /// Creates `name` across the cluster; returns once it is open here.
@@ -268,27 +276,71 @@ impl BucketAdmin for KvBuckets {
 
     fn fail_over(&self, otp_node: String) -> settee_kv::mgmt::buckets::CreateFuture<'_> {
         Box::pin(async move {
-            let map = self.0.node.map();
-            let Some(id) = map
+            let id = self.member_named(&otp_node)?;
+            self.committed(self.0.node.fail_over(id).await).await
+        })
+    }
+
+    fn re_add_node(&self, otp_node: String) -> settee_kv::mgmt::buckets::CreateFuture<'_> {
+        Box::pin(async move {
+            let node = self.member_named(&otp_node)?;
+            self.committed(self.0.node.submit(Command::AddBack { node }).await)
+                .await
+        })
+    }
+
+    fn auto_failover(&self) -> Option<AutoFailoverSettings> {
+        let map = self.0.node.map();
+        Some(AutoFailoverSettings {
+            enabled: map.auto_failover.enabled,
+            timeout_secs: map.auto_failover.timeout_ms / 1000,
+            failed_over: map
                 .members
                 .values()
-                .find(|member| {
-                    otp_node == member.id.to_string()
-                        || otp_node == crate::cluster::member_name(member.id, &member.cluster_addr)
-                })
-                .map(|member| member.id)
-            else {
-                return Err(BucketRefusal::Invalid(
-                    "otpNode",
-                    "Unknown server given.".into(),
-                ));
-            };
-            match self.0.node.fail_over(id).await {
-                Ok(Applied::Revision(revision)) => self.0.followed_to(revision).await,
-                Ok(Applied::Rejected(reason)) => Err(unavailable(&reason)),
-                Err(error) => Err(unavailable(&error.to_string())),
-            }
+                .filter(|member| member.state == MemberState::Failed)
+                .count(),
         })
+    }
+
+    fn set_auto_failover(
+        &self,
+        settings: AutoFailoverSettings,
+    ) -> settee_kv::mgmt::buckets::CreateFuture<'_> {
+        Box::pin(async move {
+            let command = Command::SetAutoFailover(AutoFailover {
+                enabled: settings.enabled,
+                timeout_ms: settings.timeout_secs.saturating_mul(1000),
+            });
+            self.committed(self.0.node.submit(command).await).await
+        })
+    }
+}
+
+impl KvBuckets {
+    /// The id of the member `otp_node` names (its id or its `/_membership` name).
+    fn member_named(&self, otp_node: &str) -> Result<NodeId, BucketRefusal> {
+        let map = self.0.node.map();
+        map.members
+            .values()
+            .find(|member| {
+                otp_node == member.id.to_string()
+                    || otp_node == crate::cluster::member_name(member.id, &member.cluster_addr)
+            })
+            .map(|member| member.id)
+            .ok_or_else(|| BucketRefusal::Invalid("otpNode", "Unknown server given.".into()))
+    }
+
+    /// Once a change was committed, when this node follows it; a rejected change (a node not
+    /// failed over, a plan overtaken) is a 400 naming why.
+    async fn committed(
+        &self,
+        applied: Result<Applied, settee_cluster::node::ClusterError>,
+    ) -> Result<(), BucketRefusal> {
+        match applied {
+            Ok(Applied::Revision(revision)) => self.0.followed_to(revision).await,
+            Ok(Applied::Rejected(reason)) => Err(BucketRefusal::Invalid("otpNode", reason)),
+            Err(error) => Err(unavailable(&error.to_string())),
+        }
     }
 }
 

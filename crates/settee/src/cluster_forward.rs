@@ -149,6 +149,11 @@ impl Forwarder {
         }
     }
 
+    /// Whether `db` is a database of the cluster map (a bucket or one of its collections).
+    pub fn in_map(&self, db: &str) -> bool {
+        bucket_name(&self.node.map(), db).is_some()
+    }
+
     /// Waits ([`STALE_MAP_WAIT_MS`] at most) for this node's map to move past `revision`, after
     /// a node refused a request made on it.
     async fn wait_for_newer_map(&self, revision: u64) {
@@ -372,6 +377,7 @@ impl ForwardServer {
     /// sender's epoch (after catching up once with a sender whose map is newer). Returns the
     /// vbuckets to answer for, one flag per vbucket of the bucket.
     async fn fence_scatter(&self, scatter: &ScatterHttp) -> Result<Arc<[bool]>, Refusal> {
+        self.leased()?;
         let plus_to_space = self.state.node_config.settings().decode_plus_to_space;
         let request = &scatter.request;
         let db = settee_http::scatter::scattered_db(request, plus_to_space).ok_or_else(|| {
@@ -437,6 +443,18 @@ impl ForwardServer {
         }
     }
 
+    /// Refused while this node holds no serving lease: its map may miss a failover
+    /// (docs/format/cluster-map.md, "The serving lease"); the sender retries on a newer map.
+    fn leased(&self) -> Result<(), Refusal> {
+        if self.state.engine.lease().holds() {
+            return Ok(());
+        }
+        Err(Refusal::new(
+            ErrorCode::NotMyVbucket,
+            "this node cannot confirm its cluster map now (no serving lease)",
+        ))
+    }
+
     /// The sender's map is newer: waits (once, [`BEHIND_WAIT_MS`] at most) for this node's map
     /// to reach the sender's revision; refused when it already waited.
     async fn catch_up(
@@ -465,6 +483,7 @@ impl ForwardServer {
     /// node is that vbucket's active (after catching up with a sender whose entry for the
     /// vbucket is newer), and the sender's entry is not older than this node's.
     async fn fence(&self, request: &ForwardHttp) -> Result<(), Refusal> {
+        self.leased()?;
         let plus_to_space = self.state.node_config.settings().decode_plus_to_space;
         let (db, id) = settee_http::forward::forwarded_document(request, plus_to_space)
             .ok_or_else(|| {

@@ -5,6 +5,7 @@ mod backup;
 mod cluster;
 mod cluster_buckets;
 mod cluster_forward;
+mod cluster_lease;
 mod cluster_replicas;
 mod cluster_topology;
 mod config;

@@ -238,6 +238,9 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
     let replica = crate::replica::start(&settings, &engine)?;
     let cluster = match (&settings.cluster, cluster_id) {
         (Some(cluster), Some(id)) => {
+            // No vbucket is served as an active before this node has proven contact with the
+            // cluster's leadership (cluster_lease.rs): its stored map may miss a failover.
+            engine.lease().enforce();
             let started = crate::cluster::start(
                 cluster,
                 id,
@@ -265,6 +268,12 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
                 wait_for(shutdown_receiver.clone()),
             )
             .await;
+            let lease = crate::cluster_lease::keep(
+                started.node.clone(),
+                engine.clone(),
+                buckets.followed(),
+                wait_for(shutdown_receiver.clone()),
+            );
             let _ = state.cluster.set(Arc::new(crate::cluster::View {
                 node: started.node.clone(),
                 buckets: crate::cluster_buckets::HttpBuckets(buckets.clone()),
@@ -272,11 +281,12 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
                     node: started.node.clone(),
                     transport: started.transport.clone(),
                 },
+                lease: engine.lease().clone(),
             }));
             let _ = kv_state
                 .bucket_admin
                 .set(Arc::new(crate::cluster_buckets::KvBuckets(buckets)));
-            Some((started, follower, replicas))
+            Some((started, (follower, lease), replicas))
         }
         _ => None,
     };
@@ -396,8 +406,9 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
     for tls_server in tls_servers {
         let _ = tls_server.await;
     }
-    if let Some((cluster, follower, replicas)) = cluster {
+    if let Some((cluster, (follower, lease), replicas)) = cluster {
         let _ = follower.await;
+        let _ = lease.await;
         replicas.stop().await;
         cluster.stop().await;
     }

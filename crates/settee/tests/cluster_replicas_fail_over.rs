@@ -5,7 +5,10 @@
 //! write through its node is forwarded to the active);
 //! then one node is killed (-9) and failed over (`POST /controller/failOver` on the leader's
 //! management port), its replicas are promoted, every vbucket has an active again and every
-//! document reads back from it.
+//! document reads back from it. Then the auto-failover timeout is set to 1 s over
+//! `/settings/autoFailover`; the killed node restarts fenced, is added back
+//! (`/controller/reAddNode`, delta recovery) and catches up as a replica; the third node is
+//! killed and the auto-failover alone promotes its replicas, some on the added-back node.
 
 mod support;
 
@@ -148,7 +151,9 @@ fn replicas_follow_the_map_and_failover_promotes_them() {
         .expect("the victim's name")
         .to_string();
     let victim_kv = node(&nodes, victim).kv_addr.clone();
-    nodes[victim].take().expect("running").kill9();
+    let mut killed = nodes[victim].take().expect("running");
+    let _ = killed.child.kill();
+    let _ = killed.child.wait();
     drop(connections);
     let mut mgmt = Client::connect(&node(&nodes, leader).mgmt_addr).expect("connect");
     let form = format!("otpNode={}", victim_name.replace('@', "%40"));
@@ -201,6 +206,128 @@ fn replicas_follow_the_map_and_failover_promotes_them() {
         });
         assert_eq!(read.status, status::SUCCESS, "doc {index}");
         assert_eq!(read.value, value(index), "doc {index}");
+    }
+    drop(connections);
+
+    // The auto-failover settings, as Couchbase's REST API shows and changes them.
+    let settings = |server: &Server| -> Value {
+        let mut mgmt = Client::connect(&server.mgmt_addr).expect("connect");
+        let got = mgmt
+            .request("GET", "/settings/autoFailover", None)
+            .expect("GET");
+        assert_eq!(got.status, 200);
+        serde_json::from_slice(&got.body).expect("json")
+    };
+    let shown = settings(node(&nodes, survivor));
+    assert_eq!(
+        (&shown["enabled"], &shown["timeout"], &shown["count"]),
+        (&Value::from(true), &Value::from(5), &Value::from(1)),
+        "{shown}"
+    );
+    let post = |server: &Server, path: &str, form: &str| {
+        let mut mgmt = Client::connect(&server.mgmt_addr).expect("connect");
+        let answer = mgmt
+            .request_with("POST", path, &content_type, Some(form.as_bytes()))
+            .expect("POST");
+        (
+            answer.status,
+            String::from_utf8_lossy(&answer.body).into_owned(),
+        )
+    };
+    let other = (0..3)
+        .find(|index| *index != leader && *index != victim)
+        .expect("the third node");
+    let (status, body) = post(
+        node(&nodes, other),
+        "/settings/autoFailover",
+        "enabled=true&timeout=0",
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("timeout"), "{body}");
+    // From any node, not only the leader's.
+    let (status, body) = post(
+        node(&nodes, other),
+        "/settings/autoFailover",
+        "enabled=true&timeout=1",
+    );
+    assert_eq!(status, 200, "{body}");
+    until("the new timeout everywhere", || {
+        (settings(node(&nodes, leader))["timeout"] == 1).then_some(())
+    });
+
+    // The failed node restarts on its addresses; it is fenced (it serves no vbucket) until
+    // it is added back (delta recovery): then it is a replica of its chains again, catches up,
+    // and holds what a later failover needs.
+    nodes[victim] = Some(support::restart_cluster_node(&killed, SECRET));
+    drop(killed);
+    let fenced = kv(node(&nodes, victim)).call(opcode::GET, &key(0), &[], &[], 0);
+    assert_eq!(fenced.status, status::NOT_MY_VBUCKET);
+    let victim_form = format!("otpNode={}", victim_name.replace('@', "%40"));
+    let (status, body) = post(node(&nodes, other), "/controller/reAddNode", &victim_form);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = post(node(&nodes, other), "/controller/reAddNode", &victim_form);
+    assert_eq!(status, 400, "{body}");
+    let (status, _) = post(
+        node(&nodes, other),
+        "/controller/reAddNode",
+        "otpNode=nobody",
+    );
+    assert_eq!(status, 400);
+    let (servers, rows) = until("the node back in the map", || {
+        let (servers, rows) = vbucket_map(node(&nodes, survivor));
+        let back = servers.len() == 3 && rows.iter().all(|row| row[0] >= 0 && row[1] >= 0);
+        back.then_some((servers, rows))
+    });
+    let server_of: Vec<usize> = servers.iter().map(|addr| index_of(&nodes, addr)).collect();
+    until("the added-back node caught up", || {
+        let actives: Vec<_> = (0..3).map(|i| seqnos(node(&nodes, i), 1)).collect();
+        let replicas: Vec<_> = (0..3).map(|i| seqnos(node(&nodes, i), 2)).collect();
+        let caught_up = rows.iter().enumerate().all(|(vb, row)| {
+            let vb = u16::try_from(vb).expect("vb");
+            let active = server_of[usize::try_from(row[0]).expect("an active")];
+            let replica = server_of[usize::try_from(row[1]).expect("a replica")];
+            let written = actives[active].get(&vb).copied();
+            written.is_some() && replicas[replica].get(&vb).copied() == written
+        });
+        caught_up.then_some(())
+    });
+
+    // The third node dies (kill -9) and nobody asks: the 1 s auto-failover promotes its
+    // replicas, some of them on the added-back node, and every document reads back.
+    nodes[other].take().expect("running").kill9();
+    let (servers, rows) = until("the auto-failover", || {
+        let (servers, rows) = vbucket_map(node(&nodes, leader));
+        let done = servers.len() == 2 && rows.iter().all(|row| row[0] >= 0);
+        done.then_some((servers, rows))
+    });
+    let server_of: Vec<usize> = servers.iter().map(|addr| index_of(&nodes, addr)).collect();
+    assert!(
+        rows.iter()
+            .any(|row| server_of[usize::try_from(row[0]).expect("active")] == victim),
+        "the added-back node holds actives after the failover"
+    );
+    let mut connections: BTreeMap<usize, Kv> = server_of
+        .iter()
+        .map(|index| (*index, kv(node(&nodes, *index))))
+        .collect();
+    for index in 0..DOCS {
+        let vb = settee_engine::vbucket::vbucket_of(&key(index), VBUCKETS);
+        let target = server_of[usize::try_from(active_of(&rows, vb)).expect("an active")];
+        let connection = connections.get_mut(&target).expect("a connection");
+        let read = until("a document read", || {
+            let reply = connection.call(opcode::GET, &key(index), &[], &[], 0);
+            (reply.status != status::NOT_MY_VBUCKET).then_some(reply)
+        });
+        assert_eq!(
+            read.status,
+            status::SUCCESS,
+            "doc {index} after the second failover"
+        );
+        assert_eq!(
+            read.value,
+            value(index),
+            "doc {index} after the second failover"
+        );
     }
     for server in nodes.into_iter().flatten() {
         server.stop();

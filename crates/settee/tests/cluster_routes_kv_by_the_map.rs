@@ -128,10 +128,17 @@ fn buckets_follow_the_map_and_kv_requests_go_to_the_active() {
     assert_eq!(reply_skipping_pushes(&mut pushed), status::SUCCESS);
 
     // Every node gives the same map of three nodes, one replica, its own node marked.
-    let configs: Vec<Value> = nodes
-        .iter()
-        .map(|node| terse_config(node, "routed"))
-        .collect();
+    // (The orchestrator's voter changes move the map too: read until every node is on one.)
+    let configs: Vec<Value> = support::until("one map revision on every node", || {
+        let configs: Vec<Value> = nodes
+            .iter()
+            .map(|node| terse_config(node, "routed"))
+            .collect();
+        configs
+            .iter()
+            .all(|config| config["rev"] == configs[0]["rev"])
+            .then_some(configs)
+    });
     let map = &configs[0]["vBucketServerMap"];
     assert_eq!(map["serverList"].as_array().map(Vec::len), Some(3));
     assert_eq!(map["numReplicas"], 1);

@@ -91,6 +91,7 @@ fn command() -> impl Strategy<Value = Command> {
         }),
         proptest::collection::btree_set(any::<u64>(), 0..6)
             .prop_map(|voters| Command::SetVoters { voters }),
+        any::<u64>().prop_map(|node| Command::AddBack { node }),
     ]
 }
 

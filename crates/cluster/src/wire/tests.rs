@@ -73,7 +73,10 @@ fn responses() -> Vec<Response> {
         Response::AppendEntries(AppendEntriesResponse::HigherVote(Vote::new(9, 3))),
         Response::Vote(VoteResponse::new(Vote::new(4, 2), None, true)),
         Response::Snapshot(SnapshotResponse::new(Vote::new_committed(3, 1))),
-        Response::Heartbeat,
+        Response::Heartbeat {
+            revision: 12,
+            quorum_age_ms: 80,
+        },
         Response::Joined { revision: 42 },
         Response::Proposed(crate::command::Applied::Revision(43)),
         Response::Proposed(crate::command::Applied::Rejected("bucket b exists".into())),

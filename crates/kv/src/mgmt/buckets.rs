@@ -8,10 +8,7 @@
 //!   `{"errors":{"name":"Bucket with given name already exists"}}` and the like, whose texts
 //!   the SDKs' bucket managers match. Server admins only. Offered when the binary set a
 //!   [`BucketAdmin`] (a cluster node); elsewhere the method is refused as before.
-//! - `POST /controller/failOver` (form `otpNode`: a member's name as `/_membership` gives it,
-//!   or its node id): hard failover of that node through the cluster map, 200 once committed,
-//!   400 "Unknown server given" for a name the map does not hold. Server admins only; through
-//!   [`BucketAdmin::fail_over`].
+//! - the node and failover requests of `nodes.rs`, through the same [`BucketAdmin`].
 //! - `GET /pools/default/bucketsStreaming/B`: the bucket's config, then the new one after every
 //!   cluster map change, each followed by four newlines (the stream older clients follow).
 
@@ -66,11 +63,38 @@ pub trait BucketAdmin: Send + Sync {
         let _ = otp_node;
         Box::pin(async { Err(BucketRefusal::Unavailable("not a cluster node".into())) })
     }
+
+    /// Adds a failed-over node back (`POST /controller/reAddNode`, delta recovery);
+    /// `Invalid` when the cluster has no such node, `Unavailable` when it is not failed over.
+    fn re_add_node(&self, otp_node: String) -> CreateFuture<'_> {
+        let _ = otp_node;
+        Box::pin(async { Err(BucketRefusal::Unavailable("not a cluster node".into())) })
+    }
+
+    /// The cluster's auto-failover settings (`GET /settings/autoFailover`).
+    fn auto_failover(&self) -> Option<AutoFailoverSettings> {
+        None
+    }
+
+    /// Changes them (`POST /settings/autoFailover`); the timeout is already checked.
+    fn set_auto_failover(&self, settings: AutoFailoverSettings) -> CreateFuture<'_> {
+        let _ = settings;
+        Box::pin(async { Err(BucketRefusal::Unavailable("not a cluster node".into())) })
+    }
+}
+
+/// Auto-failover as `/settings/autoFailover` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AutoFailoverSettings {
+    pub enabled: bool,
+    pub timeout_secs: u32,
+    /// Members failed over now (Couchbase's `count`; settee keeps no separate counter).
+    pub failed_over: usize,
 }
 
 /// The form of a cluster change and the binary's `BucketAdmin`, for an admin: ns_server's
 /// 405 on a node that is not in a cluster, 403 naming `permission` for anyone else.
-async fn admin_form<'a>(
+pub(crate) async fn admin_form<'a>(
     state: &'a KvState,
     user: &UserCtx,
     request: Request<hyper::body::Incoming>,
@@ -93,40 +117,6 @@ async fn admin_form<'a>(
         ));
     }
     Ok((fields, admin))
-}
-
-/// `POST /controller/failOver`.
-pub(crate) async fn fail_over(
-    state: &KvState,
-    user: &UserCtx,
-    request: Request<hyper::body::Incoming>,
-) -> Response<Full<Bytes>> {
-    let (fields, admin) = match admin_form(state, user, request, "cluster.pools!write").await {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let Some(node) = field(&fields, "otpNode").filter(|node| !node.is_empty()) else {
-        return json(
-            StatusCode::BAD_REQUEST,
-            serde_json::json!("No server specified."),
-        );
-    };
-    match admin.fail_over(node.to_owned()).await {
-        Ok(()) => Response::builder()
-            .status(StatusCode::OK)
-            .body(Full::new(Bytes::new()))
-            .unwrap_or_default(),
-        Err(BucketRefusal::Invalid(_, message)) => {
-            json(StatusCode::BAD_REQUEST, serde_json::json!(message))
-        }
-        Err(BucketRefusal::Exists) => json(
-            StatusCode::BAD_REQUEST,
-            serde_json::json!("Unknown server given."),
-        ),
-        Err(BucketRefusal::Unavailable(reason)) => {
-            json(StatusCode::SERVICE_UNAVAILABLE, serde_json::json!(reason))
-        }
-    }
 }
 
 /// Replicas Couchbase allows at most.

@@ -56,19 +56,15 @@ impl Server {
     ) -> Server {
         let mut command = Command::new(binary());
         configure(&mut command);
+        command.args(["serve", "--http-addr", http_addr]);
+        // Free ports unless `extra` names them (a restarted cluster node keeps its addresses).
+        for flag in ["--kv-addr", "--mgmt-addr"] {
+            if !extra.contains(&flag) {
+                command.args([flag, "127.0.0.1:0"]);
+            }
+        }
         let mut child = command
-            .args([
-                "serve",
-                "--http-addr",
-                http_addr,
-                "--kv-addr",
-                "127.0.0.1:0",
-                "--mgmt-addr",
-                "127.0.0.1:0",
-                "--admin",
-                ADMIN,
-                "--data-dir",
-            ])
+            .args(["--admin", ADMIN, "--data-dir"])
             .arg(data_dir)
             .args(extra)
             .stdout(Stdio::piped())
@@ -396,6 +392,24 @@ pub fn start_cluster_node(dir: &Path, secret: &str, join: Option<&str>) -> Serve
         args.extend_from_slice(&["--join", join]);
     }
     Server::start_with(dir, &args)
+}
+
+/// A cluster node started again from its data directory on the addresses it had (the map
+/// records them), without `--join`: it carries on from its stored Raft log.
+#[allow(dead_code)]
+pub fn restart_cluster_node(was: &Server, secret: &str) -> Server {
+    let cluster = cluster_addr(was);
+    let args = [
+        "--cluster-addr",
+        cluster.as_str(),
+        "--cluster-secret",
+        secret,
+        "--kv-addr",
+        was.kv_addr.as_str(),
+        "--mgmt-addr",
+        was.mgmt_addr.as_str(),
+    ];
+    Server::start_on(&was.data_dir, &was.addr, &args)
 }
 
 /// The cluster address a node printed in its banner (`settee cluster node ... ADDR:`).
