@@ -43,8 +43,8 @@ type trial struct {
 	leader         bool // the victim led the Raft group
 	victim         string
 	vbuckets       int
-	failover       time.Duration // the leader's map shows the victim failed over
-	reAdded        time.Duration
+	failover       time.Duration   // the leader's map shows the victim failed over
+	reAdded        time.Duration   // restarted, re-added and the map whole again
 	plain          []time.Duration // per vbucket: first write without durability
 	majority       []time.Duration // per vbucket: first majority write
 }
@@ -59,7 +59,7 @@ func runBench(ctx context.Context, cfg *config) int {
 				logf("trial %d (timeout %d s): %v", i+1, seconds, err)
 				return 1
 			}
-			logf("trial %d/%d: timeout %d s, victim %s (%s, %d active vbuckets): failover in the map %s, re-added %s; "+
+			logf("trial %d/%d: timeout %d s, victim %s (%s, %d active vbuckets): failover in the map %s, whole again %s; "+
 				"writes: all vbuckets %s (per-vbucket median %s); majority writes: all %s (median %s)",
 				i+1, cfg.trials, seconds, t.victim, victimKind(t.leader), t.vbuckets, ms(t.failover), ms(t.reAdded),
 				ms(worst(t.plain)), ms(median(t.plain)), ms(worst(t.majority)), ms(median(t.majority)))
@@ -115,7 +115,7 @@ func benchTrial(ctx context.Context, cfg *config, seconds int, wantLeader bool) 
 	if len(vbuckets) == 0 {
 		return t, fmt.Errorf("%s holds no active vbucket", victim)
 	}
-	cl, collection, err := connect(c.connectionString(), benchOpTimeout)
+	cl, collection, err := connect(c.connectionString()+cfg.sdkOptions, benchOpTimeout)
 	if err != nil {
 		return t, err
 	}
@@ -154,13 +154,12 @@ func benchTrial(ctx context.Context, cfg *config, seconds int, wantLeader bool) 
 	})
 	if err == nil {
 		t.failover = time.Since(killed)
-		if err := victim.start(ctx); err != nil {
-			return t, err
-		}
-		if err := c.reAdd(ctx, victim.id); err == nil {
-			t.reAdded = time.Since(killed)
+		// heal restarts the victim and re-adds it until it stays active (a node re-added right
+		// after its restart may be failed over once more).
+		if _, err := c.heal(ctx, &reAddRefused); err != nil {
+			logf("healing after the failover: %v", err)
 		} else {
-			logf("re-adding %s: %v", victim, err)
+			t.reAdded = time.Since(killed)
 		}
 	}
 	wg.Wait()

@@ -22,8 +22,9 @@ const (
 	quietPeriod = 1500 * time.Millisecond
 )
 
-// errNoReAdd: a node was failed over and this settee refuses `POST /controller/reAddNode`.
-var errNoReAdd = errors.New("a failed-over node cannot be re-added: this settee refuses POST /controller/reAddNode")
+// errNoReAdd: a node was failed over and cannot come back: this settee refuses
+// `POST /controller/reAddNode`, or --no-readd.
+var errNoReAdd = errors.New("a failed-over node is not re-added")
 
 // healing is what one heal saw and did.
 type healing struct {
@@ -98,6 +99,7 @@ func (c *cluster) heal(ctx context.Context, reAddRefused *bool) (healing, error)
 			case err != nil:
 				problem = fmt.Sprintf("re-adding %d: %v", m.ID, err)
 			default:
+				logf("heal: re-added node %d", m.ID)
 				done.reAdded = append(done.reAdded, m.ID)
 			}
 		}

@@ -61,6 +61,8 @@ type config struct {
 	roundsPerGeneration int
 	results             string
 	keepLogs            bool
+	sdkOptions          string
+	noReAdd             bool
 
 	bench    bool
 	trials   int
@@ -97,6 +99,8 @@ flags:
 	fs.IntVar(&cfg.roundsPerGeneration, "rounds-per-generation", 4, "fault rounds before the clients move to fresh keys")
 	fs.StringVar(&cfg.results, "results", "results", "where visualisations and logs of failed runs go")
 	fs.BoolVar(&cfg.keepLogs, "keep-logs", false, "keep the node logs of every run under --results, not only of failed ones")
+	sdkOptions := fs.String("sdk-options", "", "gocb connection string options, e.g. config_poll_interval=500ms")
+	fs.BoolVar(&cfg.noReAdd, "no-readd", false, "never re-add a failed-over node: a failover ends the run and the next rounds start on a fresh cluster (what a settee without POST /controller/reAddNode gets)")
 	fs.BoolVar(&cfg.bench, "bench-failover", false, "benchmark failover time instead of testing")
 	fs.IntVar(&cfg.trials, "trials", 20, "bench: trials per timeout")
 	timeouts := fs.String("timeout", "1", "bench: auto-failover timeouts to measure, seconds, comma-separated")
@@ -121,6 +125,9 @@ flags:
 		return nil, fmt.Errorf("--clients, --keys, --vbuckets and --rounds-per-generation must be positive")
 	case cfg.victims != "follower" && cfg.victims != "leader" && cfg.victims != "both":
 		return nil, fmt.Errorf("--victims must be follower, leader or both")
+	}
+	if *sdkOptions != "" {
+		cfg.sdkOptions = "?" + strings.TrimPrefix(*sdkOptions, "?")
 	}
 	if cfg.seed == 0 {
 		cfg.seed = uint64(time.Now().UnixNano())

@@ -32,6 +32,7 @@ type totals struct {
 	lost         []lostWrite
 	failures     []string
 	reAddRefused bool
+	interrupted  bool
 }
 
 func runTest(ctx context.Context, cfg *config) int {
@@ -39,7 +40,7 @@ func runTest(ctx context.Context, cfg *config) int {
 	timeout := time.Duration(cfg.failoverTimeout) * time.Second
 	sched := newSchedule(cfg.seed, timeout)
 	stats := &faultStats{}
-	t := &totals{counts: map[string]*[4]int{}, verdicts: map[porcupine.CheckResult]int{}}
+	t := &totals{counts: map[string]*[4]int{}, verdicts: map[porcupine.CheckResult]int{}, reAddRefused: cfg.noReAdd}
 	deadline := time.Now().Add(time.Duration(cfg.minutes * float64(time.Minute)))
 	more := func() bool {
 		if cfg.rounds > 0 {
@@ -53,6 +54,7 @@ func runTest(ctx context.Context, cfg *config) int {
 		}
 	}
 	if ctx.Err() != nil {
+		t.interrupted = true
 		t.failures = append(t.failures, "interrupted")
 	}
 	return summarize(cfg, t, stats)
@@ -96,11 +98,11 @@ func runOnce(ctx context.Context, cfg *config, t *totals, sched *schedule, stats
 	keys.rotate(generation, cfg.keys, cfg.vbuckets)
 	workers := make([]*worker, cfg.clients)
 	for i := range workers {
-		cl, collection, err := connect(c.connectionString(), cfg.kvTimeout)
+		cl, collection, err := connect(c.connectionString()+cfg.sdkOptions, cfg.kvTimeout)
 		if err != nil {
 			return fmt.Errorf("run %d: client %d: %w", run, i, err)
 		}
-		workers[i] = &worker{index: i, clients: cfg.clients, process: i, connection: c.connectionString(),
+		workers[i] = &worker{index: i, clients: cfg.clients, process: i, connection: c.connectionString() + cfg.sdkOptions,
 			cluster: cl, collection: collection, rec: rec,
 			rng: newRand(cfg.seed, uint64(run*1000+i)), kvTimeout: cfg.kvTimeout}
 	}
@@ -158,7 +160,7 @@ func finalReadsOf(ctx context.Context, cfg *config, t *totals, c *cluster, rec *
 	if err != nil {
 		t.failures = append(t.failures, fmt.Sprintf("run %d: not healed before the final reads: %v", run, err))
 	}
-	cl, collection, err := connect(c.connectionString(), cfg.kvTimeout)
+	cl, collection, err := connect(c.connectionString()+cfg.sdkOptions, cfg.kvTimeout)
 	if err != nil {
 		t.failures = append(t.failures, fmt.Sprintf("run %d: connecting for the final reads: %v", run, err))
 		return
@@ -274,8 +276,11 @@ func summarize(cfg *config, t *totals, stats *faultStats) int {
 	fmt.Println()
 	fmt.Printf("== chaos summary (seed %d)\n", cfg.seed)
 	fmt.Printf("runs: %d cluster(s)", t.runs)
-	if t.reAddRefused {
-		fmt.Print(" (this settee refuses POST /controller/reAddNode: a failed-over node ended its run)")
+	switch {
+	case cfg.noReAdd:
+		fmt.Print(" (--no-readd: a failover ended its run)")
+	case t.reAddRefused:
+		fmt.Print(" (this settee refuses POST /controller/reAddNode: a failover ended its run)")
 	}
 	fmt.Println()
 	names := make([]string, 0, len(t.counts))
@@ -303,10 +308,10 @@ func summarize(cfg *config, t *totals, stats *faultStats) int {
 	fmt.Printf("  kill -9 of a node holding active vbuckets (either kind): %d\n", stats.killsOfActiveNodes)
 	fmt.Printf("failovers seen: %d, re-adds: %d\n", stats.failoversSeen, stats.reAdds)
 	failures := append(append([]string(nil), t.failures...), stats.failures...)
-	if t.operations == 0 || stats.rounds == 0 {
+	if !t.interrupted && (t.operations == 0 || stats.rounds == 0) {
 		failures = append(failures, "nothing ran: no operations or no fault rounds")
 	}
-	if cfg.rounds > 0 && stats.rounds < cfg.rounds {
+	if !t.interrupted && cfg.rounds > 0 && stats.rounds < cfg.rounds {
 		failures = append(failures, fmt.Sprintf("only %d of %d fault rounds ran", stats.rounds, cfg.rounds))
 	}
 	linearizable := "yes"
