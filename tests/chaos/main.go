@@ -86,7 +86,7 @@ flags:
 	if binary == "" {
 		binary = filepath.Join(home, ".cache/settee/target/release/settee")
 	}
-	fs.StringVar(&cfg.binary, "settee", binary, "the settee binary (default: $SETTEE_BIN)")
+	fs.StringVar(&cfg.binary, "settee", binary, "the settee binary ($SETTEE_BIN by default)")
 	fs.Uint64Var(&cfg.seed, "seed", 0, "seed of the fault schedule (0: a new one, printed)")
 	fs.IntVar(&cfg.rounds, "rounds", 0, "fault rounds to run (0: as many as --minutes allows)")
 	fs.Float64Var(&cfg.minutes, "minutes", 10, "how long the nemesis runs when --rounds is 0")
