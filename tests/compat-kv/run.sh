@@ -6,9 +6,8 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 export SETTEE_BIN="${SETTEE_BIN:-$HOME/.cache/settee/target/release/settee}"
-# The Go the module asks for; when no such Go is on the PATH, GO_TOOLCHAIN_VERSION is installed.
-GO_VERSION_MIN="$(awk '$1 == "go" { print $2 }' "$HERE/go/go.mod")"
-GO_TOOLCHAIN_VERSION=1.24.6
+# install_go: the Go the module asks for, installed when no such Go is on the PATH.
+source "$HERE/../../scripts/go-toolchain.sh"
 LOGS="$(mktemp -d "${TMPDIR:-/tmp}/settee-compat-kv-logs.XXXXXX")"
 trap 'rm -rf "$LOGS"' EXIT
 
@@ -52,68 +51,6 @@ install_node() {
     npm ci --no-audit --no-fund --ignore-scripts
   fi
   node -e 'require("couchbase")' || { echo "the couchbase native binding does not load" >&2; return 1; }
-}
-
-go_is_recent() {
-  command -v go >/dev/null 2>&1 || return 1
-  local version
-  version="$(GOTOOLCHAIN=local go env GOVERSION 2>/dev/null | sed 's/^go//')"
-  [ -n "$version" ] && [ "$(printf '%s\n%s\n' "$GO_VERSION_MIN" "$version" | sort -V | head -1)" = "$GO_VERSION_MIN" ]
-}
-
-# Downloads the official Go release into $1: the go.dev tarball, or else the same toolchain as
-# the Go module golang.org/toolchain from the module proxy (what `GOTOOLCHAIN=auto` fetches).
-download_go() {
-  local target="$1" arch
-  case "$(uname -m)" in
-    x86_64) arch=amd64 ;;
-    aarch64) arch=arm64 ;;
-    *) echo "no Go toolchain for $(uname -m)" >&2; return 1 ;;
-  esac
-  rm -rf "$target" && mkdir -p "$target"
-  if curl -sSfL --max-time 300 "https://go.dev/dl/go$GO_TOOLCHAIN_VERSION.linux-$arch.tar.gz" \
-      | tar -xz -C "$target" --strip-components=1 2>/dev/null; then
-    return 0
-  fi
-  echo "go.dev unreachable; fetching golang.org/toolchain from the Go module proxy"
-  local module="golang.org/toolchain@v0.0.1-go$GO_TOOLCHAIN_VERSION.linux-$arch"
-  local zip="$target.zip"
-  curl -sSfL --max-time 300 -o "$zip" \
-    "${GOPROXY_URL:-https://proxy.golang.org}/golang.org/toolchain/@v/v0.0.1-go$GO_TOOLCHAIN_VERSION.linux-$arch.zip"
-  rm -rf "$target" && mkdir -p "$target"
-  python3 - "$zip" "$target" "$module/" <<'PY'
-import os, sys, zipfile
-archive, target, prefix = sys.argv[1:]
-with zipfile.ZipFile(archive) as z:
-    for info in z.infolist():
-        if not info.filename.startswith(prefix) or info.is_dir():
-            continue
-        path = os.path.join(target, info.filename[len(prefix):])
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with z.open(info) as src, open(path, "wb") as dst:
-            dst.write(src.read())
-        # Module zips carry no permissions: the binaries are made executable the way `go` does.
-        relative = info.filename[len(prefix):]
-        if relative.startswith("bin/") or relative.startswith("pkg/tool/"):
-            os.chmod(path, 0o755)
-PY
-  rm -f "$zip"
-}
-
-install_go() {
-  local cached="$HOME/.cache/settee/go-$GO_TOOLCHAIN_VERSION"
-  if ! go_is_recent && [ -x "$cached/bin/go" ]; then
-    export PATH="$cached/bin:$PATH"
-  fi
-  if ! go_is_recent; then
-    echo "installing Go $GO_TOOLCHAIN_VERSION into $cached"
-    download_go "$cached.partial"
-    rm -rf "$cached" && mv "$cached.partial" "$cached"
-    export PATH="$cached/bin:$PATH"
-    go_is_recent || { echo "the installed Go does not run" >&2; return 1; }
-  fi
-  cd "$HERE/go"
-  go mod download
 }
 
 # --- suites --------------------------------------------------------------------------------
@@ -165,7 +102,7 @@ if [ ! -x "$SETTEE_BIN" ]; then
 fi
 (install_python)
 (install_node)
-install_go
+install_go "$HERE/go"
 run_python
 run_node
 run_go
