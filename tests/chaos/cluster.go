@@ -253,10 +253,10 @@ func (t *terseConfig) activeVBucketsOf(n *node) []int {
 	return vbuckets
 }
 
-// createBucket makes the bucket with one replica and vbuckets vbuckets and waits until every
-// node serves it.
-func (c *cluster) createBucket(ctx context.Context, vbuckets int) error {
-	target := fmt.Sprintf("http://%s/%s?n=2&q=%d", c.nodes[0].httpAddr, bucketName, vbuckets)
+// createBucket makes the bucket with replicas replicas and vbuckets vbuckets and waits until
+// every node serves it.
+func (c *cluster) createBucket(ctx context.Context, vbuckets, replicas int) error {
+	target := fmt.Sprintf("http://%s/%s?n=%d&q=%d", c.nodes[0].httpAddr, bucketName, replicas+1, vbuckets)
 	status, raw, err := c.request("PUT", target, nil)
 	if err != nil {
 		return err

@@ -68,6 +68,7 @@ type config struct {
 	trials   int
 	timeouts []int
 	victims  string
+	replicas int
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -93,6 +94,7 @@ flags:
 	fs.IntVar(&cfg.clients, "clients", 5, "concurrent gocb clients")
 	fs.IntVar(&cfg.keys, "keys", 6, "keys per generation, each on its own vbucket")
 	fs.IntVar(&cfg.vbuckets, "vbuckets", 16, "vbuckets of the bucket")
+	fs.IntVar(&cfg.replicas, "replicas", 1, "replicas of the bucket (1 or 2 on 3 nodes; with 2 a majority survives a failover without re-adding the node)")
 	fs.IntVar(&cfg.failoverTimeout, "failover-timeout", 1, "auto-failover timeout, seconds (POST /settings/autoFailover)")
 	fs.DurationVar(&cfg.kvTimeout, "kv-timeout", 2500*time.Millisecond, "gocb KV and durable-write timeout")
 	fs.DurationVar(&cfg.checkTimeout, "check-timeout", 3*time.Minute, "porcupine's time limit per run (a timeout fails the test)")
@@ -123,6 +125,8 @@ flags:
 		return nil, fmt.Errorf("--failover-timeout must be at least 1")
 	case cfg.clients < 1 || cfg.keys < 1 || cfg.vbuckets < 1 || cfg.roundsPerGeneration < 1:
 		return nil, fmt.Errorf("--clients, --keys, --vbuckets and --rounds-per-generation must be positive")
+	case cfg.replicas < 1 || cfg.replicas > clusterSize-1:
+		return nil, fmt.Errorf("--replicas must be between 1 and %d", clusterSize-1)
 	case cfg.victims != "follower" && cfg.victims != "leader" && cfg.victims != "both":
 		return nil, fmt.Errorf("--victims must be follower, leader or both")
 	}

@@ -79,7 +79,7 @@ func runOnce(ctx context.Context, cfg *config, t *totals, sched *schedule, stats
 		}
 		c.close()
 	}()
-	if err := c.createBucket(ctx, cfg.vbuckets); err != nil {
+	if err := c.createBucket(ctx, cfg.vbuckets, cfg.replicas); err != nil {
 		return fmt.Errorf("run %d: %w", run, err)
 	}
 	if err := c.setAutoFailover(ctx, cfg.failoverTimeout); err != nil {
