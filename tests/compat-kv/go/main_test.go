@@ -5,7 +5,8 @@
 // tests), prepares it through the CouchDB HTTP API (buckets `default`, `private`,
 // `small?q=8`; user alice who may use `default` only; user trudy, only ever sent wrong passwords),
 // connects an admin cluster, runs the tests, and stops everything afterwards (the process group,
-// then the data directory).
+// then the data directory). SETTEE_CLUSTER=N runs the same tests against an N-node cluster
+// (cluster_test.go).
 package compatkv
 
 import (
@@ -55,6 +56,9 @@ type settee struct {
 	certs   string
 	process *exec.Cmd
 	dataDir string
+	// peers are the other nodes of a cluster (SETTEE_CLUSTER, cluster_test.go), stopped with
+	// this one; dataDir then holds every node's directory.
+	peers []*settee
 }
 
 func TestMain(m *testing.M) {
@@ -64,7 +68,11 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	gocb.SetLogger(sdkLog)
 	var err error
-	srv, err = startSettee()
+	if size := os.Getenv("SETTEE_CLUSTER"); size != "" {
+		srv, err = startCluster(size)
+	} else {
+		srv, err = startSettee()
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting settee:", err)
 		return 1
@@ -94,30 +102,63 @@ func freePort() (int, error) {
 	return listener.Addr().(*net.TCPAddr).Port, nil
 }
 
-func startSettee() (*settee, error) {
-	binary := os.Getenv("SETTEE_BIN")
-	if binary == "" {
-		home, _ := os.UserHomeDir()
-		binary = filepath.Join(home, ".cache/settee/target/release/settee")
+func setteeBinary() string {
+	if binary := os.Getenv("SETTEE_BIN"); binary != "" {
+		return binary
 	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache/settee/target/release/settee")
+}
+
+// makeCerts makes the test CA and the node's certificate in dir.
+func makeCerts(dir string) error {
+	if out, err := exec.Command(filepath.Join("..", "..", "tls", "make-certs.sh"), dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("making the test certificates: %v: %s", err, out)
+	}
+	return nil
+}
+
+func startSettee() (*settee, error) {
 	dataDir, err := os.MkdirTemp("", "settee-compat-kv-go-")
 	if err != nil {
 		return nil, err
 	}
 	s := &settee{dataDir: dataDir, certs: filepath.Join(dataDir, "certs")}
-	if out, err := exec.Command(filepath.Join("..", "..", "tls", "make-certs.sh"), s.certs).CombinedOutput(); err != nil {
-		os.RemoveAll(dataDir)
-		return nil, fmt.Errorf("making the test certificates: %v: %s", err, out)
+	err = s.pickPorts()
+	if err == nil {
+		err = makeCerts(s.certs)
 	}
+	if err == nil {
+		err = s.launch(filepath.Join(dataDir, "data"), nil, nil, os.Stderr)
+	}
+	if err == nil {
+		err = s.prepare()
+	}
+	if err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// pickPorts gives the node free ports and the URLs that go with them.
+func (s *settee) pickPorts() error {
 	for _, port := range []*int{&s.httpPort, &s.kvPort, &s.mgmtPort, &s.httpsPort, &s.kvTLSPort, &s.mgmtTLSPort} {
+		var err error
 		if *port, err = freePort(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	s.httpURL = fmt.Sprintf("http://127.0.0.1:%d", s.httpPort)
 	s.connectionString = fmt.Sprintf("couchbase://127.0.0.1:%d", s.kvPort)
 	s.tlsConnectionString = fmt.Sprintf("couchbases://127.0.0.1:%d", s.kvTLSPort)
-	s.process = exec.Command(binary, "serve", "--data-dir", filepath.Join(dataDir, "data"),
+	return nil
+}
+
+// launch starts the node (in its own process group) with data in data, the plain and TLS doors,
+// the given extra arguments and environment (nil: this process's), and waits until it serves.
+func (s *settee) launch(data string, extra, env []string, stderr io.Writer) error {
+	args := append([]string{"serve", "--data-dir", data,
 		"--tls-cert", filepath.Join(s.certs, "node.crt"), "--tls-key", filepath.Join(s.certs, "node.key"),
 		"--https-addr", fmt.Sprintf("127.0.0.1:%d", s.httpsPort),
 		"--kv-tls-addr", fmt.Sprintf("127.0.0.1:%d", s.kvTLSPort),
@@ -125,22 +166,16 @@ func startSettee() (*settee, error) {
 		"--http-addr", fmt.Sprintf("127.0.0.1:%d", s.httpPort),
 		"--kv-addr", fmt.Sprintf("127.0.0.1:%d", s.kvPort),
 		"--mgmt-addr", fmt.Sprintf("127.0.0.1:%d", s.mgmtPort),
-		"--admin", "admin:secret", "--pbkdf2-iterations", "1000")
-	s.process.Stderr = os.Stderr
+		"--admin", "admin:secret", "--pbkdf2-iterations", "1000"}, extra...)
+	s.process = exec.Command(setteeBinary(), args...)
+	s.process.Env = env
+	s.process.Stderr = stderr
 	s.process.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.process.Start(); err != nil {
-		os.RemoveAll(dataDir)
-		return nil, err
+		s.process = nil
+		return err
 	}
-	if err := s.waitUp(); err != nil {
-		s.stop()
-		return nil, err
-	}
-	if err := s.prepare(); err != nil {
-		s.stop()
-		return nil, err
-	}
-	return s, nil
+	return s.waitUp()
 }
 
 func (s *settee) waitUp() error {
@@ -162,29 +197,42 @@ func (s *settee) waitUp() error {
 	return fmt.Errorf("settee did not come up")
 }
 
+type step struct {
+	method, path string
+	body         any
+	statuses     []int
+}
+
+// accounts are the users prepare makes; a cluster makes them on every node (its `_users` is
+// per node).
+var accounts = []step{
+	{"PUT", "/_users/org.couchdb.user:alice",
+		map[string]any{"name": "alice", "password": "alicepw", "roles": []string{}, "type": "user"},
+		[]int{201, 202}},
+	// Only ever sent wrong passwords (auth_test.go): gocb retries a refused login until its
+	// timeout, and repeated failures lock a user out (CouchDB's [chttpd_auth_lockout]), so
+	// they must not be the admin's.
+	{"PUT", "/_users/org.couchdb.user:trudy",
+		map[string]any{"name": "trudy", "password": "trudypw", "roles": []string{}, "type": "user"},
+		[]int{201, 202}},
+}
+
 func (s *settee) prepare() error {
-	steps := []struct {
-		method, path string
-		body         any
-		statuses     []int
-	}{
+	steps := []step{
 		{"PUT", "/default", nil, []int{201}},
 		{"PUT", "/private", nil, []int{201}},
 		{"PUT", "/small?q=8", nil, []int{201}},
-		{"PUT", "/_users/org.couchdb.user:alice",
-			map[string]any{"name": "alice", "password": "alicepw", "roles": []string{}, "type": "user"},
-			[]int{201, 202}},
-		// Only ever sent wrong passwords (auth_test.go): gocb retries a refused login until its
-		// timeout, and repeated failures lock a user out (CouchDB's [chttpd_auth_lockout]), so
-		// they must not be the admin's.
-		{"PUT", "/_users/org.couchdb.user:trudy",
-			map[string]any{"name": "trudy", "password": "trudypw", "roles": []string{}, "type": "user"},
-			[]int{201, 202}},
-		{"PUT", "/default/_security", map[string]any{
-			"admins":  map[string]any{"names": []string{}, "roles": []string{}},
-			"members": map[string]any{"names": []string{"alice"}, "roles": []string{}},
-		}, []int{200}},
 	}
+	steps = append(steps, accounts...)
+	steps = append(steps, step{"PUT", "/default/_security", map[string]any{
+		"admins":  map[string]any{"names": []string{}, "roles": []string{}},
+		"members": map[string]any{"names": []string{"alice"}, "roles": []string{}},
+	}, []int{200}})
+	return s.do(steps)
+}
+
+// do sends the steps in order and fails on the first answered with an unexpected status.
+func (s *settee) do(steps []step) error {
 	for _, step := range steps {
 		status, body, err := s.http(step.method, step.path, step.body)
 		if err != nil {
@@ -202,6 +250,9 @@ func (s *settee) prepare() error {
 }
 
 func (s *settee) stop() {
+	for _, peer := range s.peers {
+		peer.stop()
+	}
 	if s.process != nil && s.process.Process != nil {
 		pgid := s.process.Process.Pid
 		_ = syscall.Kill(-pgid, syscall.SIGTERM)
