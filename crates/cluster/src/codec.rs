@@ -10,15 +10,17 @@ use openraft::{
 
 use crate::command::{Command, VbucketChange};
 use crate::map::{
-    AutoFailover, Bucket, ClusterMap, Durability, Member, MemberState, NodeId, Role, Vbucket,
+    AutoFailover, Bucket, ClusterMap, Durability, Member, MemberState, NodeId, Role, TlsPorts,
+    Vbucket,
 };
 use crate::types::TypeConfig;
 
 /// The version byte of votes, entries, snapshots and the state machine's wrapper.
 pub const VERSION: u8 = 1;
-/// The version byte maps and commands are written with: 2 added a member's `mgmt_addr`.
+/// The version byte maps and commands are written with: 2 added a member's `mgmt_addr`, 3 its
+/// TLS ports.
 /// Version 1 maps and commands are still read (docs/format/cluster-map.md, "Versions").
-pub const MAP_VERSION: u8 = 2;
+pub const MAP_VERSION: u8 = 3;
 /// Encodes "no node" where a node id is optional.
 const NO_NODE: u64 = u64::MAX;
 /// Elements a decoded list may announce at most, so a corrupt length cannot allocate wildly.
@@ -130,10 +132,10 @@ impl<'a> Reader<'a> {
             other => Err(DecodeError(format!("unknown version {other}"))),
         }
     }
-    /// The version byte of a map or a command: 1 or 2.
+    /// The version byte of a map or a command: 1, 2 or 3.
     pub fn map_version(&mut self) -> Result<u8, DecodeError> {
         match self.u8()? {
-            version @ (1 | MAP_VERSION) => Ok(version),
+            version @ (1 | 2 | MAP_VERSION) => Ok(version),
             other => Err(DecodeError(format!("unknown version {other}"))),
         }
     }
@@ -151,7 +153,7 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// A member in the version 2 layout (its `mgmt_addr` last).
+/// A member in the version 3 layout (its `mgmt_addr`, then its TLS ports, last).
 pub fn write_member(w: &mut Writer, member: &Member) {
     w.u64(member.id);
     w.str(&member.cluster_addr);
@@ -160,15 +162,30 @@ pub fn write_member(w: &mut Writer, member: &Member) {
     w.u8(member.state as u8);
     w.u8(member.role as u8);
     w.str(&member.mgmt_addr);
+    w.u16(member.tls.kv);
+    w.u16(member.tls.https);
+    w.u16(member.tls.mgmt);
 }
 
-/// A member as `version` wrote it: version 1 has no `mgmt_addr` (it reads as "").
+/// A member as `version` wrote it: version 1 has no `mgmt_addr` (it reads as ""), versions 1
+/// and 2 no TLS ports (0).
 pub fn read_member(r: &mut Reader, version: u8) -> Result<Member, DecodeError> {
     let mut member = read_member_v1(r)?;
     if version >= 2 {
         member.mgmt_addr = r.str()?;
     }
+    if version >= 3 {
+        member.tls = read_tls(r)?;
+    }
     Ok(member)
+}
+
+pub fn read_tls(r: &mut Reader) -> Result<TlsPorts, DecodeError> {
+    Ok(TlsPorts {
+        kv: r.u16()?,
+        https: r.u16()?,
+        mgmt: r.u16()?,
+    })
 }
 
 fn read_member_v1(r: &mut Reader) -> Result<Member, DecodeError> {
@@ -178,6 +195,7 @@ fn read_member_v1(r: &mut Reader) -> Result<Member, DecodeError> {
         http_addr: r.str()?,
         kv_addr: r.str()?,
         mgmt_addr: String::new(),
+        tls: TlsPorts::default(),
         state: match r.u8()? {
             0 => MemberState::Active,
             1 => MemberState::Failed,

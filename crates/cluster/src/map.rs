@@ -44,6 +44,17 @@ pub struct Member {
     pub mgmt_addr: String,
     pub state: MemberState,
     pub role: Role,
+    /// The ports its TLS doors listen on, on `kv_addr`'s host (all 0 when it serves no TLS,
+    /// or was recorded by a version 1 or 2 map).
+    pub tls: TlsPorts,
+}
+
+/// A member's TLS ports (0: not served), which configs advertise as kvSSL, capiSSL, mgmtSSL.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TlsPorts {
+    pub kv: u16,
+    pub https: u16,
+    pub mgmt: u16,
 }
 
 impl Member {
@@ -62,12 +73,18 @@ impl Member {
             mgmt_addr: String::new(),
             state: MemberState::Active,
             role: Role::Learner,
+            tls: TlsPorts::default(),
         }
     }
 
     /// The same member with its management address.
     pub fn with_mgmt_addr(mut self, mgmt_addr: impl Into<String>) -> Member {
         self.mgmt_addr = mgmt_addr.into();
+        self
+    }
+
+    pub fn with_tls(mut self, tls: TlsPorts) -> Member {
+        self.tls = tls;
         self
     }
 }

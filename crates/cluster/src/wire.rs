@@ -10,7 +10,7 @@ use openraft::SnapshotMeta;
 
 use crate::codec::{
     decode_command, decode_entry, encode_command, encode_entry, read_member, read_optional_log_id,
-    read_stored_membership, read_vote, write_member, write_optional_log_id,
+    read_stored_membership, read_tls, read_vote, write_member, write_optional_log_id,
     write_stored_membership, write_vote, DecodeError, Reader, Writer,
 };
 use crate::command::Applied;
@@ -170,10 +170,14 @@ pub fn decode_request(kind: u8, body: &[u8]) -> Result<Request, WireError> {
         KIND_HEARTBEAT => Request::Heartbeat { from: r.u64()? },
         KIND_JOIN => {
             let forwarded = r.bool()?;
-            // A version 1 sender's member ends before its management address.
+            // A version 1 sender's member ends before its management address, a version 2
+            // one before its TLS ports.
             let mut member = read_member(&mut r, 1)?;
             if !r.is_empty() {
                 member.mgmt_addr = r.str()?;
+            }
+            if !r.is_empty() {
+                member.tls = read_tls(&mut r)?;
             }
             Request::Join { member, forwarded }
         }

@@ -87,8 +87,8 @@ pub struct BucketIdentity<'a> {
     pub manifest_uid: u64,
 }
 
-/// Every serving node's services: the ports of its addresses; the TLS ports only for this
-/// node, the one whose settings are known here (members do not record theirs yet).
+/// Every serving node's services: the ports of its addresses and the TLS ports it recorded
+/// (this node's from its own settings).
 fn clustered_nodes_ext(topology: &Topology, config: &KvConfig) -> Value {
     let nodes: Vec<Value> = topology
         .nodes
@@ -103,6 +103,17 @@ fn clustered_nodes_ext(topology: &Topology, config: &KvConfig) -> Value {
             }
             if node.this_node {
                 add_tls_services(&mut services, config);
+            } else {
+                let tls = node.tls_ports;
+                for (name, port) in [
+                    ("kvSSL", tls.kv),
+                    ("capiSSL", tls.capi),
+                    ("mgmtSSL", tls.mgmt),
+                ] {
+                    if let Some(port) = port {
+                        services[name] = port.into();
+                    }
+                }
             }
             let mut entry = json!({
                 "services": services,

@@ -36,7 +36,17 @@ pub struct NodeEntry {
     pub mgmt_port: Option<u16>,
     /// The CouchDB HTTP port (Couchbase's `capi` service).
     pub capi_port: Option<u16>,
+    /// Its TLS ports (kvSSL, capiSSL, mgmtSSL), as the member recorded them.
+    pub tls_ports: TlsPorts,
     pub this_node: bool,
+}
+
+/// A node's TLS ports; `None` where it serves no TLS (or did not record it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TlsPorts {
+    pub kv: Option<u16>,
+    pub capi: Option<u16>,
+    pub mgmt: Option<u16>,
 }
 
 impl NodeEntry {
@@ -220,6 +230,7 @@ mod tests {
             kv_port: 11210,
             mgmt_port: Some(8091),
             capi_port: Some(5984),
+            tls_ports: TlsPorts::default(),
             this_node,
         }
     }

@@ -87,6 +87,7 @@ pub async fn start(
     http_addr: SocketAddr,
     kv_addr: SocketAddr,
     mgmt_addr: SocketAddr,
+    tls: settee_cluster::map::TlsPorts,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<Cluster> {
     let listener = tokio::net::TcpListener::bind(settings.addr)
@@ -99,7 +100,8 @@ pub async fn start(
         http_addr.to_string(),
         kv_addr.to_string(),
     )
-    .with_mgmt_addr(mgmt_addr.to_string());
+    .with_mgmt_addr(mgmt_addr.to_string())
+    .with_tls(tls);
     let backend = Arc::new(StoreBackend::new(engine.store().clone()));
     // Checked before Raft starts, so a node at the wrong address never disturbs its peers.
     let stored = stored_map(backend.as_ref())

@@ -46,6 +46,11 @@ pub fn topology_of(map: &ClusterMap, this: NodeId, routes: impl Fn(&Bucket) -> b
                 kv_port: kv_port.unwrap_or(0),
                 mgmt_port: split_addr(&member.mgmt_addr).1,
                 capi_port: split_addr(&member.http_addr).1,
+                tls_ports: settee_kv::routing::TlsPorts {
+                    kv: Some(member.tls.kv).filter(|port| *port != 0),
+                    capi: Some(member.tls.https).filter(|port| *port != 0),
+                    mgmt: Some(member.tls.mgmt).filter(|port| *port != 0),
+                },
                 this_node: member.id == this,
             }
         })
@@ -123,6 +128,16 @@ mod tests {
                 format!("{host}:11210"),
             )
             .with_mgmt_addr(format!("{host}:8091"));
+            // Node 10 serves TLS; the others do not.
+            let member = if id == 10 {
+                member.with_tls(settee_cluster::map::TlsPorts {
+                    kv: 11207,
+                    https: 6984,
+                    mgmt: 18091,
+                })
+            } else {
+                member
+            };
             assert!(matches!(
                 map.apply(&Command::AddMember(member)),
                 Applied::Revision(_)
@@ -192,6 +207,12 @@ mod tests {
         assert_eq!(
             nodes_ext[2]["services"],
             serde_json::json!({"kv": 11210, "mgmt": 8091, "capi": 5984})
+        );
+        // Another node's TLS ports, as its member recorded them.
+        assert_eq!(
+            nodes_ext[0]["services"],
+            serde_json::json!({"kv": 11210, "mgmt": 8091, "capi": 5984,
+                "kvSSL": 11207, "capiSSL": 6984, "mgmtSSL": 18091})
         );
         assert_eq!(config["nodes"][0]["hostname"], "127.0.0.1:8091");
         assert_eq!(

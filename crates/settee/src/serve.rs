@@ -249,6 +249,7 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
                 local,
                 kv_state.config.kv_addr,
                 kv_state.config.mgmt_addr,
+                tls_ports(tls_addrs),
                 wait_for(shutdown_receiver.clone()),
             )
             .await?;
@@ -499,4 +500,22 @@ fn backup_checkpoints(data_dir: &Path) -> anyhow::Result<std::path::PathBuf> {
         Err(error) => anyhow::bail!("cannot clear {}: {error}", dir.display()),
     }
     Ok(dir)
+}
+
+/// The TLS ports a cluster node records in the map (https, kv, mgmt; 0: none), so that every
+/// node's configs advertise them (kvSSL, capiSSL, mgmtSSL).
+fn tls_ports(
+    addrs: Option<(
+        std::net::SocketAddr,
+        std::net::SocketAddr,
+        std::net::SocketAddr,
+    )>,
+) -> settee_cluster::map::TlsPorts {
+    addrs.map_or_else(Default::default, |(https, kv, mgmt)| {
+        settee_cluster::map::TlsPorts {
+            kv: kv.port(),
+            https: https.port(),
+            mgmt: mgmt.port(),
+        }
+    })
 }

@@ -3,8 +3,14 @@ use proptest::prelude::*;
 use super::*;
 
 fn member() -> impl Strategy<Value = Member> {
-    (0u64..1000, "[a-z0-9.:]{0,20}", 0u8..3, any::<bool>()).prop_map(|(id, addr, state, voter)| {
-        Member {
+    (
+        0u64..1000,
+        "[a-z0-9.:]{0,20}",
+        0u8..3,
+        any::<bool>(),
+        any::<[u16; 3]>(),
+    )
+        .prop_map(|(id, addr, state, voter, tls)| Member {
             id,
             cluster_addr: format!("{addr}:4000"),
             http_addr: format!("{addr}:5984"),
@@ -16,8 +22,12 @@ fn member() -> impl Strategy<Value = Member> {
                 MemberState::Ejected,
             ][state as usize],
             role: if voter { Role::Voter } else { Role::Learner },
-        }
-    })
+            tls: TlsPorts {
+                kv: tls[0],
+                https: tls[1],
+                mgmt: tls[2],
+            },
+        })
 }
 
 fn vbucket() -> impl Strategy<Value = Vbucket> {
@@ -162,10 +172,10 @@ fn votes_round_trip_and_unknown_versions_are_refused() {
         assert_eq!(decode_vote(&encode_vote(&vote)), Ok(vote));
     }
     let mut bytes = encode_command(&Command::DropBucket { name: "b".into() });
-    bytes[0] = 3;
+    bytes[0] = 4;
     assert_eq!(
         decode_command(&bytes),
-        Err(DecodeError("unknown version 3".into()))
+        Err(DecodeError("unknown version 4".into()))
     );
     bytes[0] = MAP_VERSION;
     bytes.push(0);
@@ -216,4 +226,20 @@ fn version_1_maps_and_commands_still_decode() {
         .members
         .values()
         .all(|member| member.mgmt_addr.is_empty()));
+}
+
+#[test]
+fn version_2_members_have_no_tls_ports() {
+    let mut w = Writer::default();
+    w.u8(2);
+    w.u8(1);
+    member_v1(&mut w, 7);
+    w.str("10.0.0.1:8091");
+    match decode_command(&w.0) {
+        Ok(Command::AddMember(member)) => {
+            assert_eq!(member.mgmt_addr, "10.0.0.1:8091");
+            assert_eq!(member.tls, TlsPorts::default());
+        }
+        other => panic!("{other:?}"),
+    }
 }

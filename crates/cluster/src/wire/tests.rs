@@ -105,12 +105,16 @@ fn every_request_and_reply_comes_back_as_it_was_sent() {
 fn a_cut_or_lengthened_body_is_an_error_not_a_request() {
     for request in requests() {
         let (kind, body) = encode_request(&request);
-        // A Join cut right before the member's management address is a version 1 sender's.
-        let v1_join = match &request {
-            Request::Join { member, .. } => Some(body.len() - 2 - member.mgmt_addr.len()),
-            _ => None,
+        // A Join cut right before the member's management address is a version 1 sender's,
+        // one cut right before its TLS ports a version 2 sender's.
+        let old_joins = match &request {
+            Request::Join { member, .. } => {
+                let v2 = body.len() - 6;
+                vec![v2 - 2 - member.mgmt_addr.len(), v2]
+            }
+            _ => Vec::new(),
         };
-        for len in (0..body.len()).filter(|len| Some(*len) != v1_join) {
+        for len in (0..body.len()).filter(|len| !old_joins.contains(len)) {
             assert!(
                 decode_request(kind, &body[..len]).is_err(),
                 "{kind} cut at {len}"
@@ -134,13 +138,41 @@ fn a_join_from_a_version_1_sender_decodes_without_a_management_address() {
         member,
         forwarded: false,
     });
-    let old = &body[..body.len() - 2 - "127.0.0.1:8091".len()];
+    let old = &body[..body.len() - 6 - 2 - "127.0.0.1:8091".len()];
     match decode_request(kind, old).expect("decodes") {
         Request::Join { member, .. } => {
             assert_eq!(member.kv_addr, "127.0.0.1:11210");
             assert_eq!(member.mgmt_addr, "");
         }
         other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_join_carries_the_tls_ports_and_a_version_2_one_has_none() {
+    let tls = crate::map::TlsPorts {
+        kv: 11207,
+        https: 6984,
+        mgmt: 18091,
+    };
+    let member = Member::joining(7, "127.0.0.1:7001", "127.0.0.1:5984", "127.0.0.1:11210")
+        .with_mgmt_addr("127.0.0.1:8091")
+        .with_tls(tls);
+    let (kind, body) = encode_request(&Request::Join {
+        member,
+        forwarded: false,
+    });
+    for (bytes, expected) in [
+        (&body[..], tls),
+        (&body[..body.len() - 6], crate::map::TlsPorts::default()),
+    ] {
+        match decode_request(kind, bytes).expect("decodes") {
+            Request::Join { member, .. } => {
+                assert_eq!(member.mgmt_addr, "127.0.0.1:8091");
+                assert_eq!(member.tls, expected);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
 
