@@ -49,6 +49,33 @@ fn node(nodes: &[Option<Server>], index: usize) -> &Server {
     nodes[index].as_ref().expect("a running node")
 }
 
+/// Reads every document from its active as the map (`servers`, `rows`) places it, waiting
+/// out NOT_MY_VBUCKET while a node still follows the map.
+fn read_back_every_document(
+    nodes: &[Option<Server>],
+    servers: &[String],
+    rows: &[Vec<i64>],
+    when: &str,
+) {
+    let server_of: Vec<usize> = servers.iter().map(|addr| index_of(nodes, addr)).collect();
+    let mut connections: BTreeMap<usize, Kv> = server_of
+        .iter()
+        .map(|index| (*index, kv(node(nodes, *index))))
+        .collect();
+    for index in 0..DOCS {
+        let vb = settee_engine::vbucket::vbucket_of(&key(index), VBUCKETS);
+        let active = rows[usize::from(vb)][0];
+        let target = server_of[usize::try_from(active).expect("an active")];
+        let connection = connections.get_mut(&target).expect("a connection");
+        let read = until("a document read", || {
+            let reply = connection.call(opcode::GET, &key(index), &[], &[], 0);
+            (reply.status != status::NOT_MY_VBUCKET).then_some(reply)
+        });
+        assert_eq!(read.status, status::SUCCESS, "doc {index} {when}");
+        assert_eq!(read.value, value(index), "doc {index} {when}");
+    }
+}
+
 fn key(index: usize) -> Vec<u8> {
     format!("doc-{index:04}").into_bytes()
 }
@@ -191,23 +218,7 @@ fn replicas_follow_the_map_and_failover_promotes_them() {
     assert!(!servers.contains(&victim_kv));
 
     // Every document reads back from its active, wherever that is now.
-    let server_of: Vec<usize> = servers.iter().map(|addr| index_of(&nodes, addr)).collect();
-    let mut connections: BTreeMap<usize, Kv> = server_of
-        .iter()
-        .map(|index| (*index, kv(node(&nodes, *index))))
-        .collect();
-    for index in 0..DOCS {
-        let vb = settee_engine::vbucket::vbucket_of(&key(index), VBUCKETS);
-        let target = server_of[usize::try_from(active_of(&rows, vb)).expect("an active")];
-        let connection = connections.get_mut(&target).expect("a connection");
-        let read = until("a document read", || {
-            let reply = connection.call(opcode::GET, &key(index), &[], &[], 0);
-            (reply.status != status::NOT_MY_VBUCKET).then_some(reply)
-        });
-        assert_eq!(read.status, status::SUCCESS, "doc {index}");
-        assert_eq!(read.value, value(index), "doc {index}");
-    }
-    drop(connections);
+    read_back_every_document(&nodes, &servers, &rows, "after the failover");
 
     // The auto-failover settings, as Couchbase's REST API shows and changes them.
     let settings = |server: &Server| -> Value {
@@ -306,29 +317,7 @@ fn replicas_follow_the_map_and_failover_promotes_them() {
             .any(|row| server_of[usize::try_from(row[0]).expect("active")] == victim),
         "the added-back node holds actives after the failover"
     );
-    let mut connections: BTreeMap<usize, Kv> = server_of
-        .iter()
-        .map(|index| (*index, kv(node(&nodes, *index))))
-        .collect();
-    for index in 0..DOCS {
-        let vb = settee_engine::vbucket::vbucket_of(&key(index), VBUCKETS);
-        let target = server_of[usize::try_from(active_of(&rows, vb)).expect("an active")];
-        let connection = connections.get_mut(&target).expect("a connection");
-        let read = until("a document read", || {
-            let reply = connection.call(opcode::GET, &key(index), &[], &[], 0);
-            (reply.status != status::NOT_MY_VBUCKET).then_some(reply)
-        });
-        assert_eq!(
-            read.status,
-            status::SUCCESS,
-            "doc {index} after the second failover"
-        );
-        assert_eq!(
-            read.value,
-            value(index),
-            "doc {index} after the second failover"
-        );
-    }
+    read_back_every_document(&nodes, &servers, &rows, "after the second failover");
     for server in nodes.into_iter().flatten() {
         server.stop();
     }

@@ -244,14 +244,8 @@ pub(crate) fn streaming(
 
 #[cfg(test)]
 mod tests {
+    use super::super::collections::fields_of as fields;
     use super::*;
-
-    fn fields(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(key, value)| (key.to_string(), value.to_string()))
-            .collect()
-    }
 
     #[test]
     fn the_form_as_ns_server_checks_it() {

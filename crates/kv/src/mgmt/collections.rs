@@ -162,6 +162,15 @@ pub(crate) async fn form(
     Ok(form_urlencoded::parse(&body).into_owned().collect())
 }
 
+/// Form fields from pairs, as `form` gives them (for tests).
+#[cfg(test)]
+pub(crate) fn fields_of(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(key, value)| (key.to_string(), value.to_string()))
+        .collect()
+}
+
 pub(crate) fn field<'f>(fields: &'f [(String, String)], name: &str) -> Option<&'f str> {
     fields
         .iter()

@@ -153,14 +153,8 @@ fn parse(
 
 #[cfg(test)]
 mod tests {
+    use super::super::collections::fields_of as fields;
     use super::*;
-
-    fn fields(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(key, value)| (key.to_string(), value.to_string()))
-            .collect()
-    }
 
     #[test]
     fn the_auto_failover_form_as_ns_server_checks_it() {
