@@ -242,6 +242,12 @@ impl Tracker {
         }
     }
 
+    /// Whether any key of the bucket has a sync write that is not durable yet (one atomic
+    /// load): callers skip building a key when none has.
+    pub fn any_pending(&self) -> bool {
+        self.pending_count.load(Ordering::Acquire) > 0
+    }
+
     /// Whether a sync write to `key` in `vb` is waiting (one atomic load when none is): other
     /// writes to the key are refused meanwhile.
     pub fn is_pending(&self, vb: u16, key: &[u8]) -> bool {

@@ -33,10 +33,12 @@ pub(crate) fn pending_key(collection: u32, key: &[u8]) -> Vec<u8> {
 /// value before the write, which settee, having written it in place, no longer has).
 pub(crate) fn hidden(ctx: &OpCtx, key: &[u8]) -> bool {
     let tracker = ctx.bucket.durability();
-    tracker.is_hidden(
-        ctx.bucket.vbucket_of(key),
-        &pending_key(ctx.collection, key),
-    )
+    // Every read asks: no key is built unless some sync write is pending.
+    tracker.any_pending()
+        && tracker.is_hidden(
+            ctx.bucket.vbucket_of(key),
+            &pending_key(ctx.collection, key),
+        )
 }
 
 /// Runs `write` — a mutation that yields its encoded reply and, when it stored something, the
