@@ -10,7 +10,9 @@
 //! plus a load on a cluster node.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
 
 #[derive(Debug)]
 pub struct Lease {
@@ -20,6 +22,8 @@ pub struct Lease {
     enforced: AtomicBool,
     /// The lease holds before this many microseconds after `base` (0: never held).
     until_us: AtomicU64,
+    /// Wakes `wait_held` callers when the lease is extended.
+    extended: Notify,
 }
 
 impl Default for Lease {
@@ -28,6 +32,7 @@ impl Default for Lease {
             base: Instant::now(),
             enforced: AtomicBool::new(false),
             until_us: AtomicU64::new(0),
+            extended: Notify::new(),
         }
     }
 }
@@ -59,8 +64,28 @@ impl Lease {
     /// The lease holds until `until` (never shortened: an older proof arriving late does
     /// not take back a newer one).
     pub fn extend_to(&self, until: Instant) {
-        self.until_us
-            .fetch_max(self.micros(until).max(1), Ordering::AcqRel);
+        let until = self.micros(until).max(1);
+        if self.until_us.fetch_max(until, Ordering::AcqRel) < until {
+            self.extended.notify_waiters();
+        }
+    }
+
+    /// Whether the node holds the lease now or comes to hold it within `within`: a node that
+    /// has just started, or just learned a new map, gets its lease a moment later, and a
+    /// request arriving in that moment waits for it rather than being refused.
+    pub async fn wait_held(&self, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let extended = self.extended.notified();
+            tokio::pin!(extended);
+            extended.as_mut().enable();
+            if self.holds() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, extended).await.is_err() {
+                return self.holds();
+            }
+        }
     }
 
     /// When the lease runs out, if it holds at all.
@@ -73,7 +98,7 @@ impl Lease {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::sync::Arc;
 
     #[test]
     fn a_lease_holds_only_where_enforced_and_until_it_runs_out() {
@@ -91,5 +116,21 @@ mod tests {
         // Enforcing again (a restart of the cluster glue) drops it.
         lease.enforce();
         assert!(!lease.holds());
+    }
+
+    #[tokio::test]
+    async fn a_waiter_gets_the_lease_given_meanwhile_and_none_given_too_late() {
+        let lease = Arc::new(Lease::default());
+        lease.enforce();
+        assert!(!lease.wait_held(Duration::from_millis(20)).await);
+        let giver = Arc::clone(&lease);
+        let given = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            giver.extend_to(Instant::now() + Duration::from_secs(60));
+        });
+        assert!(lease.wait_held(Duration::from_secs(30)).await);
+        given.await.expect("giver");
+        // Held already: answered at once.
+        assert!(lease.wait_held(Duration::ZERO).await);
     }
 }

@@ -95,7 +95,7 @@ pub async fn forward_if_elsewhere(
     let (db, id, body) = match route {
         Some((db, id)) => {
             if cluster.serves_here(&db, &id) {
-                return unleased(cluster.as_ref(), &db);
+                return unleased(cluster.as_ref(), &db).await;
             }
             let body = req
                 .sent_body_bytes(state.config.max_request_size_bytes)
@@ -110,7 +110,7 @@ pub async fn forward_if_elsewhere(
             };
             if cluster.serves_here(&db, &id) {
                 req.body = Some(RequestBody::Whole(body));
-                return unleased(cluster.as_ref(), &db);
+                return unleased(cluster.as_ref(), &db).await;
             }
             (db, id, Ok(body))
         }
@@ -127,10 +127,10 @@ pub async fn forward_if_elsewhere(
 }
 
 /// A document this node is the active of, by its map: answered here (`None`), unless the node
-/// holds no serving lease, when its map may be stale (a failover it has not seen): 503, which
-/// clients retry (docs/format/cluster-map.md, "The serving lease").
-fn unleased(cluster: &dyn crate::ClusterView, db: &str) -> Option<ApiResult<HttpResponse>> {
-    cluster.unleased(db).then(|| {
+/// holds no serving lease, nor gets one within a moment, when its map may be stale (a
+/// failover it has not seen): 503, which clients retry (docs/format/cluster-map.md, "The serving lease").
+async fn unleased(cluster: &dyn crate::ClusterView, db: &str) -> Option<ApiResult<HttpResponse>> {
+    cluster.unleased(db).await.then(|| {
         Err(crate::error::ApiError::ServiceUnavailable(
             "this node cannot confirm its cluster map now; try again".into(),
         ))

@@ -106,11 +106,12 @@ pub trait ClusterView: Send + Sync {
     /// `bucket$scope$collection`): its vbucket is active here, or the database is not in the
     /// cluster map. One map lookup and a CRC32, no I/O.
     fn serves_here(&self, db: &str, doc_id: &str) -> bool;
-    /// Whether `db` is in the cluster map while this node holds no serving lease: it must not
-    /// answer for its active vbuckets now (docs/format/cluster-map.md, "The serving lease").
-    fn unleased(&self, db: &str) -> bool {
+    /// Whether `db` is in the cluster map while this node holds no serving lease, after
+    /// waiting a moment for one: it must not answer for its active vbuckets now
+    /// (docs/format/cluster-map.md, "The serving lease").
+    fn unleased<'a>(&'a self, db: &'a str) -> ClusterUnleased<'a> {
         let _ = db;
-        false
+        Box::pin(async { false })
     }
     /// Sends a single-document request to the active node of `doc_id`'s vbucket and returns its
     /// answer (forward.rs). The cluster fills in the map's fields of `request` (bucket,
@@ -147,6 +148,9 @@ pub enum ClusterRefusal {
 
 pub type ClusterChange<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ClusterRefusal>> + Send + 'a>>;
+/// What `ClusterView::unleased` answers, once it has waited.
+pub type ClusterUnleased<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>>;
 pub type ClusterForward<'a> = std::pin::Pin<
     Box<
         dyn std::future::Future<Output = Result<forward::ForwardHttpReply, ClusterRefusal>>

@@ -24,6 +24,9 @@ use crate::config::ClusterSettings;
 use crate::secrets;
 
 /// Generated ids stay below 2^53 so JSON readers that hold numbers as doubles see them whole.
+/// How long an HTTP request for an active vbucket waits for a serving lease the node does
+/// not hold (just started, or just followed a new map) before it is answered 503.
+const LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 const GENERATED_ID_MAX: u64 = (1 << 53) - 1;
 
 /// This node's id: DATA_DIR/node_id if it exists, else `--node-id` or a random one, written
@@ -324,8 +327,12 @@ impl settee_http::ClusterView for View {
         self.forwarder.serves_here(db, doc_id)
     }
 
-    fn unleased(&self, db: &str) -> bool {
-        !self.lease.holds() && self.forwarder.in_map(db)
+    fn unleased<'a>(&'a self, db: &'a str) -> settee_http::ClusterUnleased<'a> {
+        Box::pin(async move {
+            !self.lease.holds()
+                && self.forwarder.in_map(db)
+                && !self.lease.wait_held(LEASE_WAIT).await
+        })
     }
 
     fn forward(

@@ -377,7 +377,7 @@ impl ForwardServer {
     /// sender's epoch (after catching up once with a sender whose map is newer). Returns the
     /// vbuckets to answer for, one flag per vbucket of the bucket.
     async fn fence_scatter(&self, scatter: &ScatterHttp) -> Result<Arc<[bool]>, Refusal> {
-        self.leased()?;
+        self.leased().await?;
         let plus_to_space = self.state.node_config.settings().decode_plus_to_space;
         let request = &scatter.request;
         let db = settee_http::scatter::scattered_db(request, plus_to_space).ok_or_else(|| {
@@ -443,10 +443,12 @@ impl ForwardServer {
         }
     }
 
-    /// Refused while this node holds no serving lease: its map may miss a failover
-    /// (docs/format/cluster-map.md, "The serving lease"); the sender retries on a newer map.
-    fn leased(&self) -> Result<(), Refusal> {
-        if self.state.engine.lease().holds() {
+    /// Refused while this node holds no serving lease, after waiting [`BEHIND_WAIT_MS`] at
+    /// most for one: its map may miss a failover (docs/format/cluster-map.md, "The serving
+    /// lease"); the sender retries on a newer map.
+    async fn leased(&self) -> Result<(), Refusal> {
+        let wait = Duration::from_millis(BEHIND_WAIT_MS);
+        if self.state.engine.lease().wait_held(wait).await {
             return Ok(());
         }
         Err(Refusal::new(
@@ -483,7 +485,7 @@ impl ForwardServer {
     /// node is that vbucket's active (after catching up with a sender whose entry for the
     /// vbucket is newer), and the sender's entry is not older than this node's.
     async fn fence(&self, request: &ForwardHttp) -> Result<(), Refusal> {
-        self.leased()?;
+        self.leased().await?;
         let plus_to_space = self.state.node_config.settings().decode_plus_to_space;
         let (db, id) = settee_http::forward::forwarded_document(request, plus_to_space)
             .ok_or_else(|| {

@@ -28,7 +28,7 @@ pub fn lease_end(basis: LeaseBasis, timeout_ms: u32) -> std::time::Instant {
 pub fn keep(
     node: Arc<ClusterNode>,
     engine: Arc<Engine>,
-    followed: watch::Receiver<u64>,
+    mut followed: watch::Receiver<u64>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -36,9 +36,11 @@ pub fn keep(
         let mut ticks = tokio::time::interval(TICK);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            // A newly followed map may be what the last proof waited for: looked at at once.
             tokio::select! {
                 _ = &mut shutdown => return,
                 _ = ticks.tick() => {}
+                changed = followed.changed() => if changed.is_err() { return },
             }
             let Some(basis) = node.lease_basis() else {
                 continue;

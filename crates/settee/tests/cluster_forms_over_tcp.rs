@@ -238,3 +238,30 @@ fn three_nodes_join_survive_the_leader_and_take_it_back() {
         server.stop();
     }
 }
+
+/// A node that has just started a cluster takes writes as soon as it answers: its first
+/// serving lease comes a moment after its first map, and a request in that moment waits for
+/// it rather than being refused 503 (a CI run saw that 503 on the first document).
+#[test]
+fn a_new_cluster_node_takes_writes_at_once() {
+    for round in 0..8 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let server = start(dir.path(), "127.0.0.1:0", &[]);
+        let mut client = Client::connect(&server.addr).expect("connect");
+        let created = client.request("PUT", "/db", None).expect("request");
+        assert_eq!(created.status, 201, "round {round}: {}", created.json());
+        for index in 0..5 {
+            let path = format!("/db/doc-{index}");
+            let body = format!("{{\"n\":{index}}}");
+            let written = client
+                .request("PUT", &path, Some(body.as_bytes()))
+                .expect("request");
+            assert_eq!(
+                written.status,
+                201,
+                "round {round}, {path}: {}",
+                written.json()
+            );
+        }
+    }
+}
