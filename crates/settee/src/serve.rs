@@ -14,6 +14,9 @@ use crate::config::{timeout, ServeArgs, Settings};
 use crate::fd_limit;
 use crate::secrets;
 
+/// How long a cluster node waits for its first serving lease before it opens its doors.
+const LEASE_AT_START: Duration = Duration::from_secs(2);
+
 /// Databases CouchDB 3 expects on a single node.
 const SYSTEM_DBS: [&str; 2] = ["_users", "_replicator"];
 
@@ -275,6 +278,10 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
                 buckets.followed(),
                 wait_for(shutdown_receiver.clone()),
             );
+            // A node in contact with its cluster opens its doors with a lease in hand, so its
+            // first requests are not refused; one that cannot reach the leadership opens
+            // after the wait and answers as unleased until it can.
+            engine.lease().wait_held(LEASE_AT_START).await;
             let _ = state.cluster.set(Arc::new(crate::cluster::View {
                 node: started.node.clone(),
                 buckets: crate::cluster_buckets::HttpBuckets(buckets.clone()),
