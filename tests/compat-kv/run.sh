@@ -87,13 +87,17 @@ run_node() {
   check node "${count:-0}" "$status"
 }
 
+# run_go [NODES]: gocb's suite against one node, or against a NODES-node cluster
+# (SETTEE_CLUSTER, cluster_test.go).
 run_go() {
-  echo "== compat-kv: Go gocb SDK"
+  local nodes="${1:-}" name=go
+  [ -n "$nodes" ] && name="go, $nodes-node cluster"
+  echo "== compat-kv: Go gocb SDK${nodes:+ against a $nodes-node cluster}"
   local status=0
-  (cd "$HERE/go" && go test -count=1 -v ./...) 2>&1 | tee "$LOGS/go" || status=$?
+  (cd "$HERE/go" && SETTEE_CLUSTER="$nodes" go test -count=1 -v ./...) 2>&1 | tee "$LOGS/go" || status=$?
   local count
   count="$(grep -cE '^\s*--- PASS' "$LOGS/go" || true)"
-  check go "${count:-0}" "$status"
+  check "$name" "${count:-0}" "$status"
 }
 
 if [ ! -x "$SETTEE_BIN" ]; then
@@ -106,6 +110,7 @@ install_go "$HERE/go"
 run_python
 run_node
 run_go
+run_go 3
 
 if [ "${#failed[@]}" -gt 0 ]; then
   echo "compat-kv FAILED: ${failed[*]}" >&2

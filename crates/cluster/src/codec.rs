@@ -14,13 +14,14 @@ use crate::map::{
     Vbucket,
 };
 use crate::types::TypeConfig;
+use settee_manifest::{Manifest, ManifestChange, ManifestLimits};
 
 /// The version byte of votes, entries, snapshots and the state machine's wrapper.
 pub const VERSION: u8 = 1;
 /// The version byte maps and commands are written with: 2 added a member's `mgmt_addr`, 3 its
-/// TLS ports.
+/// TLS ports, 4 a bucket's whole collections manifest (3 had its uid).
 /// Version 1 maps and commands are still read (docs/format/cluster-map.md, "Versions").
-pub const MAP_VERSION: u8 = 3;
+pub const MAP_VERSION: u8 = 4;
 /// Encodes "no node" where a node id is optional.
 const NO_NODE: u64 = u64::MAX;
 /// Elements a decoded list may announce at most, so a corrupt length cannot allocate wildly.
@@ -132,10 +133,10 @@ impl<'a> Reader<'a> {
             other => Err(DecodeError(format!("unknown version {other}"))),
         }
     }
-    /// The version byte of a map or a command: 1, 2 or 3.
+    /// The version byte of a map or a command: 1 to 4.
     pub fn map_version(&mut self) -> Result<u8, DecodeError> {
         match self.u8()? {
-            version @ (1 | 2 | MAP_VERSION) => Ok(version),
+            version @ (1 | 2 | 3 | MAP_VERSION) => Ok(version),
             other => Err(DecodeError(format!("unknown version {other}"))),
         }
     }
@@ -245,7 +246,7 @@ fn write_bucket(w: &mut Writer, bucket: &Bucket) {
     w.u16(bucket.vbucket_count);
     w.u8(bucket.replicas);
     w.u8(bucket.durability_min as u8);
-    w.u64(bucket.manifest_uid);
+    w.blob(&bucket.manifest.encode());
     for entry in bucket
         .vbuckets
         .iter()
@@ -255,12 +256,19 @@ fn write_bucket(w: &mut Writer, bucket: &Bucket) {
     }
 }
 
-fn read_bucket(r: &mut Reader) -> Result<Bucket, DecodeError> {
+/// A bucket as `version` wrote it: before version 4 a manifest uid stood where the manifest
+/// is, and no writer ever set it above 0, so it reads as the default manifest.
+fn read_bucket(r: &mut Reader, version: u8) -> Result<Bucket, DecodeError> {
     let name = r.str()?;
     let vbucket_count = r.u16()?;
     let replicas = r.u8()?;
     let durability_min = durability_from(r.u8()?)?;
-    let manifest_uid = r.u64()?;
+    let manifest = if version >= 4 {
+        Manifest::decode(r.blob()?).map_err(|error| DecodeError(error.to_string()))?
+    } else {
+        r.u64()?;
+        Manifest::default()
+    };
     let vbuckets = (0..vbucket_count)
         .map(|_| read_vbucket(r))
         .collect::<Result<_, _>>()?;
@@ -269,7 +277,7 @@ fn read_bucket(r: &mut Reader) -> Result<Bucket, DecodeError> {
         vbucket_count,
         replicas,
         durability_min,
-        manifest_uid,
+        manifest,
         vbuckets,
     })
 }
@@ -303,7 +311,7 @@ pub fn read_map(r: &mut Reader) -> Result<ClusterMap, DecodeError> {
     }
     let mut buckets = BTreeMap::new();
     for _ in 0..r.count()? {
-        let bucket = read_bucket(r)?;
+        let bucket = read_bucket(r, version)?;
         buckets.insert(bucket.name.clone(), bucket);
     }
     Ok(ClusterMap {
@@ -335,10 +343,16 @@ pub fn encode_command(command: &Command) -> Vec<u8> {
             w.u8(4);
             w.str(name);
         }
-        Command::SetManifestUid { name, uid } => {
-            w.u8(5);
+        Command::ChangeManifest {
+            name,
+            change,
+            limits,
+        } => {
+            w.u8(10);
             w.str(name);
-            w.u64(*uid);
+            write_manifest_change(&mut w, change);
+            w.u32(u32::try_from(limits.scopes_max).unwrap_or(u32::MAX));
+            w.u32(u32::try_from(limits.collections_max).unwrap_or(u32::MAX));
         }
         Command::Failover { node, changes } => {
             w.u8(6);
@@ -390,11 +404,15 @@ fn read_command(r: &mut Reader) -> Result<Command, DecodeError> {
             };
             Command::SetMemberState { node, state }
         }
-        3 => Command::CreateBucket(read_bucket(r)?),
+        3 => Command::CreateBucket(read_bucket(r, version)?),
         4 => Command::DropBucket { name: r.str()? },
-        5 => Command::SetManifestUid {
+        10 => Command::ChangeManifest {
             name: r.str()?,
-            uid: r.u64()?,
+            change: read_manifest_change(r)?,
+            limits: ManifestLimits {
+                scopes_max: r.u32()? as usize,
+                collections_max: r.u32()? as usize,
+            },
         },
         6 => {
             let node = r.u64()?;
@@ -421,6 +439,56 @@ fn read_command(r: &mut Reader) -> Result<Command, DecodeError> {
         }
         9 => Command::AddBack { node: r.u64()? },
         other => return Err(DecodeError(format!("unknown command kind {other}"))),
+    })
+}
+
+/// `op u8 | str scope | str name | ttl u8 | max_ttl u32` (docs/format/cluster-map.md).
+fn write_manifest_change(w: &mut Writer, change: &ManifestChange) {
+    let (op, scope, name, max_ttl) = match change {
+        ManifestChange::CreateScope { name } => (0, name.as_str(), "", None),
+        ManifestChange::DropScope { name } => (1, name.as_str(), "", None),
+        ManifestChange::CreateCollection {
+            scope,
+            name,
+            max_ttl,
+        } => (2, scope.as_str(), name.as_str(), *max_ttl),
+        ManifestChange::DropCollection { scope, name } => (3, scope.as_str(), name.as_str(), None),
+        ManifestChange::SetMaxTtl {
+            scope,
+            name,
+            max_ttl,
+        } => (4, scope.as_str(), name.as_str(), *max_ttl),
+    };
+    w.u8(op);
+    w.str(scope);
+    w.str(name);
+    w.u8(u8::from(max_ttl.is_some()));
+    w.u32(max_ttl.unwrap_or(0));
+}
+
+fn read_manifest_change(r: &mut Reader) -> Result<ManifestChange, DecodeError> {
+    let op = r.u8()?;
+    let (scope, name) = (r.str()?, r.str()?);
+    let max_ttl = match (r.u8()?, r.u32()?) {
+        (0, _) => None,
+        (1, ttl) => Some(ttl),
+        _ => return Err(bad("max_ttl flag")),
+    };
+    Ok(match op {
+        0 => ManifestChange::CreateScope { name: scope },
+        1 => ManifestChange::DropScope { name: scope },
+        2 => ManifestChange::CreateCollection {
+            scope,
+            name,
+            max_ttl,
+        },
+        3 => ManifestChange::DropCollection { scope, name },
+        4 => ManifestChange::SetMaxTtl {
+            scope,
+            name,
+            max_ttl,
+        },
+        _ => return Err(bad("manifest change")),
     })
 }
 

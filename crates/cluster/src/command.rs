@@ -6,6 +6,8 @@
 
 use std::collections::BTreeSet;
 
+use settee_manifest::{ManifestChange, ManifestLimits};
+
 use crate::map::{
     AutoFailover, Bucket, ClusterMap, Durability, Member, MemberState, NodeId, Role, Vbucket,
     AUTO_FAILOVER_TIMEOUT_MS_MIN, BUCKET_NAME_BYTES_MAX, REPLICAS_MAX, VBUCKETS_MAX,
@@ -33,9 +35,12 @@ pub enum Command {
     DropBucket {
         name: String,
     },
-    SetManifestUid {
+    /// A scope or collection created or dropped, or a collection's max TTL set, planned on
+    /// the map's manifest of bucket `name` with the submitting node's `limits`.
+    ChangeManifest {
         name: String,
-        uid: u64,
+        change: ManifestChange,
+        limits: ManifestLimits,
     },
     /// Marks `node` failed and applies the promotions of `failover::plan`, all or nothing.
     Failover {
@@ -84,12 +89,18 @@ impl ClusterMap {
                 Some(_) => Ok(()),
                 None => Err(format!("no bucket {name}")),
             },
-            Command::SetManifestUid { name, uid } => match self.buckets.get_mut(name) {
-                Some(bucket) if *uid > bucket.manifest_uid => {
-                    bucket.manifest_uid = *uid;
-                    Ok(())
-                }
-                Some(_) => Err(format!("manifest uid {uid} is not above the current one")),
+            Command::ChangeManifest {
+                name,
+                change,
+                limits,
+            } => match self.buckets.get_mut(name) {
+                Some(bucket) => match bucket.manifest.plan(change, *limits) {
+                    Ok(planned) => {
+                        bucket.manifest = planned.manifest;
+                        Ok(())
+                    }
+                    Err(error) => Err(error.to_string()),
+                },
                 None => Err(format!("no bucket {name}")),
             },
             Command::Failover { node, changes } => self.failover(*node, changes, revision),
@@ -313,7 +324,7 @@ mod tests {
             vbucket_count: 2,
             replicas: 1,
             durability_min: Durability::None,
-            manifest_uid: 0,
+            manifest: Default::default(),
             vbuckets: vec![
                 Vbucket {
                     active: Some(1),
@@ -360,6 +371,50 @@ mod tests {
             })),
             Applied::Rejected(_)
         ));
+        assert_eq!(map, before);
+    }
+
+    #[test]
+    fn manifest_changes_are_planned_on_the_map_and_refused_with_the_planner_reason() {
+        let mut map = map_with_bucket();
+        let limits = ManifestLimits {
+            scopes_max: 2,
+            collections_max: 10,
+        };
+        let change = |change| Command::ChangeManifest {
+            name: "b".into(),
+            change,
+            limits,
+        };
+        let scope = |name: &str| ManifestChange::CreateScope { name: name.into() };
+        assert_eq!(map.apply(&change(scope("inventory"))), Applied::Revision(5));
+        let airline = ManifestChange::CreateCollection {
+            scope: "inventory".into(),
+            name: "airline".into(),
+            max_ttl: Some(60),
+        };
+        assert_eq!(map.apply(&change(airline.clone())), Applied::Revision(6));
+        let manifest = &map.buckets["b"].manifest;
+        assert_eq!(manifest.uid(), 2);
+        let created = manifest.find("inventory", "airline").expect("created");
+        assert_eq!((created.id, created.max_ttl), (8, Some(60)));
+        let before = map.clone();
+        for (refused, reason) in [
+            (airline, "exists"),
+            (scope("tenants"), "at most 2 scopes"),
+            (scope("_bad"), "_"),
+        ] {
+            match map.apply(&change(refused)) {
+                Applied::Rejected(why) => assert!(why.contains(reason), "{why}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        let elsewhere = Command::ChangeManifest {
+            name: "nope".into(),
+            change: scope("x"),
+            limits,
+        };
+        assert!(matches!(map.apply(&elsewhere), Applied::Rejected(_)));
         assert_eq!(map, before);
     }
 

@@ -122,7 +122,8 @@ pub struct Bucket {
     pub vbucket_count: u16,
     pub replicas: u8,
     pub durability_min: Durability,
-    pub manifest_uid: u64,
+    /// The bucket's collections manifest (docs/format/cluster-map.md, `ChangeManifest`).
+    pub manifest: settee_manifest::Manifest,
     /// Exactly `vbucket_count` entries.
     pub vbuckets: Vec<Vbucket>,
 }

@@ -45,7 +45,7 @@ pub fn place(settings: &BucketSettings, nodes: &[NodeId]) -> Bucket {
         vbucket_count: settings.vbucket_count,
         replicas: settings.replicas,
         durability_min: settings.durability_min,
-        manifest_uid: 0,
+        manifest: Default::default(),
         vbuckets,
     }
 }

@@ -55,6 +55,22 @@ fn options() -> StoreOptions {
     }
 }
 
+/// A collection `name` in the `_default` scope of the test's bucket.
+fn create_collection(name: &str) -> Command {
+    Command::ChangeManifest {
+        name: "beer-sample".into(),
+        change: settee_manifest::ManifestChange::CreateCollection {
+            scope: "_default".into(),
+            name: name.into(),
+            max_ttl: None,
+        },
+        limits: settee_manifest::ManifestLimits {
+            scopes_max: 100,
+            collections_max: 100,
+        },
+    }
+}
+
 async fn start(store: &Arc<Store>) -> ClusterNode {
     let mut config = NodeConfig::new(member(1));
     // A snapshot after a few entries, so the restart also reads a snapshot and a purged log.
@@ -96,11 +112,8 @@ async fn log_vote_map_and_snapshot_come_back_after_a_restart() {
         node.create_bucket(&settings).await,
         Ok(Applied::Revision(2))
     ));
-    for uid in 1..=6 {
-        let command = Command::SetManifestUid {
-            name: "beer-sample".into(),
-            uid,
-        };
+    for index in 1..=6 {
+        let command = create_collection(&format!("c{index}"));
         assert!(matches!(
             node.propose(command).await,
             Ok(Applied::Revision(_))
@@ -109,7 +122,7 @@ async fn log_vote_map_and_snapshot_come_back_after_a_restart() {
     let map = node.map();
     let metrics = node.raft().metrics().borrow().clone();
     assert_eq!(map.revision, 8);
-    assert_eq!(map.buckets["beer-sample"].manifest_uid, 6);
+    assert_eq!(map.buckets["beer-sample"].manifest.uid(), 6);
     assert!(
         metrics.snapshot.is_some(),
         "a snapshot was built: {metrics:?}"
@@ -146,19 +159,14 @@ async fn log_vote_map_and_snapshot_come_back_after_a_restart() {
         .expect("snapshot read")
         .is_some());
     until_leader(&node).await;
-    let command = Command::SetManifestUid {
-        name: "beer-sample".into(),
-        uid: 7,
-    };
+    let command = create_collection("c7");
     assert_eq!(
         node.propose(command).await.expect("commits"),
         Applied::Revision(9)
     );
-    // A lower manifest uid is still refused: the whole state came back, not just the revision.
-    let stale = Command::SetManifestUid {
-        name: "beer-sample".into(),
-        uid: 3,
-    };
+    // A collection made before the restart still exists: the whole state came back, not
+    // just the revision.
+    let stale = create_collection("c3");
     assert!(matches!(
         node.propose(stale).await,
         Ok(Applied::Rejected(_))

@@ -119,6 +119,8 @@ pub struct Engine {
     validator: Arc<crate::validate::ValidatorSlot>,
     /// Records skipped by readers of every bucket, dropped ones included.
     skip_total: Arc<SkipCounters>,
+    /// Where the manifest changes of a cluster's buckets are decided (`set_manifest_router`).
+    manifest_router: std::sync::OnceLock<Arc<dyn crate::collections::ManifestRouter>>,
 }
 
 impl Engine {
@@ -179,6 +181,7 @@ impl Engine {
             hlc,
             buckets: RwLock::new(buckets),
             admin: tokio::sync::Mutex::new(()),
+            manifest_router: std::sync::OnceLock::new(),
             access_epoch,
             lease,
             manifest_limits,
@@ -390,6 +393,12 @@ impl Engine {
         self.purge_hooks.write().push(hook);
     }
 
+    /// Registers where the manifest changes of a cluster's buckets are decided (see
+    /// [`crate::collections::ManifestRouter`]); only the first call counts.
+    pub fn set_manifest_router(&self, router: Arc<dyn crate::collections::ManifestRouter>) {
+        let _ = self.manifest_router.set(router);
+    }
+
     /// Registers the validator of every document write (see [`crate::WriteValidator`]); a
     /// second call replaces the first.
     pub fn set_write_validator(&self, validator: Arc<dyn crate::WriteValidator>) {
@@ -410,12 +419,21 @@ impl Engine {
     }
 
     /// Changes a bucket's manifest ([`Bucket::change_manifest`]), refusing a collection whose
-    /// CouchDB-door name is a bucket's name. The doors create collections through here.
+    /// CouchDB-door name is a bucket's name. The doors change manifests through here: a
+    /// cluster's bucket through the [`crate::collections::ManifestRouter`], which answers once
+    /// this node's bucket has the changed manifest.
     pub async fn change_manifest(
         &self,
         bucket: &Bucket,
         change: ManifestChange,
     ) -> Result<Arc<Manifest>, EngineError> {
+        let routed = self.manifest_router.get().and_then(|router| {
+            router.route(
+                bucket.name().to_owned(),
+                change.clone(),
+                self.manifest_limits,
+            )
+        });
         let _admin = self.admin.lock().await;
         if let ManifestChange::CreateCollection { scope, name, .. } = &change {
             let door = settee_manifest::door_name(bucket.name(), scope, name);
@@ -425,7 +443,16 @@ impl Engine {
                 )));
             }
         }
-        bucket.change_manifest(change).await
+        match routed {
+            // Not under the admin lock: following the map that carries the change may
+            // create or drop buckets.
+            Some(routed) => {
+                drop(_admin);
+                routed.await?;
+                Ok(bucket.manifest())
+            }
+            None => bucket.change_manifest(change).await,
+        }
     }
 
     /// Drops a bucket and all its data. Returns false when there was no such bucket.

@@ -44,6 +44,10 @@ pub enum EngineError {
     /// A scope or collection name (or a `scope.collection` path) that is not well formed.
     #[error("invalid name: {0}")]
     InvalidName(String),
+    /// What decides the change cannot be reached now (a cluster node's manifest change
+    /// without the cluster's leadership); the client may retry (HTTP 503).
+    #[error("unavailable: {0}")]
+    Unavailable(String),
 }
 
 impl EngineError {

@@ -57,7 +57,8 @@ pub use change_entry::{ChangeEntry, StreamEntry};
 pub use changes::ChangeCursor;
 pub use changes_descending::DescendingCursor;
 pub use collections::{
-    CollectionPurgeHook, DroppedCollection, Manifest, ManifestChange, SystemEvent, SystemEventKind,
+    CollectionPurgeHook, DroppedCollection, Manifest, ManifestChange, ManifestRouter, RoutedChange,
+    SystemEvent, SystemEventKind,
 };
 pub use doc_key::DocKey;
 pub use engine::{

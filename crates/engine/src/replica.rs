@@ -318,9 +318,14 @@ impl Bucket {
                         self.hlc.observe(event.cas);
                         let key = keys::seq_key(self.id, vbucket, event.seqno);
                         batch.put(Cf::Seq, key, event.encode());
+                        // The vbucket's collection counters move as the active's did.
+                        self.stage_event_counts(&mut batch, vbucket, &mut slot, event);
                     }
                     (ReplicaItem::Doc(_), Some(((doc, record), old))) => {
-                        let live = manifest.is_live(doc.collection);
+                        // Live by this node's manifest, or by the stream's own creation event
+                        // (a cluster node may follow the map's manifest a moment later).
+                        let live = manifest.is_live(doc.collection)
+                            || slot.collection(doc.collection).is_some();
                         self.stage_replica_doc(
                             &mut batch, &mut slot, vbucket, doc, record, *old, live,
                         );

@@ -311,3 +311,60 @@ async fn a_dropped_bucket_takes_its_collections_metadata() {
         assert!(!has_key_starting(&keys, prefix));
     }
 }
+
+/// A cluster node takes the map's manifest: the same manifest after, the events of the
+/// difference in its active vbuckets only, a restart keeps it, and an older or equal
+/// manifest changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adopted_manifest_writes_its_events_into_active_vbuckets_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let limits = settee_manifest::ManifestLimits {
+        scopes_max: 10,
+        collections_max: 10,
+    };
+    let mut target = Manifest::default();
+    for change in [
+        settee_manifest::ManifestChange::CreateScope {
+            name: "inventory".into(),
+        },
+        settee_manifest::ManifestChange::CreateCollection {
+            scope: "inventory".into(),
+            name: "airline".into(),
+            max_ttl: Some(60),
+        },
+    ] {
+        target = target.plan(&change, limits).expect("plan").manifest;
+    }
+    let actives = [true, false, true, false];
+    {
+        let engine = open(dir.path());
+        engine.create_bucket("db", VBUCKETS).await.expect("create");
+        let bucket = engine.bucket("db").expect("bucket");
+        let before = bucket.high_seqnos();
+        let adopted = bucket
+            .adopt_manifest(&target, &actives)
+            .await
+            .expect("adopt");
+        assert_eq!(*adopted, target);
+        let after = bucket.high_seqnos();
+        for (vbucket, active) in actives.iter().enumerate() {
+            let written = after.get(vbucket as u16) - before.get(vbucket as u16);
+            assert_eq!(written, if *active { 2 } else { 0 }, "vb {vbucket}");
+        }
+        // The same manifest again, or an older one: nothing.
+        bucket
+            .adopt_manifest(&target, &actives)
+            .await
+            .expect("again");
+        bucket
+            .adopt_manifest(&Manifest::default(), &actives)
+            .await
+            .expect("older");
+        assert_eq!(bucket.high_seqnos(), after);
+        assert_eq!(*bucket.manifest(), target);
+    }
+    let engine = open(dir.path());
+    let bucket = engine.bucket("db").expect("bucket after a restart");
+    assert_eq!(*bucket.manifest(), target);
+    assert!(bucket.manifest().find("inventory", "airline").is_some());
+}

@@ -262,6 +262,7 @@ impl From<EngineError> for ApiError {
             error @ EngineError::NotMyVbucket { .. } => {
                 ApiError::ServiceUnavailable(error.to_string())
             }
+            EngineError::Unavailable(reason) => ApiError::ServiceUnavailable(reason),
             error if error.is_insufficient_storage() => ApiError::insufficient_storage(),
             EngineError::CorruptDocument(reason) => ApiError::CorruptDocument(format!(
                 "the stored record of this document does not decode ({reason}); a database \

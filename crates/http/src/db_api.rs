@@ -223,7 +223,10 @@ async fn create_collection(state: &HttpState, db: &str) -> ApiResult<bool> {
         return Err(ApiError::FileExists);
     }
     if bucket.manifest().scope(&door.scope).is_none() {
-        match bucket.create_scope(&door.scope).await {
+        let scope = ManifestChange::CreateScope {
+            name: door.scope.to_string(),
+        };
+        match state.engine.change_manifest(&bucket, scope).await {
             Ok(_) | Err(EngineError::ScopeExists(_)) => {}
             Err(error) => return Err(collection_error(db, error)),
         }
@@ -248,11 +251,11 @@ async fn drop_collection(state: &HttpState, db: &str) -> ApiResult<HttpResponse>
     let (scope, collection) = manifest
         .collection(keyspace.collection())
         .ok_or_else(ApiError::db_not_found)?;
-    match keyspace
-        .bucket()
-        .drop_collection(&scope.name, &collection.name)
-        .await
-    {
+    let drop = ManifestChange::DropCollection {
+        scope: scope.name.clone(),
+        name: collection.name.clone(),
+    };
+    match state.engine.change_manifest(keyspace.bucket(), drop).await {
         Ok(_) => Ok(ok_true(StatusCode::OK)),
         Err(EngineError::UnknownCollection { .. } | EngineError::UnknownScope { .. }) => {
             Err(ApiError::db_not_found())

@@ -8,6 +8,7 @@
 
 mod door_name;
 mod error;
+mod events_to;
 mod manifest;
 
 pub use door_name::{decode_part, door_name, encode_part, split_door_name, DoorName};

@@ -142,8 +142,12 @@ impl ClusterBuckets {
         }
     }
 
+    pub fn node(&self) -> &Arc<ClusterNode> {
+        &self.node
+    }
+
     /// Waits until this node has followed the map to `revision`.
-    async fn followed_to(&self, revision: u64) -> Result<(), BucketRefusal> {
+    pub async fn followed_to(&self, revision: u64) -> Result<(), BucketRefusal> {
         let mut followed = self.followed.clone();
         let wait = async { followed.wait_for(|seen| *seen >= revision).await.is_ok() };
         let patience = std::time::Duration::from_millis(settee_cluster::node::APPLY_WAIT_MS);
@@ -204,8 +208,10 @@ async fn follow(
         }
     }
     *known = map.buckets.keys().cloned().collect();
-    // Vbucket roles and replica streams follow the map before the KV door routes by it.
+    // Vbucket roles and replica streams follow the map before the KV door routes by it; the
+    // manifests follow once the roles say which vbuckets take their events.
     replicas.follow(map).await;
+    crate::cluster_manifests::follow(map, this, engine).await;
     let routes = |bucket: &settee_cluster::map::Bucket| {
         engine
             .bucket(&bucket.name)

@@ -571,7 +571,7 @@ mod tests {
                 vbucket_count: 4,
                 replicas: 0,
                 durability_min: Durability::None,
-                manifest_uid: 0,
+                manifest: Default::default(),
                 vbuckets,
             },
         );

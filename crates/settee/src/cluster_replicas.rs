@@ -321,7 +321,7 @@ mod tests {
             vbucket_count: u16::try_from(vbuckets.len()).expect("a few"),
             replicas: 1,
             durability_min: Durability::None,
-            manifest_uid: 0,
+            manifest: Default::default(),
             vbuckets: vbuckets
                 .iter()
                 .map(|(active, replicas)| Vbucket {

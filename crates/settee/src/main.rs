@@ -6,6 +6,7 @@ mod cluster;
 mod cluster_buckets;
 mod cluster_forward;
 mod cluster_lease;
+mod cluster_manifests;
 mod cluster_replicas;
 mod cluster_topology;
 mod config;

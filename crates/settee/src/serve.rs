@@ -272,6 +272,7 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
                 wait_for(shutdown_receiver.clone()),
             )
             .await;
+            crate::cluster_manifests::route_through(&engine, &buckets);
             let lease = crate::cluster_lease::keep(
                 started.node.clone(),
                 engine.clone(),

@@ -43,24 +43,70 @@ fn vbucket() -> impl Strategy<Value = Vbucket> {
         })
 }
 
+/// A manifest some changes made: collections of `_default` by name (repeats refused).
+fn manifest() -> impl Strategy<Value = Manifest> {
+    proptest::collection::vec(("[a-z]{1,8}", proptest::option::of(any::<u32>())), 0..4).prop_map(
+        |names| {
+            let limits = ManifestLimits {
+                scopes_max: 10,
+                collections_max: 10,
+            };
+            let mut manifest = Manifest::default();
+            for (name, max_ttl) in names {
+                let change = ManifestChange::CreateCollection {
+                    scope: "_default".into(),
+                    name,
+                    max_ttl: max_ttl.map(|ttl| ttl % 1000),
+                };
+                if let Ok(planned) = manifest.plan(&change, limits) {
+                    manifest = planned.manifest;
+                }
+            }
+            manifest
+        },
+    )
+}
+
+fn manifest_change() -> impl Strategy<Value = ManifestChange> {
+    (
+        0u8..5,
+        "[a-z_%-]{0,12}",
+        "[a-z]{0,12}",
+        proptest::option::of(any::<u32>()),
+    )
+        .prop_map(|(op, scope, name, max_ttl)| match op {
+            0 => ManifestChange::CreateScope { name: scope },
+            1 => ManifestChange::DropScope { name: scope },
+            2 => ManifestChange::CreateCollection {
+                scope,
+                name,
+                max_ttl,
+            },
+            3 => ManifestChange::DropCollection { scope, name },
+            _ => ManifestChange::SetMaxTtl {
+                scope,
+                name,
+                max_ttl,
+            },
+        })
+}
+
 fn bucket() -> impl Strategy<Value = Bucket> {
     (
         "[a-z]{1,10}",
         proptest::collection::vec(vbucket(), 1..20),
         0u8..4,
         0u8..4,
-        any::<u64>(),
+        manifest(),
     )
-        .prop_map(
-            |(name, vbuckets, replicas, durability, manifest_uid)| Bucket {
-                name,
-                vbucket_count: vbuckets.len() as u16,
-                replicas,
-                durability_min: durability_from(durability).unwrap_or(Durability::None),
-                manifest_uid,
-                vbuckets,
-            },
-        )
+        .prop_map(|(name, vbuckets, replicas, durability, manifest)| Bucket {
+            name,
+            vbucket_count: vbuckets.len() as u16,
+            replicas,
+            durability_min: durability_from(durability).unwrap_or(Durability::None),
+            manifest,
+            vbuckets,
+        })
 }
 
 fn command() -> impl Strategy<Value = Command> {
@@ -76,7 +122,16 @@ fn command() -> impl Strategy<Value = Command> {
         }),
         bucket().prop_map(Command::CreateBucket),
         "[a-z]{1,10}".prop_map(|name| Command::DropBucket { name }),
-        ("[a-z]{1,10}", any::<u64>()).prop_map(|(name, uid)| Command::SetManifestUid { name, uid }),
+        ("[a-z]{1,10}", manifest_change(), any::<u32>(), any::<u32>()).prop_map(
+            |(name, change, scopes, collections)| Command::ChangeManifest {
+                name,
+                change,
+                limits: ManifestLimits {
+                    scopes_max: scopes as usize,
+                    collections_max: collections as usize,
+                },
+            }
+        ),
         (
             any::<u64>(),
             proptest::collection::vec(("[a-z]{1,5}", any::<u16>(), any::<u64>(), vbucket()), 0..5)
@@ -172,10 +227,10 @@ fn votes_round_trip_and_unknown_versions_are_refused() {
         assert_eq!(decode_vote(&encode_vote(&vote)), Ok(vote));
     }
     let mut bytes = encode_command(&Command::DropBucket { name: "b".into() });
-    bytes[0] = 4;
+    bytes[0] = 5;
     assert_eq!(
         decode_command(&bytes),
-        Err(DecodeError("unknown version 4".into()))
+        Err(DecodeError("unknown version 5".into()))
     );
     bytes[0] = MAP_VERSION;
     bytes.push(0);
@@ -242,4 +297,43 @@ fn version_2_members_have_no_tls_ports() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// A version 3 CreateBucket: a manifest uid where version 4 has the manifest; it reads as the
+/// default manifest. The retired SetManifestUid (kind 5) is refused.
+#[test]
+fn version_3_buckets_read_with_the_default_manifest() {
+    let mut w = Writer::default();
+    w.u8(3);
+    w.u8(3);
+    w.str("beer-sample");
+    w.u16(1);
+    w.u8(1);
+    w.u8(0);
+    w.u64(0);
+    write_vbucket(
+        &mut w,
+        &Vbucket {
+            active: Some(1),
+            replicas: vec![2],
+            epoch: 4,
+        },
+    );
+    match decode_command(&w.0) {
+        Ok(Command::CreateBucket(bucket)) => {
+            assert_eq!(bucket.name, "beer-sample");
+            assert_eq!(bucket.manifest, Manifest::default());
+            assert_eq!(bucket.vbuckets[0].replicas, vec![2]);
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut w = Writer::default();
+    w.u8(3);
+    w.u8(5);
+    w.str("beer-sample");
+    w.u64(6);
+    assert_eq!(
+        decode_command(&w.0),
+        Err(DecodeError("unknown command kind 5".into()))
+    );
 }

@@ -68,7 +68,7 @@ fn the_plan_keeps_the_failed_node_in_the_chain_and_names_the_epoch() {
             vbucket_count: 2,
             replicas: 1,
             durability_min: Durability::None,
-            manifest_uid: 0,
+            manifest: Default::default(),
             vbuckets: vec![entry(1, &[2]), entry(2, &[1])],
         },
     );

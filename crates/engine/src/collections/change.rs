@@ -13,7 +13,27 @@ use crate::bucket::Bucket;
 use crate::error::EngineError;
 use crate::keys;
 use crate::vb_state::{VbSlot, VbState};
-use settee_manifest::{Manifest, ManifestChange, SystemEventKind};
+use settee_manifest::{Manifest, ManifestChange, PlannedChange, SystemEventKind};
+
+/// What a cluster node's manifest change becomes: committed through the cluster map, then
+/// followed here (docs/format/cluster-map.md, `ChangeManifest`).
+pub type RoutedChange =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), EngineError>> + Send + 'static>>;
+
+/// Decides the manifest changes of the buckets a cluster holds, instead of this node alone
+/// (`Engine::set_manifest_router`). The engine does not know the cluster: only that some
+/// buckets' changes are decided elsewhere and reach it through `Bucket::adopt_manifest`.
+pub trait ManifestRouter: Send + Sync {
+    /// `None`: `bucket` is this node's alone and changes here. Otherwise the change, which
+    /// resolves once this node's bucket has it; its refusals are the planner's, typed as a
+    /// single node's are.
+    fn route(
+        &self,
+        bucket: String,
+        change: ManifestChange,
+        limits: settee_manifest::ManifestLimits,
+    ) -> Option<RoutedChange>;
+}
 
 /// The format version a data directory has once a bucket's manifest changed (collections.md:
 /// older binaries would misparse long keys in whole-bucket scans).
@@ -91,6 +111,38 @@ impl Bucket {
         &self,
         change: ManifestChange,
     ) -> Result<Arc<Manifest>, EngineError> {
+        let limits = self.manifest_limits;
+        self.rewrite_manifest(None, |current| Ok(Some(current.plan(&change, limits)?)))
+            .await
+    }
+
+    /// A cluster node's bucket takes the cluster map's manifest `target` (the same ids, names,
+    /// max TTLs and uid; docs/format/cluster-map.md): the events of the difference
+    /// (`Manifest::events_to`) go into the vbuckets `actives` marks only, as replicas get them
+    /// from their actives' streams. Nothing happens when the bucket's uid is at or above
+    /// `target`'s. Returns the manifest the bucket has after.
+    pub async fn adopt_manifest(
+        &self,
+        target: &Manifest,
+        actives: &[bool],
+    ) -> Result<Arc<Manifest>, EngineError> {
+        self.rewrite_manifest(Some(actives), |current| {
+            Ok((target.uid() > current.uid()).then(|| PlannedChange {
+                events: current.events_to(target),
+                manifest: target.clone(),
+            }))
+        })
+        .await
+    }
+
+    /// The one durable batch of a manifest change (`change_manifest`): `plan` sees the current
+    /// manifest and gives the next one and its events (`None`: nothing to do); the events go
+    /// into every vbucket, or those `only` marks.
+    async fn rewrite_manifest(
+        &self,
+        only: Option<&[bool]>,
+        plan: impl FnOnce(&Manifest) -> Result<Option<PlannedChange>, EngineError>,
+    ) -> Result<Arc<Manifest>, EngineError> {
         let _changing = self.manifest_lock.lock().await;
         if self.dropped.load(std::sync::atomic::Ordering::Acquire) {
             return Err(EngineError::Invalid("database was deleted".into()));
@@ -106,14 +158,22 @@ impl Bucket {
                     self.reload_vb_state(vbucket as u16, slot, epoch, &live)?;
                 }
             }
-            let planned = current.manifest.plan(&change, self.manifest_limits)?;
+            let Some(planned) = plan(&current.manifest)? else {
+                return Ok(current.manifest.clone());
+            };
             let uid = planned.manifest.uid();
             let first_change = current.manifest.uid() == 0;
             let mut batch = Batch::new();
             let mut highs = Vec::with_capacity(guards.len());
             for (vbucket, slot) in guards.iter_mut().enumerate() {
                 let vbucket = vbucket as u16;
-                for planned_event in &planned.events {
+                let events = match only {
+                    Some(only) if !only.get(usize::from(vbucket)).copied().unwrap_or(false) => {
+                        &[][..]
+                    }
+                    _ => &planned.events[..],
+                };
+                for planned_event in events {
                     slot.state.high_seqno += 1;
                     let seqno = slot.state.high_seqno;
                     let cas = self.hlc.next(self.clock.as_ref());
@@ -207,7 +267,7 @@ impl Bucket {
     /// What an event does to a vbucket's collection counters: a created collection starts
     /// empty at its event's seqno, a modified one's high seqno moves to it, a dropped one's
     /// counts leave the vbucket's at once.
-    fn stage_event_counts(
+    pub(crate) fn stage_event_counts(
         &self,
         batch: &mut Batch,
         vbucket: u16,

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use settee_storage::{Cf, Store};
 
-pub use change::FORMAT_VERSION;
+pub use change::{ManifestRouter, RoutedChange, FORMAT_VERSION};
 pub use event::SystemEvent;
 pub(crate) use event::VERSION_EVENT;
 pub use settee_manifest::{

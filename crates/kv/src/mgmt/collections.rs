@@ -121,6 +121,9 @@ fn refusal(error: &EngineError, scope: &str, collection: Option<&str>) -> Respon
             &format!("Maximum number exceeded: {reason}"),
         ),
         (EngineError::Invalid(reason), _) => errors(StatusCode::BAD_REQUEST, "_", reason),
+        (EngineError::Unavailable(reason), _) => {
+            errors(StatusCode::SERVICE_UNAVAILABLE, "_", reason)
+        }
         (error, _) if error.is_insufficient_storage() => errors(
             StatusCode::SERVICE_UNAVAILABLE,
             "_",
@@ -242,9 +245,15 @@ async fn change(
                     "The value must be supplied",
                 );
             };
-            changed(bucket.create_scope(name).await, name, None)
+            let create = ManifestChange::CreateScope { name: name.into() };
+            changed(engine.change_manifest(bucket, create).await, name, None)
         }
-        (Method::DELETE, [scope]) => changed(bucket.drop_scope(scope).await, scope, None),
+        (Method::DELETE, [scope]) => {
+            let drop = ManifestChange::DropScope {
+                name: (*scope).into(),
+            };
+            changed(engine.change_manifest(bucket, drop).await, scope, None)
+        }
         (Method::POST, [scope, "collections"]) => {
             let Some(name) = field(fields, "name") else {
                 return errors(
@@ -270,11 +279,17 @@ async fn change(
                 Some(name),
             )
         }
-        (Method::DELETE, [scope, "collections", collection]) => changed(
-            bucket.drop_collection(scope, collection).await,
-            scope,
-            Some(collection),
-        ),
+        (Method::DELETE, [scope, "collections", collection]) => {
+            let drop = ManifestChange::DropCollection {
+                scope: (*scope).into(),
+                name: (*collection).into(),
+            };
+            changed(
+                engine.change_manifest(bucket, drop).await,
+                scope,
+                Some(collection),
+            )
+        }
         (Method::POST | Method::DELETE, _) => not_found(),
         _ => json(
             StatusCode::METHOD_NOT_ALLOWED,
