@@ -247,6 +247,7 @@ fn write_bucket(w: &mut Writer, bucket: &Bucket) {
     w.u8(bucket.replicas);
     w.u8(bucket.durability_min as u8);
     w.blob(&bucket.manifest.encode());
+    w.u64(bucket.design_rev);
     for entry in bucket
         .vbuckets
         .iter()
@@ -263,11 +264,13 @@ fn read_bucket(r: &mut Reader, version: u8) -> Result<Bucket, DecodeError> {
     let vbucket_count = r.u16()?;
     let replicas = r.u8()?;
     let durability_min = durability_from(r.u8()?)?;
-    let manifest = if version >= 4 {
-        Manifest::decode(r.blob()?).map_err(|error| DecodeError(error.to_string()))?
+    let (manifest, design_rev) = if version >= 4 {
+        let manifest =
+            Manifest::decode(r.blob()?).map_err(|error| DecodeError(error.to_string()))?;
+        (manifest, r.u64()?)
     } else {
         r.u64()?;
-        Manifest::default()
+        (Manifest::default(), 0)
     };
     let vbuckets = (0..vbucket_count)
         .map(|_| read_vbucket(r))
@@ -278,6 +281,7 @@ fn read_bucket(r: &mut Reader, version: u8) -> Result<Bucket, DecodeError> {
         replicas,
         durability_min,
         manifest,
+        design_rev,
         vbuckets,
     })
 }
@@ -379,6 +383,10 @@ pub fn encode_command(command: &Command) -> Vec<u8> {
             w.u8(9);
             w.u64(*node);
         }
+        Command::DesignsChanged { name } => {
+            w.u8(11);
+            w.str(name);
+        }
     }
     w.0
 }
@@ -438,6 +446,7 @@ fn read_command(r: &mut Reader) -> Result<Command, DecodeError> {
             Command::SetVoters { voters }
         }
         9 => Command::AddBack { node: r.u64()? },
+        11 => Command::DesignsChanged { name: r.str()? },
         other => return Err(DecodeError(format!("unknown command kind {other}"))),
     })
 }

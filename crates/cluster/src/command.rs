@@ -51,6 +51,10 @@ pub enum Command {
     SetVoters {
         voters: BTreeSet<NodeId>,
     },
+    /// A design document of bucket `name` was written: its `design_rev` rises by one.
+    DesignsChanged {
+        name: String,
+    },
     /// Delta recovery: a failed member serves again, as a replica of its chains, and as the
     /// active of the vbuckets a failover left without one (docs/format/cluster-map.md).
     AddBack {
@@ -113,6 +117,13 @@ impl ClusterMap {
                 }
             }
             Command::AddBack { node } => self.add_back(*node, revision),
+            Command::DesignsChanged { name } => match self.buckets.get_mut(name) {
+                Some(bucket) => {
+                    bucket.design_rev += 1;
+                    Ok(())
+                }
+                None => Err(format!("no bucket {name}")),
+            },
             Command::SetVoters { voters } => {
                 if let Some(stranger) = voters.iter().find(|id| !self.members.contains_key(id)) {
                     Err(format!("voter {stranger} is not a member"))
@@ -325,6 +336,7 @@ mod tests {
             replicas: 1,
             durability_min: Durability::None,
             manifest: Default::default(),
+            design_rev: 0,
             vbuckets: vec![
                 Vbucket {
                     active: Some(1),
@@ -372,6 +384,21 @@ mod tests {
             Applied::Rejected(_)
         ));
         assert_eq!(map, before);
+    }
+
+    #[test]
+    fn a_design_change_raises_the_bucket_design_rev_only() {
+        let mut map = map_with_bucket();
+        let changed = Command::DesignsChanged { name: "b".into() };
+        assert_eq!(map.apply(&changed), Applied::Revision(5));
+        assert_eq!(map.apply(&changed), Applied::Revision(6));
+        assert_eq!(map.buckets["b"].design_rev, 2);
+        assert!(map.buckets["b"]
+            .vbuckets
+            .iter()
+            .all(|entry| entry.epoch == 4));
+        let elsewhere = Command::DesignsChanged { name: "c".into() };
+        assert!(matches!(map.apply(&elsewhere), Applied::Rejected(_)));
     }
 
     #[test]

@@ -124,6 +124,8 @@ pub struct Bucket {
     pub durability_min: Durability,
     /// The bucket's collections manifest (docs/format/cluster-map.md, `ChangeManifest`).
     pub manifest: settee_manifest::Manifest,
+    /// Rises by one each time a design document of the bucket was written (DesignsChanged).
+    pub design_rev: u64,
     /// Exactly `vbucket_count` entries.
     pub vbuckets: Vec<Vbucket>,
 }

@@ -46,6 +46,7 @@ pub fn place(settings: &BucketSettings, nodes: &[NodeId]) -> Bucket {
         replicas: settings.replicas,
         durability_min: settings.durability_min,
         manifest: Default::default(),
+        design_rev: 0,
         vbuckets,
     }
 }

@@ -206,7 +206,7 @@ pub struct Bucket {
     security: RwLock<serde_json::Value>,
     /// The node's access epoch, moved by `set_security` and, for access buckets, by every
     /// committed write.
-    access: BucketAccess,
+    pub(crate) access: BucketAccess,
     /// Set when the bucket is deleted, so stale handles refuse to write.
     pub(crate) dropped: std::sync::atomic::AtomicBool,
     /// Purges so far (CouchDB `purge_seq`); written only by `purge`, which holds `purge_lock`
@@ -258,6 +258,10 @@ pub struct Bucket {
     pub(crate) failover_lock: tokio::sync::Mutex<()>,
     /// Per vbucket, its `VbRole` on this node (`replica.rs`); written under the vbucket's lock.
     pub(crate) roles: Vec<std::sync::atomic::AtomicU8>,
+    /// The node's listener of design document writes (`designs.rs`).
+    pub(crate) designs: Arc<crate::designs::DesignsSlot>,
+    /// Design documents gathered from the cluster (`designs.rs`).
+    pub(crate) shared_designs: RwLock<Arc<Vec<crate::designs::SharedDesign>>>,
 }
 
 /// How a bucket takes part in the node's access epoch.
@@ -280,6 +284,7 @@ pub(crate) struct NodeParts {
     pub purge_hooks: Arc<crate::collections::PurgeHooks>,
     pub validator: Arc<crate::validate::ValidatorSlot>,
     pub lease: Arc<crate::lease::Lease>,
+    pub designs: Arc<crate::designs::DesignsSlot>,
 }
 
 impl Bucket {
@@ -300,6 +305,7 @@ impl Bucket {
             purge_hooks,
             validator,
             lease,
+            designs,
         } = node;
         let mut vb_states = Vec::with_capacity(config.vbuckets as usize);
         // Read before the disk: a write failing meanwhile makes the first writer reload.
@@ -388,6 +394,8 @@ impl Bucket {
             failover_heads,
             failover_lock: tokio::sync::Mutex::new(()),
             roles,
+            designs,
+            shared_designs: RwLock::new(Arc::default()),
         })
     }
 
@@ -806,6 +814,9 @@ impl Bucket {
             .any(|write| write.key.starts_with(b"_design/"))
         {
             self.access.epoch.advance_designs();
+            self.changed.send_modify(|version| *version += 1);
+            self.designs_written().await;
+            return Ok(committed);
         }
         self.changed.send_modify(|version| *version += 1);
         Ok(committed)

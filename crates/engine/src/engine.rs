@@ -119,6 +119,8 @@ pub struct Engine {
     validator: Arc<crate::validate::ValidatorSlot>,
     /// Records skipped by readers of every bucket, dropped ones included.
     skip_total: Arc<SkipCounters>,
+    /// The listener of design document writes (`designs.rs`, `set_designs_listener`).
+    designs: Arc<crate::designs::DesignsSlot>,
     /// Where the manifest changes of a cluster's buckets are decided (`set_manifest_router`).
     manifest_router: std::sync::OnceLock<Arc<dyn crate::collections::ManifestRouter>>,
 }
@@ -137,6 +139,7 @@ impl Engine {
         let purge_wake = Arc::new(tokio::sync::Notify::new());
         let purge_hooks: Arc<crate::collections::PurgeHooks> = Arc::default();
         let validator: Arc<crate::validate::ValidatorSlot> = Arc::default();
+        let designs: Arc<crate::designs::DesignsSlot> = Arc::default();
         let mut found = Vec::new();
         for item in store.scan(Cf::Meta, prefix, &upper, false) {
             let (key, value) = item?;
@@ -170,6 +173,7 @@ impl Engine {
                 purge_hooks: purge_hooks.clone(),
                 validator: validator.clone(),
                 lease: lease.clone(),
+                designs: designs.clone(),
             };
             let bucket = Bucket::load(node, id, config, access)?;
             buckets.insert(name, Arc::new(bucket));
@@ -182,6 +186,7 @@ impl Engine {
             buckets: RwLock::new(buckets),
             admin: tokio::sync::Mutex::new(()),
             manifest_router: std::sync::OnceLock::new(),
+            designs,
             access_epoch,
             lease,
             manifest_limits,
@@ -375,6 +380,7 @@ impl Engine {
             purge_hooks: self.purge_hooks.clone(),
             validator: self.validator.clone(),
             lease: self.lease.clone(),
+            designs: self.designs.clone(),
         };
         let bucket = Bucket::load(node, id, config, access)?;
         self.buckets
@@ -397,6 +403,12 @@ impl Engine {
     /// [`crate::collections::ManifestRouter`]); only the first call counts.
     pub fn set_manifest_router(&self, router: Arc<dyn crate::collections::ManifestRouter>) {
         let _ = self.manifest_router.set(router);
+    }
+
+    /// Registers the listener told of every design document written on this node (see
+    /// [`crate::DesignsListener`]); a second call replaces the first.
+    pub fn set_designs_listener(&self, listener: Arc<dyn crate::DesignsListener>) {
+        *self.designs.write() = Some(listener);
     }
 
     /// Registers the validator of every document write (see [`crate::WriteValidator`]); a

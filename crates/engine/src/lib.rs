@@ -23,6 +23,7 @@ pub use settee_durability as durability;
 pub use settee_record::clock;
 pub mod collections;
 use settee_record::doc_key;
+mod designs;
 mod doc_reads;
 mod engine;
 mod error;
@@ -60,6 +61,7 @@ pub use collections::{
     CollectionPurgeHook, DroppedCollection, Manifest, ManifestChange, ManifestRouter, RoutedChange,
     SystemEvent, SystemEventKind,
 };
+pub use designs::{DesignsListener, DesignsWritten, SharedDesign};
 pub use doc_key::DocKey;
 pub use engine::{
     CreateOutcome, Engine, EngineOptions, COLLECTIONS_PER_BUCKET_MAX, REVS_LIMIT_DEFAULT,

@@ -448,6 +448,7 @@ impl Bucket {
         for update in &updates {
             self.check_active(self.vbucket_of(&update.key))?;
         }
+        self.designs_current().await;
         let validator = self.validator_for(collection);
         fn doc_key(collection: u32, update: &DocUpdate) -> DocKey<'_> {
             DocKey::new(collection, &update.key)

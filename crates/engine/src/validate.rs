@@ -142,6 +142,7 @@ impl Bucket {
         rev: &RevId,
         current: Option<&DocRecord>,
     ) -> Result<(), Refusal> {
+        self.designs_current().await;
         let Some(validator) = self.validator_for(key.collection) else {
             return Ok(());
         };

@@ -572,6 +572,7 @@ mod tests {
                 replicas: 0,
                 durability_min: Durability::None,
                 manifest: Default::default(),
+                design_rev: 0,
                 vbuckets,
             },
         );

@@ -322,6 +322,7 @@ mod tests {
             replicas: 1,
             durability_min: Durability::None,
             manifest: Default::default(),
+            design_rev: 0,
             vbuckets: vbuckets
                 .iter()
                 .map(|(active, replicas)| Vbucket {

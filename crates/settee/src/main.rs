@@ -4,6 +4,7 @@
 mod backup;
 mod cluster;
 mod cluster_buckets;
+mod cluster_designs;
 mod cluster_forward;
 mod cluster_lease;
 mod cluster_manifests;

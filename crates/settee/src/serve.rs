@@ -273,6 +273,19 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
             )
             .await;
             crate::cluster_manifests::route_through(&engine, &buckets);
+            // Validation functions hold on every node (cluster_designs.rs).
+            let designs = crate::cluster_designs::ClusterDesigns::new(
+                started.node.clone(),
+                crate::cluster_forward::Forwarder {
+                    node: started.node.clone(),
+                    transport: started.transport.clone(),
+                },
+                engine.clone(),
+            );
+            engine.set_designs_listener(Arc::new(crate::cluster_designs::DesignsThroughMap(
+                Arc::downgrade(&designs),
+            )));
+            let gatherer = designs.keep(wait_for(shutdown_receiver.clone()));
             let lease = crate::cluster_lease::keep(
                 started.node.clone(),
                 engine.clone(),
@@ -295,7 +308,7 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
             let _ = kv_state
                 .bucket_admin
                 .set(Arc::new(crate::cluster_buckets::KvBuckets(buckets)));
-            Some((started, (follower, lease), replicas))
+            Some((started, (follower, lease, gatherer, designs), replicas))
         }
         _ => None,
     };
@@ -415,9 +428,10 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
     for tls_server in tls_servers {
         let _ = tls_server.await;
     }
-    if let Some((cluster, (follower, lease), replicas)) = cluster {
+    if let Some((cluster, (follower, lease, gatherer, _designs), replicas)) = cluster {
         let _ = follower.await;
         let _ = lease.await;
+        let _ = gatherer.await;
         replicas.stop().await;
         cluster.stop().await;
     }

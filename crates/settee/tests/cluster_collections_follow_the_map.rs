@@ -25,8 +25,11 @@ fn form(server: &Server, method: &str, path: &str, body: &str) -> (u16, Value) {
     (response.status, value)
 }
 
-/// (uid, [(scope, [(collection, id)])]) of a node's `GET .../scopes`.
-fn listing(server: &Server) -> (String, Vec<(String, Vec<(String, String)>)>) {
+/// Scopes by name, each with its collections as (name, id).
+type Scopes = Vec<(String, Vec<(String, String)>)>;
+
+/// (uid, scopes) of a node's `GET .../scopes`.
+fn listing(server: &Server) -> (String, Scopes) {
     let (code, body) = form(server, "GET", "/pools/default/buckets/travel/scopes", "");
     assert_eq!(code, 200, "{body}");
     let scopes = body["scopes"]
@@ -52,7 +55,7 @@ fn listing(server: &Server) -> (String, Vec<(String, Vec<(String, String)>)>) {
 }
 
 /// Every node lists the same manifest, at `uid` (hex).
-fn same_everywhere(nodes: &[Server], uid: &str) -> Vec<(String, Vec<(String, String)>)> {
+fn same_everywhere(nodes: &[Server], uid: &str) -> Scopes {
     until(&format!("every node at manifest uid {uid}"), || {
         let listings: Vec<_> = nodes.iter().map(listing).collect();
         let agreed = listings.iter().all(|listed| listed == &listings[0]);

@@ -2,8 +2,9 @@
 //!
 //! Per keyspace (bucket, collection), the design documents that have a validation function
 //! are read once and compiled into one [`Program`] each, cached under the bucket's
-//! [`Bucket::design_stamp`]: a design document written anywhere, or a bucket created or
-//! dropped, makes the next write read them again. A keyspace without validation functions
+//! [`Bucket::design_stamp`]: a design document written anywhere, the design documents a
+//! cluster node gathered from the others replaced, or a bucket created or dropped, makes the
+//! next write read them again. A keyspace without validation functions
 //! costs a write one cache lookup.
 //!
 //! Each function runs as CouchDB runs it: `fn.call(ddoc, newDoc, oldDoc, userCtx, secObj)`,
@@ -11,7 +12,7 @@
 //! `_rev`, `_revisions`, `_deleted` (when true) and `_attachments` stubs around their fields;
 //! `userCtx` is `{db, name, roles}`; `secObj` the bucket's `_security` object.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -64,7 +65,9 @@ impl DesignValidators {
 }
 
 /// Every live design document of the keyspace with a `validate_doc_update` string, in id
-/// order. A design document that does not decode is left out (it was checked when written).
+/// order: the node's own, and those gathered from the cluster (`Bucket::shared_designs`), the
+/// higher revision of a document winning (a deletion here included). A design document that
+/// does not decode is left out (it was checked when written).
 fn read_functions(bucket: &Bucket, collection: u32) -> Vec<Arc<Program>> {
     let range = ScanRange {
         collection,
@@ -73,15 +76,38 @@ fn read_functions(bucket: &Bucket, collection: u32) -> Vec<Arc<Program>> {
         inclusive_end: false,
         descending: false,
     };
-    let mut functions = Vec::new();
+    // id -> (revision, the document when live)
+    let mut designs: BTreeMap<String, (String, Option<Map<String, Value>>)> = BTreeMap::new();
     for item in bucket.scan_docs(range) {
         let Ok((key, record)) = item else { continue };
-        let Some(winner) = record.winner().filter(|leaf| !leaf.deleted) else {
+        let Some(winner) = record.winner() else {
             continue;
         };
-        let Ok(mut ddoc) = serde_json::from_slice::<Map<String, Value>>(&winner.body) else {
-            continue;
+        let ddoc = if winner.deleted {
+            None
+        } else {
+            match serde_json::from_slice::<Map<String, Value>>(&winner.body) {
+                Ok(ddoc) => Some(ddoc),
+                Err(_) => continue,
+            }
         };
+        let id = String::from_utf8_lossy(&key).into_owned();
+        designs.insert(id, (winner.rev.to_string(), ddoc));
+    }
+    for shared in bucket.shared_designs().iter() {
+        if shared.collection != collection {
+            continue;
+        }
+        let newer = designs
+            .get(&shared.id)
+            .is_none_or(|(rev, _)| later_rev(&shared.rev, rev));
+        if let (true, Ok(ddoc)) = (newer, serde_json::from_slice(&shared.json)) {
+            designs.insert(shared.id.clone(), (shared.rev.clone(), Some(ddoc)));
+        }
+    }
+    let mut functions = Vec::new();
+    for (id, (rev, ddoc)) in designs {
+        let Some(mut ddoc) = ddoc else { continue };
         let Some(source) = ddoc
             .get("validate_doc_update")
             .and_then(Value::as_str)
@@ -89,11 +115,8 @@ fn read_functions(bucket: &Bucket, collection: u32) -> Vec<Arc<Program>> {
         else {
             continue;
         };
-        ddoc.insert(
-            "_id".into(),
-            Value::String(String::from_utf8_lossy(&key).into_owned()),
-        );
-        ddoc.insert("_rev".into(), Value::String(winner.rev.to_string()));
+        ddoc.insert("_id".into(), Value::String(id));
+        ddoc.insert("_rev".into(), Value::String(rev));
         functions.push(Arc::new(Program::new(&ProgramSpec {
             validate: Some(source),
             lib: Value::Object(ddoc),
@@ -101,6 +124,16 @@ fn read_functions(bucket: &Bucket, collection: u32) -> Vec<Arc<Program>> {
         })));
     }
     functions
+}
+
+/// Whether revision `a` (`N-hash`) is later than `b`: the higher generation, then the higher
+/// hash, as CouchDB picks a winner.
+fn later_rev(a: &str, b: &str) -> bool {
+    let parse = |rev: &str| {
+        let (generation, hash) = rev.split_once('-').unwrap_or(("0", rev));
+        (generation.parse::<u64>().unwrap_or(0), hash.to_string())
+    };
+    parse(a) > parse(b)
 }
 
 impl WriteValidator for DesignValidators {
@@ -203,4 +236,17 @@ fn doc_json(id: &str, leaf: &Leaf, history: Option<&[RevId]>) -> Value {
         }
     }
     Value::Object(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::later_rev;
+
+    #[test]
+    fn a_later_revision_is_the_higher_generation_then_the_higher_hash() {
+        assert!(later_rev("10-aa", "9-ff"));
+        assert!(later_rev("2-b", "2-a"));
+        assert!(!later_rev("2-a", "2-a"));
+        assert!(!later_rev("1-ff", "2-00"));
+    }
 }

@@ -97,16 +97,19 @@ fn bucket() -> impl Strategy<Value = Bucket> {
         proptest::collection::vec(vbucket(), 1..20),
         0u8..4,
         0u8..4,
-        manifest(),
+        (manifest(), any::<u64>()),
     )
-        .prop_map(|(name, vbuckets, replicas, durability, manifest)| Bucket {
-            name,
-            vbucket_count: vbuckets.len() as u16,
-            replicas,
-            durability_min: durability_from(durability).unwrap_or(Durability::None),
-            manifest,
-            vbuckets,
-        })
+        .prop_map(
+            |(name, vbuckets, replicas, durability, (manifest, design_rev))| Bucket {
+                name,
+                vbucket_count: vbuckets.len() as u16,
+                replicas,
+                durability_min: durability_from(durability).unwrap_or(Durability::None),
+                manifest,
+                design_rev,
+                vbuckets,
+            },
+        )
 }
 
 fn command() -> impl Strategy<Value = Command> {
@@ -122,6 +125,7 @@ fn command() -> impl Strategy<Value = Command> {
         }),
         bucket().prop_map(Command::CreateBucket),
         "[a-z]{1,10}".prop_map(|name| Command::DropBucket { name }),
+        "[a-z]{1,10}".prop_map(|name| Command::DesignsChanged { name }),
         ("[a-z]{1,10}", manifest_change(), any::<u32>(), any::<u32>()).prop_map(
             |(name, change, scopes, collections)| Command::ChangeManifest {
                 name,
@@ -322,7 +326,10 @@ fn version_3_buckets_read_with_the_default_manifest() {
     match decode_command(&w.0) {
         Ok(Command::CreateBucket(bucket)) => {
             assert_eq!(bucket.name, "beer-sample");
-            assert_eq!(bucket.manifest, Manifest::default());
+            assert_eq!(
+                (&bucket.manifest, bucket.design_rev),
+                (&Manifest::default(), 0)
+            );
             assert_eq!(bucket.vbuckets[0].replicas, vec![2]);
         }
         other => panic!("{other:?}"),
