@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import subprocess
 import tempfile
 import time
@@ -122,13 +123,12 @@ def prepare(settee):
                         "members": {"names": ["alice"], "roles": []}}), 200)
 
 
-@contextlib.contextmanager
-def running_settee(*extra_args):
-    """A prepared settee with `extra_args` on its command line, stopped on exit."""
-    binary = os.environ.get("SETTEE_BIN") or os.path.expanduser("~/.cache/settee/target/release/settee")
-    data_dir = tempfile.mkdtemp(prefix="settee-compat-kv-py-")
-    certs = os.path.join(data_dir, "certs")
-    subprocess.run([MAKE_CERTS, certs], check=True)
+class PortTaken(RuntimeError):
+    """The process could not bind a port `free_port` chose: something took it meanwhile."""
+
+
+def start_settee(binary, data_dir, certs, extra_args, log):
+    """A started settee on fresh free ports, its stderr into the file `log`: (server, process)."""
     server = Settee(free_port(), free_port(), free_port(), free_port(), free_port(), certs)
     mgmt_tls_port = free_port()
     process = subprocess.Popen(
@@ -141,13 +141,44 @@ def running_settee(*extra_args):
          "--kv-tls-addr", f"127.0.0.1:{server.kv_tls_port}",
          "--mgmt-tls-addr", f"127.0.0.1:{mgmt_tls_port}",
          "--admin", "admin:secret", "--pbkdf2-iterations", "1000", *extra_args],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+        start_new_session=True)
     try:
         wait_until_up(server, process)
+    except RuntimeError:
+        stop(process)
+        log.seek(0)
+        stderr = log.read().decode(errors="replace")
+        if "Error: binding" in stderr:
+            raise PortTaken(stderr.strip().splitlines()[0])
+        sys.stderr.write(stderr)
+        raise
+    return server, process
+
+
+@contextlib.contextmanager
+def running_settee(*extra_args):
+    """A prepared settee with `extra_args` on its command line, stopped on exit. A port that
+    another process took between `free_port` and the bind is chosen again (three tries)."""
+    binary = os.environ.get("SETTEE_BIN") or os.path.expanduser("~/.cache/settee/target/release/settee")
+    data_dir = tempfile.mkdtemp(prefix="settee-compat-kv-py-")
+    certs = os.path.join(data_dir, "certs")
+    subprocess.run([MAKE_CERTS, certs], check=True)
+    process = None
+    try:
+        for attempt in range(3):
+            try:
+                log = tempfile.TemporaryFile(dir=data_dir)
+                server, process = start_settee(binary, data_dir, certs, extra_args, log)
+                break
+            except PortTaken:
+                if attempt == 2:
+                    raise
         prepare(server)
         yield server
     finally:
-        stop(process)
+        if process is not None:
+            stop(process)
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
