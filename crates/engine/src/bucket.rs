@@ -809,16 +809,16 @@ impl Bucket {
         {
             self.access.epoch.advance_accounts();
         }
-        if writes
+        let designs = writes
             .iter()
-            .any(|write| write.key.starts_with(b"_design/"))
-        {
+            .any(|write| write.key.starts_with(b"_design/"));
+        if designs {
             self.access.epoch.advance_designs();
-            self.changed.send_modify(|version| *version += 1);
-            self.designs_written().await;
-            return Ok(committed);
         }
         self.changed.send_modify(|version| *version += 1);
+        if designs {
+            self.designs_written().await;
+        }
         Ok(committed)
     }
 
