@@ -12,8 +12,9 @@ as_root() {
 
 install_system_packages() {
   # g++ and libclang-dev build RocksDB from source (Debian's librocksdb is too old);
-  # openssl makes the test CAs and certificates of the TLS tests.
-  local wanted=(g++ make clang libclang-dev pkg-config curl ca-certificates nodejs npm openssl)
+  # openssl makes the test CAs and certificates of the TLS tests; iproute2 (ip) and
+  # util-linux (nsenter) make the network namespaces of the chaos test's partitions.
+  local wanted=(g++ make clang libclang-dev pkg-config curl ca-certificates nodejs npm openssl iproute2 util-linux)
   local missing=()
   for package in "${wanted[@]}"; do
     # nodejs/npm may come from elsewhere (nvm, a tarball): a working command is enough.

@@ -41,8 +41,13 @@ type cluster struct {
 	vbuckets int
 }
 
+// clustersStarted numbers clusters, for the names of their network interfaces.
+var clustersStarted int
+
 // startCluster starts size nodes: the first makes the cluster, the others join it in turn.
-func startCluster(ctx context.Context, binary string, size int) (*cluster, error) {
+// With private, each node runs in a network namespace of its own (netns.go), where partitions
+// can reach it; otherwise all of them listen on loopback.
+func startCluster(ctx context.Context, binary string, size int, private bool) (*cluster, error) {
 	root, err := os.MkdirTemp("", "settee-chaos-")
 	if err != nil {
 		return nil, err
@@ -57,9 +62,21 @@ func startCluster(ctx context.Context, binary string, size int) (*cluster, error
 	if err != nil {
 		return nil, err
 	}
+	clustersStarted++
 	for i := 0; i < size; i++ {
 		address := func(slot int) string { return fmt.Sprintf("127.0.0.1:%d", ports[4*i+slot]) }
-		n := &node{
+		var ns *netns
+		if private {
+			// A namespace of its own: the same well-known ports on every node.
+			if ns, err = newNetns(clustersStarted, i+1); err != nil {
+				c.close()
+				return nil, err
+			}
+			address = func(slot int) string {
+				return fmt.Sprintf("%s:%d", ns.addr, [4]int{5984, 11210, 8091, 4369}[slot])
+			}
+		}
+		n := &node{ns: ns,
 			index: i + 1, dir: filepath.Join(root, fmt.Sprintf("node%d", i+1)),
 			binary: binary, secret: base64.StdEncoding.EncodeToString(secret),
 			httpAddr: address(0), kvAddr: address(1), mgmtAddr: address(2), clusterAddr: address(3),
@@ -70,10 +87,11 @@ func startCluster(ctx context.Context, binary string, size int) (*cluster, error
 		if i > 0 {
 			n.args = append(n.args, "--join", c.nodes[0].clusterAddr)
 		}
+		c.nodes = append(c.nodes, n)
 		if err := os.MkdirAll(n.dir, 0o700); err != nil {
+			c.close()
 			return nil, err
 		}
-		c.nodes = append(c.nodes, n)
 		if err := n.start(ctx); err != nil {
 			c.close()
 			return nil, err
@@ -82,10 +100,13 @@ func startCluster(ctx context.Context, binary string, size int) (*cluster, error
 	return c, nil
 }
 
-// close kills every node and removes the data.
+// close kills every node, removes its network namespace and removes the data.
 func (c *cluster) close() {
 	for _, n := range c.nodes {
 		n.kill9()
+		if n.ns != nil {
+			n.ns.remove()
+		}
 	}
 	_ = os.RemoveAll(c.root)
 }

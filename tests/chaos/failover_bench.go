@@ -82,7 +82,7 @@ func runBench(ctx context.Context, cfg *config) int {
 
 func benchTrial(ctx context.Context, cfg *config, seconds int, wantLeader bool) (trial, error) {
 	t := trial{timeoutSeconds: seconds, leader: wantLeader}
-	c, err := startCluster(ctx, cfg.binary, clusterSize)
+	c, err := startCluster(ctx, cfg.binary, clusterSize, false)
 	if err != nil {
 		return t, err
 	}

@@ -1,14 +1,15 @@
 // Command chaos tests that settee's KV door stays linearizable under process faults, through
 // the official Go SDK (gocb), and benchmarks how long a failover takes.
 //
-// The test (default) starts a real 3-node settee cluster on loopback (SETTEE_BIN), creates the
+// The test (default) starts a real 3-node settee cluster (SETTEE_BIN), creates the
 // bucket `db` with one replica, sets the auto-failover timeout, and runs concurrent gocb
 // clients (workload.go) doing reads, majority-durable upserts and CAS replaces on a few keys
 // while the nemesis (nemesis.go) kills (-9) and stops (SIGSTOP) nodes and heals the cluster
 // after each fault (restart, SIGCONT, reAddNode). When the rounds are done the cluster is
 // healed, every key is read once more, and porcupine checks the history against a per-key
 // register (model.go); acknowledged writes the healed cluster lost are counted too.
-// Network partitions are not part of this pass: every fault is a process fault.
+// The nemesis also partitions nodes: each node runs in a network namespace the program makes
+// (netns.go); --no-partitions keeps them on loopback with process faults only.
 //
 // If the settee under test refuses POST /controller/reAddNode, a failed-over node cannot come
 // back: the run ends there (checked on the two nodes left) and the next rounds run on a fresh
@@ -63,6 +64,8 @@ type config struct {
 	keepLogs            bool
 	sdkOptions          string
 	noReAdd             bool
+	// partitions: nodes in network namespaces (netns.go), with the partition faults.
+	partitions bool
 
 	bench    bool
 	trials   int
@@ -103,6 +106,7 @@ flags:
 	fs.BoolVar(&cfg.keepLogs, "keep-logs", false, "keep the node logs of every run under --results, not only of failed ones")
 	sdkOptions := fs.String("sdk-options", "", "gocb connection string options, e.g. config_poll_interval=500ms")
 	fs.BoolVar(&cfg.noReAdd, "no-readd", false, "never re-add a failed-over node: a failover ends the run and the next rounds start on a fresh cluster (what a settee without POST /controller/reAddNode gets)")
+	noPartitions := fs.Bool("no-partitions", false, "no network partitions: the nodes on loopback, process faults only (where network namespaces cannot be made)")
 	fs.BoolVar(&cfg.bench, "bench-failover", false, "benchmark failover time instead of testing")
 	fs.IntVar(&cfg.trials, "trials", 20, "bench: trials per timeout")
 	timeouts := fs.String("timeout", "1", "bench: auto-failover timeouts to measure, seconds, comma-separated")
@@ -136,6 +140,8 @@ flags:
 	if cfg.seed == 0 {
 		cfg.seed = uint64(time.Now().UnixNano())
 	}
+	// The failover benchmark measures on loopback, as before partitions came.
+	cfg.partitions = !*noPartitions && !cfg.bench
 	return cfg, nil
 }
 
@@ -157,6 +163,22 @@ func run() int {
 	if info, err := os.Stat(cfg.binary); err != nil || info.IsDir() {
 		fmt.Fprintf(os.Stderr, "chaos: no settee binary at %s (build it: cargo build --release -p settee)\n", cfg.binary)
 		return 1
+	}
+	if cfg.partitions && !insidePrivateNetwork() {
+		// The same program with the same flags (and the seed chosen here), in a namespace.
+		os.Args = append(os.Args, "--seed", strconv.FormatUint(cfg.seed, 10))
+		code, err := reExecInPrivateNetwork()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "chaos:", err)
+			return 1
+		}
+		return code
+	}
+	if cfg.partitions {
+		if err := makeBridge(); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos: the network of the partitions:", err)
+			return 1
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

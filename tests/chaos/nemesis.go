@@ -9,8 +9,12 @@ package main
 // Faults: kill -9 of a node holding active vbuckets (not the leader), then restart; kill -9 of
 // the Raft leader, then restart; SIGSTOP shorter than the auto-failover timeout, then SIGCONT
 // (the node must not be failed over); SIGSTOP until the map shows the node failed over, then
-// SIGCONT. After every round the cluster is healed: killed nodes restarted, failed-over nodes
-// re-added (reAddNode), the map whole and quiet. Network partitions are not in this pass.
+// SIGCONT; a partition cutting a node holding active vbuckets (not the leader) off from the
+// other nodes, then healed; the same for the Raft leader (netns.go: the clients still reach the
+// cut node, whose serving lease must stop it serving; some cuts outlast the failover timeout,
+// some do not). After every round the cluster is healed: killed nodes restarted, failed-over
+// nodes re-added (reAddNode), the map whole and quiet. Without --partitions' namespaces the
+// partition kinds are left out of the schedule.
 
 import (
 	"context"
@@ -30,6 +34,8 @@ const (
 	killLeader
 	pauseShort
 	pauseLong
+	partitionActive
+	partitionLeader
 	faultKinds
 )
 
@@ -38,6 +44,8 @@ var faultNames = [faultKinds]string{
 	"kill -9 of the Raft leader",
 	"SIGSTOP shorter than the failover timeout",
 	"SIGSTOP until failed over",
+	"partition of a node holding active vbuckets from the others",
+	"partition of the Raft leader from the others",
 }
 
 // fault is one planned round.
@@ -49,21 +57,26 @@ type fault struct {
 	hold time.Duration
 	pick float64 // which candidate victim, by position
 	rest time.Duration
+	mode partitionMode // how a partition loses traffic
 }
 
 // schedule generates the rounds from the seed.
 type schedule struct {
-	rng      *rand.Rand
-	timeout  time.Duration
-	round    int
-	firstSet []faultKind
+	rng        *rand.Rand
+	timeout    time.Duration
+	round      int
+	firstSet   []faultKind
+	partitions bool
 }
 
-func newSchedule(seed uint64, timeout time.Duration) *schedule {
-	s := &schedule{rng: rand.New(rand.NewPCG(seed, seed^0x5e77ee)), timeout: timeout}
+func newSchedule(seed uint64, timeout time.Duration, partitions bool) *schedule {
+	s := &schedule{rng: rand.New(rand.NewPCG(seed, seed^0x5e77ee)), timeout: timeout, partitions: partitions}
 	// The first rounds are every kind once, in a seeded order, so any run of at least
 	// faultKinds rounds has each of them.
 	s.firstSet = []faultKind{killActive, killLeader, pauseShort, pauseLong}
+	if partitions {
+		s.firstSet = append(s.firstSet, partitionActive, partitionLeader)
+	}
 	s.rng.Shuffle(len(s.firstSet), func(i, j int) { s.firstSet[i], s.firstSet[j] = s.firstSet[j], s.firstSet[i] })
 	return s
 }
@@ -75,15 +88,24 @@ func (s *schedule) next() fault {
 		f.kind = s.firstSet[s.round-1]
 	} else {
 		// Weights: kills of active nodes most often, as the fault that tests replica promotion.
-		switch p := s.rng.IntN(100); {
+		p := s.rng.IntN(100)
+		if s.partitions {
+			// The process faults get 60 of 100, in the same proportions.
+			p = p * 100 / 60
+		}
+		switch {
 		case p < 35:
 			f.kind = killActive
 		case p < 55:
 			f.kind = killLeader
 		case p < 75:
 			f.kind = pauseShort
-		default:
+		case p < 100:
 			f.kind = pauseLong
+		case p < 135:
+			f.kind = partitionActive
+		default:
+			f.kind = partitionLeader
 		}
 	}
 	fraction := s.rng.Float64()
@@ -95,6 +117,13 @@ func (s *schedule) next() fault {
 		f.hold = time.Duration((0.2 + 0.3*fraction) * float64(s.timeout))
 	case pauseLong:
 		f.hold = time.Duration(fraction * float64(time.Second))
+	case partitionActive, partitionLeader:
+		// From a blip to three timeouts: mostly long enough for a failover while the cut node
+		// still hears from clients.
+		f.hold = time.Duration((0.2 + 2.8*fraction) * float64(s.timeout))
+		if s.rng.IntN(3) == 0 {
+			f.mode = cutReject
+		}
 	}
 	f.rest = time.Second + time.Duration(s.rng.Float64()*float64(2*time.Second))
 	return f
@@ -146,9 +175,9 @@ func (n *nemesis) run(ctx context.Context, f fault) error {
 	}
 	var target *node
 	switch f.kind {
-	case killActive:
+	case killActive, partitionActive:
 		target = victim(followers, f.pick)
-	case killLeader:
+	case killLeader, partitionLeader:
 		target = leader
 	default:
 		target = victim(all, f.pick)
@@ -162,6 +191,9 @@ func (n *nemesis) run(ctx context.Context, f fault) error {
 	n.stats.byKind[f.kind]++
 	start := n.rec.now()
 	description := fmt.Sprintf("%s: %s (%s, %d active vbuckets)", faultNames[f.kind], target, role, actives)
+	if f.kind == partitionActive || f.kind == partitionLeader {
+		description += ", " + f.mode.String()
+	}
 	logf("round %d: %s, hold %s", f.round, description, f.hold.Round(time.Millisecond))
 	switch f.kind {
 	case killActive, killLeader:
@@ -202,6 +234,19 @@ func (n *nemesis) run(ctx context.Context, f fault) error {
 		}
 		target.signal(syscall.SIGCONT)
 		logf("round %d: %s continued", f.round, target)
+	case partitionActive, partitionLeader:
+		mend, err := n.c.partition(target, f.mode)
+		if err != nil {
+			return fmt.Errorf("round %d: partitioning %s: %w", f.round, target, err)
+		}
+		slept := sleep(ctx, f.hold)
+		if err := mend(); err != nil {
+			return fmt.Errorf("round %d: healing the partition of %s: %w", f.round, target, err)
+		}
+		if !slept {
+			return ctx.Err()
+		}
+		logf("round %d: the partition of %s healed", f.round, target)
 	}
 	faultEnd := n.rec.now()
 	healStart := time.Now()

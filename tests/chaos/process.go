@@ -84,6 +84,8 @@ type node struct {
 	binary                                  string
 	httpAddr, kvAddr, mgmtAddr, clusterAddr string
 	id                                      uint64
+	// ns is the node's network namespace (nil: it runs in the program's, on loopback).
+	ns *netns
 
 	// mu guards the process fields: the nemesis and the healer both signal nodes.
 	mu     sync.Mutex
@@ -115,6 +117,9 @@ func (n *node) start(ctx context.Context) error {
 	}
 	offset, _ := log.Seek(0, io.SeekEnd)
 	cmd := exec.Command(n.binary, n.args...)
+	if n.ns != nil {
+		cmd = n.ns.command(n.binary, n.args...)
+	}
 	cmd.Env = append(os.Environ(), "SETTEE_CLUSTER_SECRET="+n.secret)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

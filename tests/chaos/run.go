@@ -38,7 +38,7 @@ type totals struct {
 func runTest(ctx context.Context, cfg *config) int {
 	logf("seed %d (reproduce the fault schedule with --seed %d)", cfg.seed, cfg.seed)
 	timeout := time.Duration(cfg.failoverTimeout) * time.Second
-	sched := newSchedule(cfg.seed, timeout)
+	sched := newSchedule(cfg.seed, timeout, cfg.partitions)
 	stats := &faultStats{}
 	t := &totals{counts: map[string]*[4]int{}, verdicts: map[porcupine.CheckResult]int{}, reAddRefused: cfg.noReAdd}
 	deadline := time.Now().Add(time.Duration(cfg.minutes * float64(time.Minute)))
@@ -66,7 +66,7 @@ func runOnce(ctx context.Context, cfg *config, t *totals, sched *schedule, stats
 	t.runs++
 	run := t.runs
 	logf("run %d: starting a %d-node cluster", run, clusterSize)
-	c, err := startCluster(ctx, cfg.binary, clusterSize)
+	c, err := startCluster(ctx, cfg.binary, clusterSize, cfg.partitions)
 	if err != nil {
 		return fmt.Errorf("run %d: starting the cluster: %w", run, err)
 	}

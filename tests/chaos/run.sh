@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The chaos test in CI's short form: 22 fault rounds (every fault kind, kill -9 of nodes holding
-# active vbuckets among them) with a 1 s auto-failover timeout against a real 3-node settee
-# cluster ($SETTEE_BIN), gocb clients checked by porcupine; about 2.5 minutes on 2 cores. Exits
+# The chaos test in CI's short form: 22 fault rounds (every fault kind: kill -9 of nodes holding
+# active vbuckets and of the Raft leader, pauses, network partitions in namespaces the program
+# makes) with a 1 s auto-failover timeout against a real 3-node settee cluster ($SETTEE_BIN),
+# gocb clients checked by porcupine; about 2.5 minutes on 2 cores. Exits
 # non-zero if a history is not linearizable (or the checker timed out), if an acknowledged
 # write was lost, if a check failed, or if nothing ran. Extra arguments go to the program
 # (scripts/chaos --help lists them). Works unattended (CI=true, no stdin) on a fresh clone.
