@@ -19,13 +19,13 @@ pub enum Scattered {
     BulkDocs,
     BulkGet,
     RevsDiff,
-    /// A view query (`scatter_views.rs`).
+    /// A view query (`settee-http-scatter` views.rs).
     View,
-    /// `_find`, `_explain`, `GET _index` (`scatter_mango.rs`).
+    /// `_find`, `_explain`, `GET _index` (`settee-http-scatter` mango.rs).
     Mango,
-    /// `POST _index/_bulk_delete`, split by design document (`scatter_mango.rs`).
+    /// `POST _index/_bulk_delete`, split by design document (`settee-http-scatter` mango.rs).
     IndexBulkDelete,
-    /// `POST _view_cleanup`, with every design document of the database (`scatter_mango.rs`).
+    /// `POST _view_cleanup`, with every design document of the database (`settee-http-scatter` mango.rs).
     ViewCleanup,
     /// `PUT _security` and `PUT _revs_limit`: set on every node, as CouchDB sets them on every
     /// shard.

@@ -437,7 +437,7 @@ const JSON_PARAMS: [&str; 7] = [
 
 /// The `keys` of a listing (query string for GET, body for POST); a POST body's other members
 /// become parameters too, the query string's taking precedence (CouchDB's rule).
-pub(crate) async fn listing_keys(state: &HttpState, req: &mut Req) -> ApiResult<Option<Value>> {
+pub async fn listing_keys(state: &HttpState, req: &mut Req) -> ApiResult<Option<Value>> {
     match req.method {
         Method::GET | Method::HEAD => match req.json_param("keys")? {
             Some(keys) if !keys.is_array() => Err(ApiError::BadRequest(
@@ -670,7 +670,9 @@ pub async fn all_docs(
         };
         let ordered = ordered.into_iter().filter(|key| {
             only.as_ref().is_none_or(|only| {
-                only.get(usize::from(crate::scatter::key_vbucket(key, vbuckets))) == Some(&true)
+                only.get(usize::from(settee_http_core::scattered::key_vbucket(
+                    key, vbuckets,
+                ))) == Some(&true)
             })
         });
         for key in ordered.skip(skip).take(limit.unwrap_or(usize::MAX)) {

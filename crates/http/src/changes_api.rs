@@ -520,7 +520,7 @@ fn frame(feed: Feed, row: &[u8], first: bool) -> Vec<u8> {
 }
 
 /// A sequence this bucket handed out, in either form (docs/format/update-seq.md).
-pub(crate) fn parse_seq(keyspace: &Keyspace, text: &str) -> Option<SeqVector> {
+pub fn parse_seq(keyspace: &Keyspace, text: &str) -> Option<SeqVector> {
     let vbuckets = keyspace.bucket().vbuckets();
     SeqVector::decode(text, vbuckets)
         .or_else(|| settee_http_wire::couch_seq::decode(text, vbuckets).map(SeqVector::from_seqnos))
@@ -528,7 +528,7 @@ pub(crate) fn parse_seq(keyspace: &Keyspace, text: &str) -> Option<SeqVector> {
 
 /// `position` in CouchDB's form, for sequences an answer gives once (`update_seq`,
 /// `last_seq`); rows of a feed keep the compact form.
-pub(crate) fn couch_seq(node: &str, keyspace: &Keyspace, position: &SeqVector) -> String {
+pub fn couch_seq(node: &str, keyspace: &Keyspace, position: &SeqVector) -> String {
     let bucket = keyspace.bucket();
     let uuids: Vec<u64> = (0..bucket.vbuckets())
         .map(|vbucket| bucket.vbucket_uuid(vbucket))

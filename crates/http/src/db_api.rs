@@ -74,7 +74,7 @@ pub fn open(
 }
 
 /// `GET /{db}`; `node` is this node's name (in `update_seq`); `only`: the vbuckets whose
-/// documents are counted (a request another node scattered here, scatter.rs).
+/// documents are counted (a request another node scattered here, settee-http-scatter).
 pub fn db_info(
     keyspace: &Keyspace,
     node: &str,

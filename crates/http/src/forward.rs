@@ -139,7 +139,7 @@ async fn unleased(cluster: &dyn crate::ClusterView, db: &str) -> Option<ApiResul
 
 /// `req` as another node runs it, with `method`, `target` and `body`: the user and the
 /// headers but hop-by-hop ones; the cluster side fills in where it goes.
-pub(crate) fn request_as(req: &Req, method: &str, target: String, body: Vec<u8>) -> ForwardHttp {
+pub fn request_as(req: &Req, method: &str, target: String, body: Vec<u8>) -> ForwardHttp {
     ForwardHttp {
         revision: 0,
         epoch: 0,
@@ -154,7 +154,7 @@ pub(crate) fn request_as(req: &Req, method: &str, target: String, body: Vec<u8>)
 }
 
 /// The request's path and query as the client sent them.
-pub(crate) fn client_target(req: &Req) -> String {
+pub fn client_target(req: &Req) -> String {
     req.uri.path_and_query().map_or_else(
         || req.uri.path().to_owned(),
         |target| target.as_str().to_owned(),
@@ -257,7 +257,7 @@ fn header_map(headers: Vec<(String, Vec<u8>)>) -> HeaderMap {
     map
 }
 
-pub(crate) fn reply_response(reply: ForwardHttpReply) -> HttpResponse {
+pub fn reply_response(reply: ForwardHttpReply) -> HttpResponse {
     let mut response = hyper::Response::new(response::full(reply.body));
     *response.status_mut() =
         hyper::StatusCode::from_u16(reply.status).unwrap_or(hyper::StatusCode::BAD_GATEWAY);
@@ -268,7 +268,7 @@ pub(crate) fn reply_response(reply: ForwardHttpReply) -> HttpResponse {
 /// Runs a request another node forwarded, as the user it names, and reads the answer whole
 /// (at most `reply_body_bytes_max` bytes of body, else `Err` with the reason). The front node
 /// adds its own request id, CORS and JSONP; nothing of that is done here. `scattered`: what a
-/// scattered whole-bucket request answers for (`scatter.rs`).
+/// scattered whole-bucket request answers for (`settee-http-scatter`).
 pub async fn answer_forwarded(
     state: Arc<HttpState>,
     request: ForwardHttp,

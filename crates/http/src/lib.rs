@@ -37,9 +37,6 @@ pub mod rewrite_api;
 pub use settee_http_core::request;
 pub use settee_http_core::response;
 pub mod router;
-pub mod scatter;
-pub mod scatter_mango;
-pub mod scatter_views;
 pub mod server_api;
 pub use settee_http_core::streamed;
 pub mod subdoc_api;
@@ -117,7 +114,7 @@ pub trait ClusterView: Send + Sync {
     /// answer (forward.rs). The cluster fills in the map's fields of `request` (bucket,
     /// vbucket, revision, epoch) and routes again once if the active refuses a stale map.
     fn forward(&self, db: &str, doc_id: &str, request: forward::ForwardHttp) -> ClusterForward<'_>;
-    /// Whether a whole-bucket request on `db` goes to several nodes (scatter.rs): the database
+    /// Whether a whole-bucket request on `db` goes to several nodes (`settee-http-scatter`): the database
     /// is in the map and some of its vbuckets are active on other nodes. No I/O.
     fn scatters(&self, db: &str) -> bool;
     /// Sends a request to every node holding active vbuckets of `db`'s bucket, each for its
@@ -134,6 +131,17 @@ pub trait ClusterView: Send + Sync {
         parts: &'a ScatterParts<'a>,
     ) -> ClusterScatter<'a>;
 }
+
+/// The merged answer of a whole-bucket request that goes to several nodes, or `None` when
+/// this node answers it alone (`settee_http_scatter::hook`).
+pub type ScatterHook = for<'a> fn(&'a HttpState, &'a mut request::Req) -> Scattering<'a>;
+pub type Scattering<'a> = std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = Option<error::ApiResult<response::HttpResponse>>>
+            + Send
+            + 'a,
+    >,
+>;
 
 /// Why the cluster did not make a database change.
 #[derive(Debug)]
@@ -208,6 +216,9 @@ pub struct HttpState {
     pub metrics: Arc<settee_metrics::NodeMetrics>,
     /// Set once at startup when the node runs in a cluster.
     pub cluster: std::sync::OnceLock<Arc<dyn ClusterView>>,
+    /// Whole-bucket requests sent to every node and merged (`settee-http-scatter`), set by
+    /// the binary with `cluster`; unset, every request is answered here.
+    pub scatter: std::sync::OnceLock<ScatterHook>,
     /// Design documents' show, list and update functions, compiled per revision.
     pub render_programs: design_fns::RenderPrograms,
 }
@@ -238,6 +249,7 @@ impl HttpState {
             node_config,
             metrics: Arc::default(),
             cluster: std::sync::OnceLock::new(),
+            scatter: std::sync::OnceLock::new(),
             render_programs: Default::default(),
         }
     }

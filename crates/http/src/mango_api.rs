@@ -84,7 +84,7 @@ fn list(state: &HttpState, req: &Req, db: &str) -> ApiResult<HttpResponse> {
 }
 
 /// `GET /{db}/_index`'s answer listing `indexes`.
-pub(crate) fn list_of(req: &Req, indexes: &[Index]) -> ApiResult<HttpResponse> {
+pub fn list_of(req: &Req, indexes: &[Index]) -> ApiResult<HttpResponse> {
     let total = indexes.len();
     let bad_params = || {
         ApiError::Mango(MangoError::Internal {
@@ -310,7 +310,7 @@ async fn find_request(
 }
 
 /// A `_find` or `_explain` request, parsed, and its body as the client sent it.
-pub(crate) async fn find_request_and_body(
+pub async fn find_request_and_body(
     state: &HttpState,
     req: &mut Req,
     partition: Option<&str>,
@@ -360,7 +360,7 @@ pub fn usable_indexes(
 }
 
 /// Of `indexes`, those a query of `partition` (or a global one) may use.
-pub(crate) fn usable_of(mut indexes: Vec<Index>, partition: Option<&str>) -> Vec<Index> {
+pub fn usable_of(mut indexes: Vec<Index>, partition: Option<&str>) -> Vec<Index> {
     indexes.retain(|index| {
         index.kind == IndexKind::Special || index.partitioned == partition.is_some()
     });
@@ -369,7 +369,7 @@ pub(crate) fn usable_of(mut indexes: Vec<Index>, partition: Option<&str>) -> Vec
 
 /// Plans a query, with CouchDB's reasons when no index serves its sort in a partitioned
 /// database.
-pub(crate) fn plan_query(
+pub fn plan_query(
     keyspace: &Keyspace,
     request: &FindRequest,
     indexes: &[Index],

@@ -179,7 +179,7 @@ pub fn check_query_partition(req: &Req, partition: &str) -> ApiResult<()> {
 
 /// The partitioned database `db`, after the partition name's checks: requests to a
 /// database that is not partitioned are refused as CouchDB refuses them.
-pub(crate) fn partitioned(
+pub fn partitioned(
     state: &HttpState,
     req: &Req,
     db: &str,

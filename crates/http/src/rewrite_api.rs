@@ -211,7 +211,7 @@ async fn dispatch(
     // another node is answered by that node, a whole-bucket request by every node.
     let answer = match Box::pin(crate::forward::forward_if_elsewhere(state, &mut next)).await {
         Some(answer) => answer,
-        None => match Box::pin(crate::scatter::scatter_if_partial(state, &mut next)).await {
+        None => match Box::pin(crate::router::scatter(state, &mut next)).await {
             Some(answer) => answer,
             None => Box::pin(crate::router::route(state, &mut next)).await,
         },

@@ -101,7 +101,7 @@ pub async fn handle(
             // whole-bucket request by every node with active vbuckets, merged here.
             let answer = match crate::forward::forward_if_elsewhere(&state, &mut req).await {
                 Some(answer) => answer,
-                None => match crate::scatter::scatter_if_partial(&state, &mut req).await {
+                None => match scatter(&state, &mut req).await {
                     Some(answer) => answer,
                     None => route(&state, &mut req).await,
                 },
@@ -386,4 +386,14 @@ pub fn not_allowed(allowed: &'static str) -> ApiError {
 
 pub fn is_get(req: &Req) -> bool {
     req.method == Method::GET || req.method == Method::HEAD
+}
+
+/// The nodes' merged answer of a whole-bucket request, when the binary set the cluster's
+/// scatter hook and the request goes to several nodes.
+pub(crate) async fn scatter(
+    state: &HttpState,
+    req: &mut Req,
+) -> Option<crate::error::ApiResult<HttpResponse>> {
+    let hook = state.scatter.get()?;
+    hook(state, req).await
 }

@@ -77,7 +77,7 @@ pub(crate) async fn design_views(
 }
 
 /// A view query's `POST` body: a JSON object.
-pub(crate) async fn object_body(
+pub async fn object_body(
     state: &HttpState,
     req: &mut Req,
 ) -> ApiResult<serde_json::Map<String, Value>> {

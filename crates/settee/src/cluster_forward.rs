@@ -380,7 +380,7 @@ impl ForwardServer {
         self.leased().await?;
         let plus_to_space = self.state.node_config.settings().decode_plus_to_space;
         let request = &scatter.request;
-        let db = settee_http::scatter::scattered_db(request, plus_to_space).ok_or_else(|| {
+        let db = settee_http_scatter::scattered_db(request, plus_to_space).ok_or_else(|| {
             Refusal::new(
                 ErrorCode::Refused,
                 "a scattered request must be a whole-bucket read (_all_docs, a normal _changes)",

@@ -305,6 +305,7 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
                 },
                 lease: engine.lease().clone(),
             }));
+            let _ = state.scatter.set(settee_http_scatter::hook);
             let _ = kv_state
                 .bucket_admin
                 .set(Arc::new(crate::cluster_buckets::KvBuckets(buckets)));

@@ -9,16 +9,14 @@ use serde_json::{Map, Value};
 use settee_engine::Keyspace;
 use settee_views::{Grouping, ParsedDesign, ReduceKind, Reducer, ViewError};
 
-use crate::auth::Operation;
-use crate::db_api::open;
-use crate::error::{ApiError, ApiResult};
-use crate::request::Req;
-use crate::response::{json_bytes, HttpResponse};
-use crate::scatter::{
-    gather_answers, gather_parts, json_post_for_nodes, malformed, request_for_nodes,
-};
-use crate::view_params::{QueryKind, ViewParams};
-use crate::HttpState;
+use crate::{gather_answers, gather_parts, json_post_for_nodes, malformed, request_for_nodes};
+use settee_http::auth::Operation;
+use settee_http::db_api::open;
+use settee_http::error::{ApiError, ApiResult};
+use settee_http::request::Req;
+use settee_http::response::{json_bytes, HttpResponse};
+use settee_http::view_params::{QueryKind, ViewParams};
+use settee_http::HttpState;
 pub use settee_http_core::scattered::ViewPath;
 
 /// The design document as the query runs it: its JSON (carried to the nodes) and parsed.
@@ -34,7 +32,7 @@ async fn read_design(
     keyspace: &Keyspace,
     path: &ViewPath<'_>,
 ) -> ApiResult<CarriedDesign> {
-    let doc = crate::designs::read(state, req, keyspace, path.db, path.ddoc).await?;
+    let doc = settee_http::designs::read(state, req, keyspace, path.db, path.ddoc).await?;
     let json = doc.to_json();
     let parsed = state
         .views
@@ -51,9 +49,9 @@ pub(crate) async fn view(state: &HttpState, req: &mut Req) -> ApiResult<HttpResp
     let keyspace = open(state, req, path.db, Operation::ReadDb)?;
     let mut members = Map::new();
     if req.method == Method::POST {
-        members = crate::view_api::object_body(state, req).await?;
+        members = settee_http::view_api::object_body(state, req).await?;
     } else if path.queries {
-        return Err(crate::router::not_allowed("POST"));
+        return Err(settee_http::router::not_allowed("POST"));
     }
     let design = read_design(state, req, &keyspace, &path).await?;
     let view = design
@@ -79,10 +77,10 @@ pub(crate) async fn view(state: &HttpState, req: &mut Req) -> ApiResult<HttpResp
             },
         );
     };
-    if list.len() > crate::view_api::QUERIES_PER_REQUEST_MAX {
+    if list.len() > settee_http::view_api::QUERIES_PER_REQUEST_MAX {
         return Err(ApiError::BadRequest(format!(
             "at most {} queries per request",
-            crate::view_api::QUERIES_PER_REQUEST_MAX
+            settee_http::view_api::QUERIES_PER_REQUEST_MAX
         )));
     }
     let mut out = b"{\"results\":[".to_vec();

@@ -3,18 +3,26 @@
 //! active vbuckets of the bucket, each answering for its own (`Req::vbuckets`), and splits
 //! `_bulk_docs`, `_bulk_get` and `_revs_diff` by the node of each document; it merges the
 //! answers with `settee-gather`. A database whose vbuckets are all active here, or that is not
-//! in the cluster map, is answered locally as on a single node.
+//! in the cluster map, is answered locally as on a single node. View queries are merged in
+//! [`views`], Mango requests in [`mango`].
+//!
+//! Split out of `settee-http` (which stays ignorant of it): the binary sets [`hook`] as the
+//! door's `HttpState::scatter`, and the router asks it before answering a request locally.
+#![deny(clippy::unwrap_used)]
+
+pub mod mango;
+pub mod views;
 
 use hyper::{Method, StatusCode};
 use serde_json::Value;
 
-use crate::auth::Operation;
-use crate::db_api::open;
-use crate::error::{ApiError, ApiResult};
-use crate::forward::{self, ForwardHttp, ForwardHttpReply};
-use crate::request::Req;
-use crate::response::{json_bytes, HttpResponse};
-use crate::HttpState;
+use settee_http::auth::Operation;
+use settee_http::db_api::open;
+use settee_http::error::{ApiError, ApiResult};
+use settee_http::forward::{self, ForwardHttp, ForwardHttpReply};
+use settee_http::request::Req;
+use settee_http::response::{json_bytes, HttpResponse};
+use settee_http::HttpState;
 pub use settee_http_core::scattered::{key_vbucket, scattered, Scattered};
 
 /// The database of a scattered request another node sent here (`None`: not one that is
@@ -22,8 +30,8 @@ pub use settee_http_core::scattered::{key_vbucket, scattered, Scattered};
 pub fn scattered_db(request: &ForwardHttp, plus_to_space: bool) -> Option<String> {
     let uri = request.target.parse::<hyper::Uri>().ok()?;
     let method = Method::from_bytes(request.method.as_bytes()).ok()?;
-    let path = crate::request::split_path(uri.path(), plus_to_space).ok()?;
-    let query = crate::request::parse_query(uri.query());
+    let path = settee_http::request::split_path(uri.path(), plus_to_space).ok()?;
+    let query = settee_http::request::parse_query(uri.query());
     let param = |name: &str| {
         query
             .iter()
@@ -33,6 +41,11 @@ pub fn scattered_db(request: &ForwardHttp, plus_to_space: bool) -> Option<String
     };
     let (db, _) = scattered(&method, &path, param)?;
     Some(db.to_owned())
+}
+
+/// [`scatter_if_partial`] as `settee-http`'s router calls it (`settee_http::ScatterHook`).
+pub fn hook<'a>(state: &'a HttpState, req: &'a mut Req) -> settee_http::Scattering<'a> {
+    Box::pin(scatter_if_partial(state, req))
 }
 
 /// The merged answer of the nodes when `req` is a scattered request on a database whose
@@ -54,17 +67,15 @@ pub async fn scatter_if_partial(
         Scattered::AllDocs => all_docs(state, req, &db).await,
         Scattered::Changes => changes(state, req, &db).await,
         Scattered::DbInfo => db_info(state, req, &db).await,
-        Scattered::View => crate::scatter_views::view(state, req).await,
+        Scattered::View => crate::views::view(state, req).await,
         Scattered::Mango => {
             let path = req.path.clone();
-            let (_, partition, what) = crate::scatter_mango::mango_request(&req.method, &path)?;
-            crate::scatter_mango::answer(state, req, &db, partition, what).await
+            let (_, partition, what) = crate::mango::mango_request(&req.method, &path)?;
+            crate::mango::answer(state, req, &db, partition, what).await
         }
-        Scattered::ViewCleanup => crate::scatter_mango::view_cleanup(state, req, &db).await,
+        Scattered::ViewCleanup => crate::mango::view_cleanup(state, req, &db).await,
         Scattered::EveryNode => every_node(state, req, &db).await,
-        Scattered::IndexBulkDelete => {
-            return crate::scatter_mango::bulk_delete(state, req, &db).await
-        }
+        Scattered::IndexBulkDelete => return crate::mango::bulk_delete(state, req, &db).await,
         _ => return by_document(state, req, &db, what).await,
     })
 }
@@ -113,7 +124,7 @@ pub(crate) async fn gather_parts(
     state: &HttpState,
     db: &str,
     design: Option<&[u8]>,
-    parts: &crate::ScatterParts<'_>,
+    parts: &settee_http::ScatterParts<'_>,
     ok: &[u16],
 ) -> Result<Vec<(Vec<u16>, ForwardHttpReply)>, ApiResult<HttpResponse>> {
     let Some(cluster) = state.cluster.get() else {
@@ -202,7 +213,7 @@ async fn by_document(
         }
     };
     if answers_here(&prepared) {
-        req.body = Some(crate::request::RequestBody::Whole(body));
+        req.body = Some(settee_http::request::RequestBody::Whole(body));
         return None;
     }
     let (with_ids, ids) = prepared.ok()?;
@@ -295,7 +306,7 @@ pub(crate) fn malformed(error: settee_gather::Malformed) -> ApiError {
 
 async fn all_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
     let keyspace = open(state, req, db, Operation::ReadDb)?;
-    let keys = crate::bulk_api::listing_keys(state, req).await?;
+    let keys = settee_http::bulk_api::listing_keys(state, req).await?;
     let skip = req.u64_param("skip")?.unwrap_or(0) as usize;
     let limit = req.u64_param("limit")?.map(|limit| limit as usize);
     let descending = req.bool_param("descending", false)?;
@@ -354,7 +365,7 @@ async fn all_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
         let zero = settee_engine::SeqVector::zero(vbuckets);
         match settee_gather::merge_seqs(&zero, seqs, vbuckets) {
             Ok(merged) => {
-                crate::changes_api::couch_seq(&state.config.node_name, &keyspace, &merged)
+                settee_http::changes_api::couch_seq(&state.config.node_name, &keyspace, &merged)
             }
             Err(error) => {
                 merge_failed = Some(error);
@@ -381,7 +392,7 @@ async fn db_info(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpRe
     let body = settee_gather::merge_db_info(&parts, |seqs| {
         let zero = settee_engine::SeqVector::zero(vbuckets);
         let merged = settee_gather::merge_seqs(&zero, seqs, vbuckets)?;
-        Ok(crate::changes_api::couch_seq(
+        Ok(settee_http::changes_api::couch_seq(
             &state.config.node_name,
             &keyspace,
             &merged,
@@ -427,7 +438,7 @@ async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpRe
     let vbuckets = keyspace.bucket().vbuckets();
     let mut since = match req.param("since") {
         None | Some("now") => settee_engine::SeqVector::zero(vbuckets),
-        Some(text) => crate::changes_api::parse_seq(&keyspace, text).ok_or_else(|| {
+        Some(text) => settee_http::changes_api::parse_seq(&keyspace, text).ok_or_else(|| {
             ApiError::BadRequest(format!(
                 "Malformed sequence supplied in 'since' parameter: {text}"
             ))
@@ -466,7 +477,7 @@ async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpRe
     .map(|(ddoc, _)| ddoc.to_owned());
     let design = match filter_ddoc {
         Some(ddoc) => Some(
-            crate::designs::read(state, req, &keyspace, db, &ddoc)
+            settee_http::designs::read(state, req, &keyspace, db, &ddoc)
                 .await
                 .map_err(|error| match error {
                     // As a node that holds it says it (js_filter.rs).
@@ -497,8 +508,11 @@ async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpRe
             || tokio::time::Instant::now() >= deadline
             || *shutdown.borrow();
         if done {
-            let last_seq =
-                crate::changes_api::couch_seq(&state.config.node_name, &keyspace, &merged.last);
+            let last_seq = settee_http::changes_api::couch_seq(
+                &state.config.node_name,
+                &keyspace,
+                &merged.last,
+            );
             return Ok(raw_json(merged.finish(&last_seq)));
         }
         // Nothing yet: ask again from where every node stands now (`now` resolved).
@@ -530,6 +544,6 @@ fn feed_target(req: &Req, since: Option<&str>) -> String {
 /// A JSON body sent as it is (it ends with its own newline).
 fn raw_json(body: Vec<u8>) -> HttpResponse {
     let mut response = json_bytes(StatusCode::OK, Vec::new());
-    *response.body_mut() = crate::response::full(body);
+    *response.body_mut() = settee_http::response::full(body);
     response
 }

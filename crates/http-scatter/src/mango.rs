@@ -9,16 +9,16 @@ use serde_json::{json, Value};
 use settee_mango::bookmark::Bookmark;
 use settee_mango::{ExecutionStats, IndexKind, Purpose};
 
-use crate::auth::Operation;
-use crate::db_api::open;
-use crate::error::{ApiError, ApiResult};
-use crate::forward;
-use crate::location::encode_segment;
-use crate::mango_api::{find_request_and_body, list_of, plan_query};
-use crate::request::Req;
-use crate::response::{json as json_response, json_bytes, HttpResponse};
-use crate::scatter::{gather, gather_answers, gather_parts, json_post_for_nodes, malformed};
-use crate::HttpState;
+use crate::{gather, gather_answers, gather_parts, json_post_for_nodes, malformed};
+use settee_http::auth::Operation;
+use settee_http::db_api::open;
+use settee_http::error::{ApiError, ApiResult};
+use settee_http::forward;
+use settee_http::location::encode_segment;
+use settee_http::mango_api::{find_request_and_body, list_of, plan_query};
+use settee_http::request::Req;
+use settee_http::response::{json as json_response, json_bytes, HttpResponse};
+use settee_http::HttpState;
 pub use settee_http_core::scattered::{mango_request, MangoRequest};
 
 /// The database's design documents, from every node (each answers for the design documents
@@ -32,7 +32,7 @@ pub(crate) async fn design_documents(
         "/{}/_all_docs?startkey=%22_design%2F%22&endkey=%22_design0%22&include_docs=true",
         encode_segment(db)
     );
-    let request = crate::scatter::request_for_nodes(req, "GET", target, Vec::new());
+    let request = crate::request_for_nodes(req, "GET", target, Vec::new());
     let answers = gather(state, db, request).await?;
     let mut designs = Vec::new();
     for (_, reply) in answers {
@@ -58,7 +58,7 @@ pub(crate) async fn answer(
 ) -> ApiResult<HttpResponse> {
     let keyspace = match partition {
         Some(partition) => {
-            crate::partition_api::partitioned(state, req, db, partition, Operation::ReadDb)?
+            settee_http::partition_api::partitioned(state, req, db, partition, Operation::ReadDb)?
         }
         None => open(state, req, db, Operation::ReadDb)?,
     };
@@ -78,11 +78,11 @@ pub(crate) async fn answer(
             .collect(),
         Err(answer) => return answer,
     };
-    let all = crate::mango_api::indexes_of(&designs, keyspace.bucket().is_partitioned());
+    let all = settee_http::mango_api::indexes_of(&designs, keyspace.bucket().is_partitioned());
     let Some((request, body)) = parsed else {
         return list_of(req, &all);
     };
-    let indexes = crate::mango_api::usable_of(all, partition);
+    let indexes = settee_http::mango_api::usable_of(all, partition);
     let purpose = match what {
         MangoRequest::Explain => Purpose::Explain,
         _ => Purpose::Find,
@@ -166,11 +166,10 @@ pub(crate) async fn bulk_delete(
     req: &mut Req,
     db: &str,
 ) -> Option<ApiResult<HttpResponse>> {
-    let (keyspace, body) =
-        match crate::scatter::json_body_of(state, req, db, Operation::AdminDb).await {
-            Ok(opened) => opened,
-            Err(error) => return Some(Err(error)),
-        };
+    let (keyspace, body) = match crate::json_body_of(state, req, db, Operation::AdminDb).await {
+        Ok(opened) => opened,
+        Err(error) => return Some(Err(error)),
+    };
     let ids: Option<Vec<String>> = serde_json::from_slice::<Value>(&body)
         .ok()
         .and_then(|body| match body.get("docids") {
@@ -182,7 +181,7 @@ pub(crate) async fn bulk_delete(
         })
         .filter(|ids: &Vec<String>| ids.len() <= state.config.max_docs_per_bulk);
     let Some(ids) = ids else {
-        req.body = Some(crate::request::RequestBody::Whole(body));
+        req.body = Some(settee_http::request::RequestBody::Whole(body));
         return None;
     };
     let vbuckets = keyspace.bucket().vbuckets();
@@ -268,7 +267,7 @@ pub(crate) async fn view_cleanup(
     let request = json_post_for_nodes(req, forward::client_target(req), b"{}".to_vec());
     let parts = move |groups: &[Vec<u16>]| vec![Some(request.clone()); groups.len()];
     match gather_parts(state, db, Some(&carried), &parts, &[202]).await {
-        Ok(_) => Ok(crate::response::ok_true(StatusCode::ACCEPTED)),
+        Ok(_) => Ok(settee_http::response::ok_true(StatusCode::ACCEPTED)),
         Err(answer) => answer,
     }
 }
