@@ -6,13 +6,21 @@
 const { describe, it, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
-const { setUp, uniqueKey, casString, sleep, couchbase } = require('./harness');
+const {
+  setUp, uniqueKey, casString, sleep, couchbase, waitForManifestOnEveryNode,
+} = require('./harness');
 
 const {
   CasMismatchError, CollectionExistsError, CollectionNotFoundError, DocumentExistsError,
   DocumentNotFoundError, LookupInSpec, MutateInSpec, ScopeExistsError, ScopeNotFoundError,
 } = couchbase;
 const WAIT_MS = 3500;
+
+// Whether scopes (a manifest's, as GET .../scopes lists it) has collection in scope.
+const lists = (scopes, scope, collection) => scopes.some(
+  (spec) => spec.name === scope && (collection === undefined
+    || spec.collections.some((entry) => entry.name === collection)),
+);
 
 describe('scopes and collections', () => {
   let env;
@@ -22,9 +30,14 @@ describe('scopes and collections', () => {
     env = await setUp();
     manager = env.bucket.collections();
     scope = `inv-${crypto.randomBytes(4).toString('hex')}`;
+    // In a cluster every node must know a change before the next one or the tests look, as in
+    // the SDKs' own test suites (harness.js, waitForManifestOnEveryNode).
     await manager.createScope(scope);
+    await waitForManifestOnEveryNode(env.settee, 'default', (scopes) => lists(scopes, scope));
     await manager.createCollection('airline', scope, { maxExpiry: 3600 });
     await manager.createCollection('route', scope);
+    await waitForManifestOnEveryNode(env.settee, 'default',
+      (scopes) => lists(scopes, scope, 'airline') && lists(scopes, scope, 'route'));
   });
   after(async () => { await env?.tearDown(); });
 
@@ -84,13 +97,17 @@ describe('scopes and collections', () => {
     const key = uniqueKey('dropped');
     const dropScope = `drop-${crypto.randomBytes(4).toString('hex')}`;
     await manager.createScope(dropScope);
+    await waitForManifestOnEveryNode(env.settee, 'default', (scopes) => lists(scopes, dropScope));
     await manager.createCollection('temp', dropScope);
+    await waitForManifestOnEveryNode(env.settee, 'default', (scopes) => lists(scopes, dropScope, 'temp'));
     const before = env.bucket.scope(dropScope).collection('temp');
     await before.upsert(key, { v: 'before' });
     assert.deepEqual((await before.get(key)).content, { v: 'before' });
     await manager.dropCollection('temp', dropScope);
+    await waitForManifestOnEveryNode(env.settee, 'default', (scopes) => !lists(scopes, dropScope, 'temp'));
     await assert.rejects(before.get(key), CollectionNotFoundError);
     await manager.createCollection('temp', dropScope);
+    await waitForManifestOnEveryNode(env.settee, 'default', (scopes) => lists(scopes, dropScope, 'temp'));
     const again = env.bucket.scope(dropScope).collection('temp');
     await assert.rejects(again.get(key), DocumentNotFoundError);
     await again.upsert(key, { v: 'after' });

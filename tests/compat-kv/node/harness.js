@@ -3,8 +3,18 @@
 // tests/tls/make-certs.sh, for the couchbases:// tests), prepares it through the CouchDB HTTP API
 // (buckets `default`, `private`, `small?q=8`; user alice who may use `default` only), connects
 // the official Couchbase SDK, and stops everything afterwards (process group, data directory).
+//
+// Cluster mode (SETTEE_CLUSTER=N, as in the Go suite's cluster_test.go): each test file gets N
+// nodes instead. Node 1 makes the cluster, the others join it one at a time; each node gets the
+// single node's TLS doors (one test CA for all), its own free ports and directory and its own
+// process group. Once every node lists N active members, prepare() runs on node 1 and the
+// accounts (per node in settee: `_users` is not in the cluster map) on the others; then every
+// node must serve every database. The tests get node 1 as `settee` (its HTTP door) with
+// connection strings that list every node's KV (and KV TLS) door. Three nodes per file are
+// heavy on a small machine: bound the files run at once (node --test --test-concurrency=4).
 'use strict';
 const { spawn, execFileSync } = require('node:child_process');
+const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -18,6 +28,17 @@ const ALICE = { username: 'alice', password: 'alicepw' };
 const KV_TIMEOUT_MS = 2500;
 const CONNECT_TIMEOUT_MS = 10000;
 const READY_TIMEOUT_MS = 15000;
+const CLUSTER_READY_TIMEOUT_MS = 60000;
+
+// The node count of cluster mode, or 0 for the single node (SETTEE_CLUSTER unset or empty).
+function clusterSize() {
+  const size = process.env.SETTEE_CLUSTER;
+  if (size === undefined || size === '') return 0;
+  const n = Number(size);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`SETTEE_CLUSTER=${JSON.stringify(size)} is not a node count`);
+  return n;
+}
+const CLUSTER = clusterSize();
 
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -104,12 +125,17 @@ async function expectStatus(promise, ...statuses) {
   assert.ok(statuses.includes(status), `HTTP setup answered ${status}: ${text}`);
 }
 
+// The users prepare makes; a cluster makes them on every node (its `_users` is per node).
+async function makeAccounts(settee) {
+  await expectStatus(settee.http('PUT', '/_users/org.couchdb.user:alice',
+    { name: 'alice', password: 'alicepw', roles: [], type: 'user' }), 201, 202);
+}
+
 async function prepare(settee) {
   await expectStatus(settee.http('PUT', '/default'), 201);
   await expectStatus(settee.http('PUT', '/private'), 201);
   await expectStatus(settee.http('PUT', '/small?q=8'), 201);
-  await expectStatus(settee.http('PUT', '/_users/org.couchdb.user:alice',
-    { name: 'alice', password: 'alicepw', roles: [], type: 'user' }), 201, 202);
+  await makeAccounts(settee);
   await expectStatus(settee.http('PUT', '/default/_security', {
     admins: { names: [], roles: [] }, members: { names: ['alice'], roles: [] },
   }), 200);
@@ -120,25 +146,31 @@ async function prepare(settee) {
 async function startSettee() {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startSetteeOnce();
+      return CLUSTER ? await startClusterOnce(CLUSTER) : await startSetteeOnce();
     } catch (error) {
       if (attempt >= 3 || !/exited early/.test(error.message)) throw error;
     }
   }
 }
 
-async function startSetteeOnce() {
-  const bin = process.env.SETTEE_BIN
-    || path.join(os.homedir(), '.cache/settee/target/release/settee');
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'settee-compat-kv-node-'));
-  const certs = path.join(dataDir, 'certs');
-  execFileSync(MAKE_CERTS, [certs]);
-  const settee = new Settee(
+function setteeBinary() {
+  return process.env.SETTEE_BIN || path.join(os.homedir(), '.cache/settee/target/release/settee');
+}
+
+// A Settee on free ports, its certificates in certs.
+async function withFreePorts(certs) {
+  return new Settee(
     await freePort(), await freePort(), await freePort(), await freePort(), await freePort(), certs,
   );
-  const child = spawn(bin, [
-    'serve', '--data-dir', path.join(dataDir, 'data'),
-    '--tls-cert', path.join(certs, 'node.crt'), '--tls-key', path.join(certs, 'node.key'),
+}
+
+// Starts one node (in its own process group) with data in `data`, the plain and TLS doors and
+// the given extra arguments and environment, and waits until it serves. Its log goes to this
+// process's stderr, each line after `logPrefix` if one is given. Sets settee.stopProcess.
+async function launch(settee, data, { extra = [], env = process.env, logPrefix } = {}) {
+  const child = spawn(setteeBinary(), [
+    'serve', '--data-dir', data,
+    '--tls-cert', path.join(settee.certs, 'node.crt'), '--tls-key', path.join(settee.certs, 'node.key'),
     '--https-addr', `127.0.0.1:${settee.httpsPort}`,
     '--kv-tls-addr', `127.0.0.1:${settee.kvTlsPort}`,
     '--mgmt-tls-addr', `127.0.0.1:${await freePort()}`,
@@ -146,10 +178,15 @@ async function startSetteeOnce() {
     '--kv-addr', `127.0.0.1:${settee.kvPort}`,
     '--mgmt-addr', `127.0.0.1:${settee.mgmtPort}`,
     '--admin', 'admin:secret', '--pbkdf2-iterations', '1000',
-  ], { stdio: ['ignore', 'ignore', 'inherit'], detached: true });
+    ...extra,
+  ], { stdio: ['ignore', 'ignore', logPrefix ? 'pipe' : 'inherit'], detached: true, env });
+  if (logPrefix) prefixLines(child.stderr, logPrefix);
   const exited = {};
-  const exitPromise = new Promise((resolve) => child.on('exit', (code) => { exited.code = code; resolve(); }));
-  settee.stop = async () => {
+  const exitPromise = new Promise((resolve) => child.on('exit', (code, signal) => {
+    exited.code = code ?? signal;
+    resolve();
+  }));
+  settee.stopProcess = async () => {
     if (exited.code === undefined) {
       try { process.kill(-child.pid, 'SIGTERM'); } catch (_) { /* already gone */ }
       const timer = setTimeout(() => {
@@ -158,16 +195,134 @@ async function startSetteeOnce() {
       await exitPromise;
       clearTimeout(timer);
     }
+  };
+  await waitUp(settee, exited);
+}
+
+// Copies a node's log to stderr line by line, each line marked with the node.
+function prefixLines(stream, prefix) {
+  let pending = '';
+  stream.setEncoding('utf8');
+  stream.on('data', (chunk) => {
+    pending += chunk;
+    let end;
+    while ((end = pending.indexOf('\n')) >= 0) {
+      process.stderr.write(`${prefix}${pending.slice(0, end + 1)}`);
+      pending = pending.slice(end + 1);
+    }
+  });
+  stream.on('end', () => { if (pending) process.stderr.write(`${prefix}${pending}\n`); });
+}
+
+async function startSetteeOnce() {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'settee-compat-kv-node-'));
+  const certs = path.join(dataDir, 'certs');
+  const settee = await withFreePorts(certs);
+  settee.nodes = [settee];
+  settee.stop = async () => {
+    await settee.stopProcess?.();
     fs.rmSync(dataDir, { recursive: true, force: true });
   };
   try {
-    await waitUp(settee, exited);
+    execFileSync(MAKE_CERTS, [certs]);
+    await launch(settee, path.join(dataDir, 'data'));
     await prepare(settee);
   } catch (error) {
     await settee.stop();
     throw error;
   }
   return settee;
+}
+
+// Polls until ready(node) holds on every node, in order, within one deadline.
+async function waitForEvery(nodes, what, ready) {
+  const deadline = Date.now() + CLUSTER_READY_TIMEOUT_MS;
+  for (const [index, node] of nodes.entries()) {
+    for (;;) {
+      try {
+        if (await ready(node)) break;
+      } catch (_) {
+        // not answering yet
+      }
+      if (Date.now() > deadline) throw new Error(`node${index + 1}: timed out waiting for ${what}`);
+      await sleep(100);
+    }
+  }
+}
+
+// n nodes: node 1 (returned, its `peers` the others) makes the cluster, the others join it.
+async function startClusterOnce(n) {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'settee-compat-kv-node-cluster-'));
+  const certs = path.join(root, 'certs');
+  const nodes = [];
+  const first = await withFreePorts(certs);
+  first.peers = [];
+  first.stop = async () => {
+    await Promise.all(nodes.map((node) => node.stopProcess?.()));
+    fs.rmSync(root, { recursive: true, force: true });
+  };
+  try {
+    execFileSync(MAKE_CERTS, [certs]);
+    const env = { ...process.env, SETTEE_CLUSTER_SECRET: crypto.randomBytes(24).toString('base64') };
+    let join;
+    for (let k = 1; k <= n; k++) {
+      const node = k === 1 ? first : await withFreePorts(certs);
+      if (k > 1) first.peers.push(node);
+      nodes.push(node);
+      const clusterAddr = `127.0.0.1:${await freePort()}`;
+      const extra = ['--cluster-addr', clusterAddr];
+      if (join) extra.push('--join', join); else join = clusterAddr;
+      try {
+        await launch(node, path.join(root, `node${k}`), { extra, env, logPrefix: `[node${k}] ` });
+      } catch (error) {
+        error.message = `node${k}: ${error.message}`;
+        throw error;
+      }
+    }
+    await waitForEvery(nodes, 'the cluster map to list every member', async (node) => {
+      const { status, json } = await node.http('GET', '/_node/_local/_cluster');
+      return status === 200 && Array.isArray(json?.members) && json.members.length === n
+        && json.members.every((member) => member.state === 'active');
+    });
+    await prepare(first);
+    // Accounts live in each node's own `_users` (ARCHITECTURE.md: `_users` is not in the map).
+    for (const peer of first.peers) await makeAccounts(peer);
+    for (const db of ['default', 'private', 'small']) {
+      await waitForEvery(nodes, `database ${db}`, async (node) => (await node.http('GET', `/${db}`)).status === 200);
+    }
+  } catch (error) {
+    await first.stop();
+    throw error;
+  }
+  first.nodes = nodes;
+  first.connectionString = `couchbase://${nodes.map((node) => `127.0.0.1:${node.kvPort}`).join(',')}`;
+  first.tlsConnectionString = `couchbases://${nodes.map((node) => `127.0.0.1:${node.kvTlsPort}`).join(',')}`;
+  return first;
+}
+
+// Waits until every node's management door (GET .../scopes) shows a manifest of `bucket` for
+// which holds(scopes) is true. A manifest change answers once the node that took it has it; the
+// other nodes of a cluster follow a moment later, and the SDK sends each management request and
+// each collection id lookup to any node. Couchbase Server reads the scopes from the node's own
+// copy too, which is why the SDKs' own test suites wait for every node after each change
+// (couchnode test/consistencyutil.js). A single node: at once.
+async function waitForManifestOnEveryNode(settee, bucket, holds, timeoutMs = 10000) {
+  const authorization = `Basic ${Buffer.from(`${ADMIN.username}:${ADMIN.password}`).toString('base64')}`;
+  const deadline = Date.now() + timeoutMs;
+  for (const [index, node] of settee.nodes.entries()) {
+    for (;;) {
+      const response = await fetch(
+        `http://127.0.0.1:${node.mgmtPort}/pools/default/buckets/${encodeURIComponent(bucket)}/scopes`,
+        { headers: { authorization } },
+      );
+      const body = await response.json().catch(() => undefined);
+      if (response.status === 200 && Array.isArray(body?.scopes) && holds(body.scopes)) break;
+      if (Date.now() > deadline) {
+        throw new Error(`node${index + 1}: the manifest of ${bucket} did not reach the expected state: ${JSON.stringify(body)}`);
+      }
+      await sleep(10);
+    }
+  }
 }
 
 async function waitUntilReady(cluster) {
@@ -178,14 +333,18 @@ async function waitUntilReady(cluster) {
 async function setUp() {
   const settee = await startSettee();
   let cluster;
+  let bucket;
   try {
     cluster = await settee.connect();
     await waitUntilReady(cluster);
+    // The bucket's own connections too (one per node in a cluster), as the Go suite waits.
+    bucket = cluster.bucket('default');
+    await bucket.waitUntilReady(READY_TIMEOUT_MS, { serviceTypes: [couchbase.ServiceType.KeyValue] });
   } catch (error) {
+    await cluster?.close();
     await settee.stop();
     throw error;
   }
-  const bucket = cluster.bucket('default');
   const env = { settee, cluster, bucket, collection: bucket.defaultCollection() };
   env.tearDown = async () => {
     await cluster.close();
@@ -204,5 +363,6 @@ function uniqueKey(name) {
 const casString = (cas) => String(cas);
 
 module.exports = {
-  ADMIN, ALICE, KV_TIMEOUT_MS, setUp, startSettee, waitUntilReady, uniqueKey, casString, sleep, couchbase,
+  CLUSTER, ADMIN, ALICE, KV_TIMEOUT_MS, setUp, startSettee, waitUntilReady, waitForManifestOnEveryNode,
+  uniqueKey, casString, sleep, couchbase,
 };
