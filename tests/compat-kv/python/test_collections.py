@@ -3,6 +3,12 @@ scope and two collections on the management port; each collection takes CRUD, CA
 sub-document lookups and mutations and expiry; the same key in two collections is two
 documents; a dropped collection's documents are gone and its name comes back empty; an unknown
 collection, scope or duplicate name gets the SDK's own error.
+
+Against a cluster (SETTEE_CLUSTER), the SDK sends each manager request to any node, and the
+other nodes follow a change after the answer, as Couchbase Server's do (ns_server answers
+`GET .../scopes` from the node's copy of the manifest, and each node's data service gets the
+new manifest after the change is committed): before reading what a change made, from another
+node through the manager or over KV, the tests wait until every node's management port shows it.
 """
 import time
 import uuid
@@ -17,6 +23,8 @@ from couchbase.exceptions import (CasMismatchException, CollectionAlreadyExistsE
 from couchbase.management.collections import CreateCollectionSettings
 from couchbase.options import GetOptions, ReplaceOptions, UpsertOptions
 
+from conftest import wait_for_scope
+
 TWO_SECONDS = timedelta(seconds=2)
 WAIT_S = 3.5
 
@@ -29,13 +37,14 @@ def wait_for_collection(bucket, scope, name):
 
 
 @pytest.fixture(scope="module")
-def inventory(bucket):
+def inventory(settee, bucket):
     """Scope `inv-<random>` with collections `airline` and `route`, made by the SDK."""
     manager = bucket.collections()
     scope = f"inv-{uuid.uuid4().hex[:8]}"
     manager.create_scope(scope)
     manager.create_collection(scope, "airline", CreateCollectionSettings(max_expiry=timedelta(hours=1)))
     manager.create_collection(scope, "route")
+    wait_for_scope(settee, scope, {"airline", "route"})
     return scope
 
 
@@ -126,7 +135,7 @@ def test_the_couchdb_door_shows_each_collection_as_a_database(settee, bucket, in
     assert f"default${inventory}$airline" in dbs and f"default${inventory}$route" in dbs
 
 
-def test_a_dropped_collection_comes_back_empty(bucket, key):
+def test_a_dropped_collection_comes_back_empty(settee, bucket, key):
     manager = bucket.collections()
     scope = f"drop-{uuid.uuid4().hex[:8]}"
     manager.create_scope(scope)
@@ -136,6 +145,7 @@ def test_a_dropped_collection_comes_back_empty(bucket, key):
     assert collection.get(key).content_as[dict] == {"v": "before"}
 
     manager.drop_collection(scope, "temp")
+    wait_for_scope(settee, scope, set())
     gone = bucket.scope(scope).collection("temp")
     with pytest.raises((CollectionNotFoundException, DocumentNotFoundException)) as raised:
         gone.get(key)

@@ -26,20 +26,25 @@ def refused(error):
 
 @pytest.fixture
 def replication(settee):
-    """A replication document alice wrote over HTTP, naming a peer with her password."""
+    """A replication document alice wrote over HTTP, naming a peer with her password.
+
+    In a cluster (SETTEE_CLUSTER) each node has its own `_replicator`, as its own `_users`
+    (ARCHITECTURE.md: not in the cluster map), and the SDK opens the bucket on any node: the
+    security object and the documents are written on every node."""
     members = {"members": {"names": ["alice"], "roles": []}, "admins": {"names": [], "roles": []}}
-    status, body = settee.http("PUT", "/_replicator/_security", members)
-    assert status == 200, body
     doc_id = f"alices-{time.time_ns()}"
     doc = {
         # Port 1 refuses connections: the replication never reaches anything.
         "source": f"http://alice:{SECRET}@127.0.0.1:1/source-db",
         "target": "http://127.0.0.1:1/target-db",
     }
-    status, body = settee.http("PUT", f"/_replicator/{doc_id}", doc, user=ALICE)
-    assert status == 201, body
-    status, body = settee.http("PUT", "/_replicator/_design/kv-readable", {"views": {}})
-    assert status in (201, 409), body
+    for node in settee.nodes:
+        status, body = node.http("PUT", "/_replicator/_security", members)
+        assert status == 200, body
+        status, body = node.http("PUT", f"/_replicator/{doc_id}", doc, user=ALICE)
+        assert status == 201, body
+        status, body = node.http("PUT", "/_replicator/_design/kv-readable", {"views": {}})
+        assert status in (201, 409), body
     return doc_id
 
 

@@ -10,7 +10,7 @@ import pytest
 from couchbase.exceptions import AuthenticationException, CouchbaseException
 from couchbase.options import GetOptions, UpsertOptions
 
-from conftest import expect, wait_until_ready
+from conftest import expect, wait_for_every, wait_until_ready
 
 QUICK = timedelta(seconds=3)
 EACCESS = 0x24
@@ -20,15 +20,19 @@ def refused(error):
     return f"'status_code': {EACCESS}" in str(error)
 
 
+# `_users` is per node (ARCHITECTURE.md: not in the cluster map): in a cluster (SETTEE_CLUSTER)
+# an account is made and deleted on every node, as conftest makes alice's.
 def make_user(settee, name, password):
-    expect(settee.http("PUT", f"/_users/org.couchdb.user:{name}",
-                       {"name": name, "password": password, "roles": [], "type": "user"}), 201, 202)
+    for node in settee.nodes:
+        expect(node.http("PUT", f"/_users/org.couchdb.user:{name}",
+                         {"name": name, "password": password, "roles": [], "type": "user"}), 201, 202)
 
 
 def delete_user(settee, name):
-    status, body = settee.http("GET", f"/_users/org.couchdb.user:{name}")
-    assert status == 200, body
-    expect(settee.http("DELETE", f"/_users/org.couchdb.user:{name}?rev={body['_rev']}"), 200)
+    for node in settee.nodes:
+        status, body = node.http("GET", f"/_users/org.couchdb.user:{name}")
+        assert status == 200, body
+        expect(node.http("DELETE", f"/_users/org.couchdb.user:{name}?rev={body['_rev']}"), 200)
 
 
 def set_members(settee, db, names):
@@ -43,6 +47,8 @@ def user_and_db(settee):
     name, db = f"carol{suffix}", f"revocable{suffix}"
     make_user(settee, name, "carolpw")
     expect(settee.http("PUT", f"/{db}"), 201)
+    # In a cluster, once every node serves it (as conftest waits for its databases).
+    wait_for_every(settee.nodes, f"database {db}", lambda node: node.http("GET", f"/{db}")[0] == 200)
     set_members(settee, db, [name])
     yield name, db
     settee.http("DELETE", f"/{db}")

@@ -9,6 +9,8 @@ import pytest
 import couchbase.subdocument as SD
 from couchbase.exceptions import CouchbaseException, DocumentNotFoundException
 
+from conftest import wait_for_scope
+
 ADMIN_NAME = "admin"  # conftest.ADMIN, the user the SDK connects as
 
 VALIDATE = """function (newDoc, oldDoc, userCtx) {
@@ -28,6 +30,8 @@ def validated(bucket, settee):
     scope = f"vdu-{uuid.uuid4().hex[:8]}"
     manager.create_scope(scope)
     manager.create_collection(scope, "c")
+    # In a cluster, the collection's database on node 1 (the HTTP door below) once it follows.
+    wait_for_scope(settee, scope, {"c"})
     collection = bucket.scope(scope).collection("c")
     collection.exists("probe")
     status, body = settee.http("PUT", f"/default${scope}$c/_design/rules",
