@@ -1,9 +1,12 @@
 //! Collections through the cluster map (docs/format/cluster-map.md, `ChangeManifest` and "What
 //! every node does with the committed map"). A scope or collection change to a map bucket, from
-//! either door on any node, is planned here on the map's manifest (so a refusal is typed as a
-//! single node's) and committed as `Command::ChangeManifest`; every node then makes its engine
-//! bucket's manifest the map's (`follow`), writing the events into its active vbuckets only.
-//! The door answers once this node has followed the change's revision.
+//! either door on any node, is committed as `Command::ChangeManifest` and planned where it is
+//! applied, on the committed manifest (as Couchbase runs every change on its orchestrator): a
+//! node whose map is a change behind neither refuses what the cluster would accept nor accepts
+//! what it refuses; a refusal comes back as the planner's text and is typed again
+//! (`ManifestError::from_reason`), so it answers as a single node's. Every node then makes its
+//! engine bucket's manifest the map's (`follow`), writing the events into its active vbuckets
+//! only. The door answers once this node has followed the change's revision.
 
 use std::sync::{Arc, Weak};
 
@@ -25,10 +28,8 @@ impl ManifestRouter for ManifestsThroughMap {
         limits: settee_manifest::ManifestLimits,
     ) -> Option<RoutedChange> {
         let buckets = self.0.upgrade()?;
-        let current = buckets.node().map().buckets.get(&bucket)?.manifest.clone();
+        buckets.node().map().buckets.get(&bucket)?;
         Some(Box::pin(async move {
-            // The planner's refusal, typed (the command would be rejected with its text).
-            current.plan(&change, limits)?;
             let command = Command::ChangeManifest {
                 name: bucket,
                 change,
@@ -44,8 +45,9 @@ impl ManifestRouter for ManifestsThroughMap {
                             other => EngineError::Unavailable(format!("{other:?}")),
                         })
                 }
-                // The map moved between the check and the commit (another node's change).
-                Ok(Applied::Rejected(reason)) => Err(EngineError::Invalid(reason)),
+                Ok(Applied::Rejected(reason)) => {
+                    Err(settee_manifest::ManifestError::from_reason(&reason).into())
+                }
                 Err(error) => Err(EngineError::Unavailable(error.to_string())),
             }
         }))
