@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The official Couchbase SDKs (Python `couchbase`, Node.js `couchbase`, Go `gocb`) against a real
 # settee process. Installs the pinned SDKs idempotently (a second run installs nothing), then runs
-# the three suites; each suite starts its own settee ($SETTEE_BIN). Exits non-zero if any test
+# the three suites, each against one node and then against a 3-node cluster; each suite starts
+# its own settee processes ($SETTEE_BIN). Exits non-zero if any test
 # fails or if a suite ran no tests. Works unattended (CI=true, no stdin) on a fresh clone.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -69,22 +70,31 @@ check() {
   fi
 }
 
+# run_python [NODES]: the Python suite against one node, or against a NODES-node cluster
+# (SETTEE_CLUSTER, conftest.py).
 run_python() {
-  echo "== compat-kv: Python couchbase SDK"
+  local nodes="${1:-}" name=python
+  [ -n "$nodes" ] && name="python, $nodes-node cluster"
+  echo "== compat-kv: Python couchbase SDK${nodes:+ against a $nodes-node cluster}"
   local status=0
-  (cd "$HERE/python" && .venv/bin/python -m pytest -p no:cacheprovider -q -rfE) 2>&1 | tee "$LOGS/python" || status=$?
+  (cd "$HERE/python" && SETTEE_CLUSTER="$nodes" .venv/bin/python -m pytest -p no:cacheprovider -q -rfE) 2>&1 | tee "$LOGS/python" || status=$?
   local count
   count="$(grep -Eo '[0-9]+ passed' "$LOGS/python" | tail -1 | cut -d' ' -f1 || true)"
-  check python "${count:-0}" "$status"
+  check "$name" "${count:-0}" "$status"
 }
 
+# run_node [NODES]: the Node suite against one node, or against a NODES-node cluster
+# (SETTEE_CLUSTER, harness.js; four test files at once, each with its own cluster).
 run_node() {
-  echo "== compat-kv: Node.js couchbase SDK"
-  local status=0
-  (cd "$HERE/node" && node --test --test-reporter=tap ./*.test.js) 2>&1 | tee "$LOGS/node" || status=$?
+  local nodes="${1:-}" name=node
+  [ -n "$nodes" ] && name="node, $nodes-node cluster"
+  echo "== compat-kv: Node.js couchbase SDK${nodes:+ against a $nodes-node cluster}"
+  local status=0 concurrency=()
+  [ -n "$nodes" ] && concurrency=(--test-concurrency=4)
+  (cd "$HERE/node" && SETTEE_CLUSTER="$nodes" node --test "${concurrency[@]}" --test-reporter=tap ./*.test.js) 2>&1 | tee "$LOGS/node" || status=$?
   local count
   count="$(grep -E '^# pass [0-9]+' "$LOGS/node" | tail -1 | cut -d' ' -f3 || true)"
-  check node "${count:-0}" "$status"
+  check "$name" "${count:-0}" "$status"
 }
 
 # run_go [NODES]: gocb's suite against one node, or against a NODES-node cluster
@@ -108,7 +118,9 @@ fi
 (install_node)
 install_go "$HERE/go"
 run_python
+run_python 3
 run_node
+run_node 3
 run_go
 run_go 3
 

@@ -249,26 +249,33 @@ struct RowSeq {
 /// A merged normal `_changes` feed: the body's rows and what its tail names.
 #[derive(Debug)]
 pub struct MergedChanges {
-    /// `{"results":[` ... `],` without `last_seq`: [`MergedChanges::finish`] adds it.
-    pub body: Vec<u8>,
+    /// The rows in feed order, each one JSON object with its merged `seq`: a normal feed's
+    /// body is [`MergedChanges::finish`], a continuous feed frames them one by one.
+    pub rows: Vec<Vec<u8>>,
     /// Where the feed ends (`last_seq`).
     pub last: SeqVector,
     pub pending: u64,
-    /// How many rows the body holds.
-    pub rows: usize,
 }
 
 impl MergedChanges {
-    /// The whole body, with `last_seq` as the caller encodes it (CouchDB's form).
-    pub fn finish(mut self, last_seq: &str) -> Vec<u8> {
-        self.body.extend_from_slice(
+    /// The whole body of a normal feed, with `last_seq` as the caller encodes it (CouchDB's
+    /// form).
+    pub fn finish(self, last_seq: &str) -> Vec<u8> {
+        let mut body = b"{\"results\":[\n".to_vec();
+        for (index, row) in self.rows.iter().enumerate() {
+            if index > 0 {
+                body.extend_from_slice(b",\n");
+            }
+            body.extend_from_slice(row);
+        }
+        body.extend_from_slice(
             format!(
                 "\n],\n\"last_seq\":\"{last_seq}\",\"pending\":{}}}\n",
                 self.pending
             )
             .as_bytes(),
         );
-        self.body
+        body
     }
 }
 
@@ -289,12 +296,11 @@ pub fn merge_changes(
         .collect::<Result<Vec<_>, _>>()?;
     let limit = limit.unwrap_or(usize::MAX);
     let mut position = since.clone();
-    let mut body = b"{\"results\":[\n".to_vec();
-    let mut emitted = 0usize;
+    let mut rows = Vec::new();
     let mut cut = 0u64;
     for (answer, changes) in answers.iter().zip(&parsed) {
         for row in &changes.results {
-            if emitted >= limit {
+            if rows.len() >= limit {
                 cut += 1;
                 continue;
             }
@@ -305,11 +311,7 @@ pub fn merge_changes(
             let at = decode_seq(&old, vbuckets)
                 .ok_or_else(|| Malformed(format!("a change row's seq: {old}")))?;
             take_components(&mut position, &at, answer.vbuckets);
-            if emitted > 0 {
-                body.extend_from_slice(b",\n");
-            }
-            body.extend_from_slice(&with_seq(text, &old, &position.encode())?);
-            emitted += 1;
+            rows.push(with_seq(text, &old, &position.encode())?);
         }
     }
     let last = if cut > 0 {
@@ -323,8 +325,7 @@ pub fn merge_changes(
         merge_seqs(since, &seqs, vbuckets)?
     };
     Ok(MergedChanges {
-        body,
-        rows: emitted,
+        rows,
         last,
         pending: parsed.iter().map(|changes| changes.pending).sum::<u64>() + cut,
     })

@@ -11,7 +11,7 @@ use serde_json::Value;
 pub enum Scattered {
     /// `_all_docs` and `_design_docs`.
     AllDocs,
-    /// A normal or longpoll (not continuous or eventsource), ascending `_changes` feed.
+    /// An ascending `_changes` feed of any type (normal, longpoll, continuous, eventsource).
     Changes,
     /// `GET /db`: document counts and sizes summed, `update_seq` naming every vbucket.
     DbInfo,
@@ -85,12 +85,7 @@ pub fn scattered<'a>(
         "_bulk_get" if post => Some((db, Scattered::BulkGet)),
         "_revs_diff" if post => Some((db, Scattered::RevsDiff)),
         "_all_docs" | "_design_docs" => Some((db, Scattered::AllDocs)),
-        "_changes"
-            if param("feed").is_none_or(|feed| feed == "normal" || feed == "longpoll")
-                && param("descending") != Some("true") =>
-        {
-            Some((db, Scattered::Changes))
-        }
+        "_changes" if param("descending") != Some("true") => Some((db, Scattered::Changes)),
         _ => None,
     }
 }

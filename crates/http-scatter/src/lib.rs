@@ -10,6 +10,7 @@
 //! door's `HttpState::scatter`, and the router asks it before answering a request locally.
 #![deny(clippy::unwrap_used)]
 
+pub mod changes;
 pub mod mango;
 pub mod views;
 
@@ -39,7 +40,12 @@ pub fn scattered_db(request: &ForwardHttp, plus_to_space: bool) -> Option<String
             .find(|(key, _)| key == name)
             .map(|(_, value)| value.as_str())
     };
-    let (db, _) = scattered(&method, &path, param)?;
+    let (db, what) = scattered(&method, &path, param)?;
+    // A front node asks the nodes for normal feeds only (changes.rs): a feed that waits or
+    // streams would hold the transport's reply open.
+    if what == Scattered::Changes && param("feed").is_some_and(|feed| feed != "normal") {
+        return None;
+    }
     Some(db.to_owned())
 }
 
@@ -65,7 +71,7 @@ pub async fn scatter_if_partial(
     }
     Some(match what {
         Scattered::AllDocs => all_docs(state, req, &db).await,
-        Scattered::Changes => changes(state, req, &db).await,
+        Scattered::Changes => crate::changes::changes(state, req, &db).await,
         Scattered::DbInfo => db_info(state, req, &db).await,
         Scattered::View => crate::views::view(state, req).await,
         Scattered::Mango => {
@@ -130,6 +136,17 @@ pub(crate) async fn gather_parts(
     let Some(cluster) = state.cluster.get() else {
         return Err(Err(ApiError::ServiceUnavailable("not in a cluster".into())));
     };
+    gather_through(cluster.as_ref(), db, design, parts, ok).await
+}
+
+/// [`gather_parts`] through `cluster` (for a task that outlives the request's state borrow).
+pub(crate) async fn gather_through(
+    cluster: &dyn settee_http::ClusterView,
+    db: &str,
+    design: Option<&[u8]>,
+    parts: &settee_http::ScatterParts<'_>,
+    ok: &[u16],
+) -> Result<Vec<(Vec<u16>, ForwardHttpReply)>, ApiResult<HttpResponse>> {
     let answers = cluster
         .scatter(db, design, parts)
         .await
@@ -426,124 +443,4 @@ async fn every_node(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<Htt
         Some((_, reply)) => Ok(forward::reply_response(reply)),
         None => Err(ApiError::ServiceUnavailable("no node answered".into())),
     }
-}
-
-/// How often a longpoll feed scattered over the nodes asks them again while nothing changed.
-const LONGPOLL_INTERVAL_MS: u64 = 250;
-/// CouchDB's default `timeout` of a feed (ms).
-const FEED_TIMEOUT_MS: u64 = 60_000;
-
-async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
-    let keyspace = open(state, req, db, Operation::ReadDb)?;
-    let vbuckets = keyspace.bucket().vbuckets();
-    let mut since = match req.param("since") {
-        None | Some("now") => settee_engine::SeqVector::zero(vbuckets),
-        Some(text) => settee_http::changes_api::parse_seq(&keyspace, text).ok_or_else(|| {
-            ApiError::BadRequest(format!(
-                "Malformed sequence supplied in 'since' parameter: {text}"
-            ))
-        })?,
-    };
-    let limit = req.u64_param("limit")?.map(|limit| limit as usize);
-    // A longpoll feed is normal feeds asked again until one has rows or the wait is over (a
-    // heartbeat shortens the wait: an empty answer keeps the client's connection alive).
-    let longpoll = req.param("feed") == Some("longpoll");
-    let wait_ms = [
-        Some(req.u64_param("timeout")?.unwrap_or(FEED_TIMEOUT_MS)),
-        req.u64_param("heartbeat").ok().flatten(),
-        Some(state.config.changes_timeout_max_ms),
-    ]
-    .into_iter()
-    .flatten()
-    .min()
-    .unwrap_or(FEED_TIMEOUT_MS);
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
-    let body = match req.method {
-        Method::POST => {
-            req.require_json_content_type()?;
-            req.body_bytes(state.config.max_request_size_bytes)
-                .await?
-                .to_vec()
-        }
-        _ => Vec::new(),
-    };
-    // A JavaScript filter's design document goes with the feed: most nodes do not hold it.
-    let filter_ddoc = match req.param("filter") {
-        Some("_view") => req.param("view"),
-        Some(filter) if !filter.starts_with('_') => Some(filter),
-        _ => None,
-    }
-    .and_then(|named| named.split_once('/'))
-    .map(|(ddoc, _)| ddoc.to_owned());
-    let design = match filter_ddoc {
-        Some(ddoc) => Some(
-            settee_http::designs::read(state, req, &keyspace, db, &ddoc)
-                .await
-                .map_err(|error| match error {
-                    // As a node that holds it says it (js_filter.rs).
-                    ApiError::NotFound(reason) => {
-                        ApiError::NotFound(format!("{reason} design document"))
-                    }
-                    other => other,
-                })?
-                .to_json(),
-        ),
-        None => None,
-    };
-    let mut next_since = req.param("since").map(str::to_owned);
-    let mut shutdown = state.shutdown.clone();
-    loop {
-        let target = feed_target(req, next_since.as_deref());
-        let request = request_for_nodes(req, req.method.as_str(), target, body.clone());
-        let parts = move |groups: &[Vec<u16>]| vec![Some(request.clone()); groups.len()];
-        let answers = match gather_parts(state, db, design.as_deref(), &parts, &[200]).await {
-            Ok(answers) => answers,
-            Err(answer) => return answer,
-        };
-        let parts = gather_answers(&answers);
-        let merged =
-            settee_gather::merge_changes(&parts, &since, limit, vbuckets).map_err(malformed)?;
-        let done = !longpoll
-            || merged.rows > 0
-            || tokio::time::Instant::now() >= deadline
-            || *shutdown.borrow();
-        if done {
-            let last_seq = settee_http::changes_api::couch_seq(
-                &state.config.node_name,
-                &keyspace,
-                &merged.last,
-            );
-            return Ok(raw_json(merged.finish(&last_seq)));
-        }
-        // Nothing yet: ask again from where every node stands now (`now` resolved).
-        next_since = Some(merged.last.encode());
-        since = merged.last;
-        let pause = tokio::time::sleep(std::time::Duration::from_millis(LONGPOLL_INTERVAL_MS));
-        tokio::select! {
-            _ = pause => {}
-            _ = shutdown.changed() => {}
-        }
-    }
-}
-
-/// The request target of one normal feed asked of the nodes: the client's query without the
-/// feed type and its waits, `since` as given.
-fn feed_target(req: &Req, since: Option<&str>) -> String {
-    let mut query = form_urlencoded::Serializer::new(String::new());
-    for (name, value) in &req.query {
-        if !matches!(name.as_str(), "feed" | "timeout" | "heartbeat" | "since") {
-            query.append_pair(name, value);
-        }
-    }
-    if let Some(since) = since {
-        query.append_pair("since", since);
-    }
-    format!("{}?{}", req.uri.path(), query.finish())
-}
-
-/// A JSON body sent as it is (it ends with its own newline).
-fn raw_json(body: Vec<u8>) -> HttpResponse {
-    let mut response = json_bytes(StatusCode::OK, Vec::new());
-    *response.body_mut() = settee_http::response::full(body);
-    response
 }

@@ -38,14 +38,15 @@ use settee_mango::Selector;
 /// Rows rendered per batch before the task yields to send them.
 const ROWS_PER_BATCH: usize = 500;
 /// CouchDB's `changes_timeout` default (ms).
-const DEFAULT_TIMEOUT_MS: u64 = 60_000;
+pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
 /// `heartbeat=true` means this many ms, as in CouchDB.
 const DEFAULT_HEARTBEAT_MS: u64 = 60_000;
 /// Entries scanned per batch when a filter rejects most of them.
 const SCANNED_PER_BATCH: usize = 5_000;
 
+/// A feed's type (`feed=`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Feed {
+pub enum Feed {
     Normal,
     Longpoll,
     Continuous,
@@ -252,35 +253,8 @@ fn feed_options(
     keyspace: &Keyspace,
     body: &Value,
 ) -> ApiResult<FeedOptions> {
-    let feed = match req.param("feed").unwrap_or("normal") {
-        "normal" => Feed::Normal,
-        "longpoll" => Feed::Longpoll,
-        // CouchDB takes `live` as another name of `continuous`.
-        "continuous" | "live" => Feed::Continuous,
-        "eventsource" => Feed::EventSource,
-        other => {
-            return Err(ApiError::BadRequest(format!(
-            "Supported `feed` types: normal, continuous, live, longpoll, eventsource; got {other}"
-        )))
-        }
-    };
-    let heartbeat_ms = match req.param("heartbeat") {
-        None => None,
-        Some("true") | Some("") => Some(DEFAULT_HEARTBEAT_MS),
-        // CouchDB's two reasons: a number that is not positive, and anything else.
-        Some(text) => match text.parse::<i64>() {
-            Ok(ms) if ms > 0 => Some(ms as u64),
-            Ok(_) => {
-                return Err(ApiError::BadRequest(
-                    "The heartbeat value should be a positive integer (in milliseconds).".into(),
-                ))
-            }
-            Err(_) => return Err(ApiError::BadRequest(
-                "Invalid heartbeat value. Expecting a positive integer value (in milliseconds)."
-                    .into(),
-            )),
-        },
-    };
+    let feed = feed_param(req)?;
+    let heartbeat_ms = heartbeat_param(req)?;
     let timeout_ms = req
         .u64_param("timeout")?
         .unwrap_or(DEFAULT_TIMEOUT_MS)
@@ -485,8 +459,53 @@ fn next_batch_from(
     }
 }
 
+/// `feed=` as CouchDB reads it.
+pub fn feed_param(req: &Req) -> ApiResult<Feed> {
+    Ok(match req.param("feed").unwrap_or("normal") {
+        "normal" => Feed::Normal,
+        "longpoll" => Feed::Longpoll,
+        // CouchDB takes `live` as another name of `continuous`.
+        "continuous" | "live" => Feed::Continuous,
+        "eventsource" => Feed::EventSource,
+        other => {
+            return Err(ApiError::BadRequest(format!(
+            "Supported `feed` types: normal, continuous, live, longpoll, eventsource; got {other}"
+        )))
+        }
+    })
+}
+
+/// `heartbeat=` (ms) as CouchDB reads it.
+pub fn heartbeat_param(req: &Req) -> ApiResult<Option<u64>> {
+    Ok(match req.param("heartbeat") {
+        None => None,
+        Some("true") | Some("") => Some(DEFAULT_HEARTBEAT_MS),
+        // CouchDB's two reasons: a number that is not positive, and anything else.
+        Some(text) => match text.parse::<i64>() {
+            Ok(ms) if ms > 0 => Some(ms as u64),
+            Ok(_) => {
+                return Err(ApiError::BadRequest(
+                    "The heartbeat value should be a positive integer (in milliseconds).".into(),
+                ))
+            }
+            Err(_) => return Err(ApiError::BadRequest(
+                "Invalid heartbeat value. Expecting a positive integer value (in milliseconds)."
+                    .into(),
+            )),
+        },
+    })
+}
+
+/// What a waiting feed sends as its heartbeat.
+pub fn heartbeat_bytes(feed: Feed) -> Vec<u8> {
+    match feed {
+        Feed::EventSource => b"event: heartbeat\ndata: \n\n".to_vec(),
+        _ => b"\n".to_vec(),
+    }
+}
+
 /// Frames rows for the feed type.
-fn frame(feed: Feed, row: &[u8], first: bool) -> Vec<u8> {
+pub fn frame(feed: Feed, row: &[u8], first: bool) -> Vec<u8> {
     match feed {
         Feed::Normal | Feed::Longpoll => {
             let mut out = Vec::with_capacity(row.len() + 3);
@@ -627,11 +646,7 @@ async fn run_feed(
         match woke {
             Wake::Changed => continue,
             Wake::Heartbeat => {
-                let beat = match feed {
-                    Feed::EventSource => b"event: heartbeat\ndata: \n\n".to_vec(),
-                    _ => b"\n".to_vec(),
-                };
-                if !out.send(beat).await {
+                if !out.send(heartbeat_bytes(feed)).await {
                     return;
                 }
             }

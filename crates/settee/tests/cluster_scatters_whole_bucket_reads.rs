@@ -2,7 +2,8 @@
 //! processes and a bucket with one copy of each document (`n=1`), so every node holds only the
 //! documents of its own active vbuckets and can list the others only by asking their nodes.
 //! `_all_docs` (ranges, `skip`/`limit`, `descending`, `keys`, `include_docs`, `update_seq`) and
-//! normal `_changes` feeds answer through every node as one node with every document would;
+//! `_changes` feeds (normal, longpoll, continuous live and finished, eventsource) answer
+//! through every node as one node with every document would;
 //! a feed read from one node resumes on another from its `last_seq` or any row's `seq`
 //! without repeating or missing a change. `_security` and `_revs_limit` set through one node
 //! hold on every node. Then the cluster port is driven directly with the
@@ -221,6 +222,8 @@ fn any_node_lists_and_follows_every_document_of_the_cluster() {
         );
     });
 
+    continuous_feeds(&nodes);
+
     // A filtered feed: the filter runs on every node.
     let (status, filtered) = call(
         &nodes[2],
@@ -249,6 +252,115 @@ fn any_node_lists_and_follows_every_document_of_the_cluster() {
     }
     replicated_bucket(&nodes);
     transport_refusals(&nodes);
+}
+
+/// The lines of a finished continuous feed: its rows, then its `last_seq` line.
+fn feed_lines(body: &[u8]) -> (Vec<Value>, Value) {
+    let text = String::from_utf8(body.to_vec()).expect("utf-8");
+    let mut lines: Vec<Value> = text
+        .lines()
+        .filter(|line| !line.is_empty())
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("a JSON line: {line}")))
+        .collect();
+    let last = lines.pop().expect("a last_seq line");
+    (lines, last)
+}
+
+/// Continuous and eventsource feeds through one node stream every node's changes: a finished
+/// one lists what the normal feed lists and ends with a `last_seq` the normal feed resumes
+/// from; a live one sends heartbeats while nothing changes, then the writes made through every
+/// node as they land; `limit` cuts across nodes.
+fn continuous_feeds(nodes: &[Server; 3]) {
+    let normal = get(&nodes[0], "/db/_changes");
+    let mut expected = ids(&normal["results"], "id");
+    expected.sort();
+    let response = Client::connect(&nodes[2].addr)
+        .expect("connect")
+        .request("GET", "/db/_changes?feed=continuous&timeout=300", None)
+        .expect("the feed");
+    assert_eq!(response.status, 200);
+    let (rows, last) = feed_lines(&response.body);
+    let mut streamed = ids(&Value::Array(rows), "id");
+    streamed.sort();
+    assert_eq!(streamed, expected, "every node's changes");
+    let last_seq = last["last_seq"].as_str().expect("last_seq");
+    assert_eq!(last["pending"], 0, "{last}");
+    let after = get(&nodes[1], &format!("/db/_changes?since={last_seq}"));
+    assert_eq!(after["results"], json!([]), "last_seq covers every vbucket");
+
+    let response = Client::connect(&nodes[1].addr)
+        .expect("connect")
+        .request(
+            "GET",
+            "/db/_changes?feed=continuous&limit=5&timeout=5000",
+            None,
+        )
+        .expect("the feed");
+    let (rows, last) = feed_lines(&response.body);
+    assert_eq!(rows.len(), 5, "limit across nodes");
+    assert!(last["pending"].as_u64().expect("pending") > 0, "{last}");
+
+    let response = Client::connect(&nodes[0].addr)
+        .expect("connect")
+        .request("GET", "/db/_changes?feed=eventsource&limit=2", None)
+        .expect("the feed");
+    assert_eq!(response.header("content-type"), Some("text/event-stream"));
+    let text = String::from_utf8(response.body).expect("utf-8");
+    let events: Vec<&str> = text
+        .split("\n\n")
+        .filter(|event| !event.is_empty())
+        .collect();
+    assert_eq!(events.len(), 2, "{text}");
+    for event in events {
+        let (data, id) = event.split_once("\nid: ").expect("an id line");
+        let row: Value =
+            serde_json::from_str(data.strip_prefix("data: ").expect("data")).expect("the row");
+        assert_eq!(row["seq"], id, "{event}");
+    }
+
+    // Live: the feed is open through node 0 before the writes, made through every node.
+    let mut stream = std::net::TcpStream::connect(&nodes[0].addr).expect("connect");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_millis(200)))
+        .expect("timeout");
+    let auth = support::base64_engine::encode(support::ADMIN.as_bytes());
+    let head = format!(
+        "GET /db/_changes?feed=continuous&since=now&heartbeat=100 HTTP/1.1\r\n\
+         Host: test\r\nAuthorization: Basic {auth}\r\n\r\n"
+    );
+    std::io::Write::write_all(&mut stream, head.as_bytes()).expect("request");
+    let mut seen = Vec::new();
+    let mut read_for = |millis: u64, seen: &mut Vec<u8>| {
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(millis);
+        let mut buffer = [0u8; 4096];
+        while std::time::Instant::now() < until {
+            match std::io::Read::read(&mut stream, &mut buffer) {
+                Ok(0) => break,
+                Ok(read) => seen.extend_from_slice(&buffer[..read]),
+                Err(_) => {}
+            }
+        }
+    };
+    read_for(700, &mut seen);
+    let quiet = String::from_utf8_lossy(&seen).to_string();
+    assert!(quiet.starts_with("HTTP/1.1 200"), "{quiet}");
+    assert!(!quiet.contains("\"id\""), "no change yet: {quiet}");
+    assert!(
+        quiet.matches("1\r\n\n\r\n").count() >= 2,
+        "heartbeats: {quiet:?}"
+    );
+    for (index, id) in ["live-a", "live-b", "live-c"].iter().enumerate() {
+        let (status, body) = call(&nodes[index], "PUT", &format!("/db/{id}"), Some(json!({})));
+        assert_eq!(status, 201, "{body}");
+    }
+    until("the live feed streams the three writes", || {
+        read_for(200, &mut seen);
+        let text = String::from_utf8_lossy(&seen);
+        ["live-a", "live-b", "live-c"]
+            .iter()
+            .all(|id| text.contains(&format!("\"id\":\"{id}\"")))
+            .then_some(())
+    });
 }
 
 /// `_bulk_docs`, `_bulk_get` and `_revs_diff` through one node reach every document's active,
