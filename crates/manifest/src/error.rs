@@ -25,6 +25,9 @@ pub enum ManifestError {
     LimitReached(String),
 }
 
+/// Makes the error of a variant that carries its text.
+type FromText = fn(String) -> ManifestError;
+
 impl ManifestError {
     /// The error whose text `reason` is (the inverse of `Display`): a change planned on the
     /// cluster leader's manifest comes back as its text only (`Applied::Rejected`), and the
@@ -44,7 +47,7 @@ impl ManifestError {
                 return ManifestError::UnknownCollection { manifest_uid };
             }
         }
-        let prefixed: [(&str, fn(String) -> ManifestError); 4] = [
+        let prefixed: [(&str, FromText); 4] = [
             ("corrupt record: ", ManifestError::Corrupt),
             ("invalid argument: ", ManifestError::Invalid),
             ("invalid name: ", ManifestError::InvalidName),
@@ -55,7 +58,7 @@ impl ManifestError {
                 return make(rest.to_owned());
             }
         }
-        let suffixed: [(&str, &str, fn(String) -> ManifestError); 2] = [
+        let suffixed: [(&str, &str, FromText); 2] = [
             ("scope ", " already exists", ManifestError::ScopeExists),
             (
                 "collection ",
