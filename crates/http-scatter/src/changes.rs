@@ -127,7 +127,13 @@ pub(crate) async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiRe
         cluster,
         db: db.to_owned(),
         design: filter_design(state, req, &keyspace, db).await?,
-        template: request_for_nodes(req, req.method.as_str(), String::new(), body),
+        template: {
+            let mut template = request_for_nodes(req, req.method.as_str(), String::new(), body);
+            // Each round names its own `since`; the client's Last-Event-ID would win over it
+            // on every node, and every round would start again from the client's position.
+            template.headers.retain(|(name, _)| name != "last-event-id");
+            template
+        },
         query: req
             .query
             .iter()

@@ -215,14 +215,15 @@ async fn create_collection(state: &HttpState, db: &str) -> ApiResult<bool> {
     let Some(bucket) = state.engine.bucket(door.bucket) else {
         return Ok(false);
     };
+    // Whether the scope and the collection exist is the manifest's to say where the change is
+    // planned (in a cluster, on the committed manifest: this node's copy may be a change
+    // behind), not this node's copy's.
     if bucket
         .manifest()
         .find(&door.scope, &door.collection)
-        .is_some()
+        .is_none()
+        || state.cluster.get().is_some()
     {
-        return Err(ApiError::FileExists);
-    }
-    if bucket.manifest().scope(&door.scope).is_none() {
         let scope = ManifestChange::CreateScope {
             name: door.scope.to_string(),
         };
@@ -246,16 +247,18 @@ async fn create_collection(state: &HttpState, db: &str) -> ApiResult<bool> {
 /// `DELETE /bucket$scope$collection` drops the collection: gone at once, its data purged in
 /// the background.
 async fn drop_collection(state: &HttpState, db: &str) -> ApiResult<HttpResponse> {
-    let keyspace = keyspace(state, db)?;
-    let manifest = keyspace.bucket().manifest();
-    let (scope, collection) = manifest
-        .collection(keyspace.collection())
+    // By name: the manifest the change is planned on says whether it exists (in a cluster,
+    // the committed one; this node's copy may be a change behind).
+    let door = settee_manifest::split_door_name(db).ok_or_else(ApiError::db_not_found)?;
+    let bucket = state
+        .engine
+        .bucket(door.bucket)
         .ok_or_else(ApiError::db_not_found)?;
     let drop = ManifestChange::DropCollection {
-        scope: scope.name.clone(),
-        name: collection.name.clone(),
+        scope: door.scope.to_string(),
+        name: door.collection.to_string(),
     };
-    match state.engine.change_manifest(keyspace.bucket(), drop).await {
+    match state.engine.change_manifest(&bucket, drop).await {
         Ok(_) => Ok(ok_true(StatusCode::OK)),
         Err(EngineError::UnknownCollection { .. } | EngineError::UnknownScope { .. }) => {
             Err(ApiError::db_not_found())

@@ -489,16 +489,26 @@ pub async fn list(
     if method == Method::OPTIONS {
         req.method = Method::GET;
     }
-    let rows = if rest.len() == 2 && view == "_all_docs" {
-        Box::pin(crate::bulk_api::all_docs(
-            state,
-            req,
-            db,
-            crate::bulk_api::DocSet::All,
-        ))
-        .await
+    let all_docs = rest.len() == 2 && view == "_all_docs";
+    // In a cluster the rows come from every node, as the view queried through this node
+    // would give them (the scatter hook, on the view's own path); else from this node.
+    let view_of_list = if all_docs {
+        None
     } else {
-        Box::pin(crate::view_api::view(state, req, db, view_ddoc, view)).await
+        Some((view_ddoc, view))
+    };
+    let rows = match Box::pin(scattered_rows(state, req, db, view_of_list)).await {
+        Some(rows) => rows,
+        None if all_docs => {
+            Box::pin(crate::bulk_api::all_docs(
+                state,
+                req,
+                db,
+                crate::bulk_api::DocSet::All,
+            ))
+            .await
+        }
+        None => Box::pin(crate::view_api::view(state, req, db, view_ddoc, view)).await,
     };
     req.method = method;
     let rows = rows?;
@@ -526,4 +536,42 @@ pub async fn list(
     let first = json!({"head": head, "rows": rows});
     let answer = run(state, &design, "lists", name, &first, &request).await?;
     response_of(&answer)
+}
+
+/// A list's rows from every node when the database is spread over several (the scatter hook
+/// answers for the view's path: `view` as (design document, view), or `None` for
+/// `_all_docs`); `None` when this node answers alone. The request's path is the view's while
+/// the hook looks at it.
+async fn scattered_rows(
+    state: &HttpState,
+    req: &mut Req,
+    db: &str,
+    view: Option<(&str, &str)>,
+) -> Option<ApiResult<HttpResponse>> {
+    state.scatter.get()?;
+    let segments: Vec<String> = match view {
+        Some((ddoc, view)) => vec![
+            db.into(),
+            "_design".into(),
+            ddoc.into(),
+            "_view".into(),
+            view.into(),
+        ],
+        None => vec![db.into(), "_all_docs".into()],
+    };
+    let encoded: Vec<String> = segments
+        .iter()
+        .map(|segment| crate::location::encode_segment(segment))
+        .collect();
+    let target = match req.uri.query() {
+        Some(query) => format!("/{}?{query}", encoded.join("/")),
+        None => format!("/{}", encoded.join("/")),
+    };
+    let uri = target.parse::<hyper::Uri>().ok()?;
+    let path = std::mem::replace(&mut req.path, segments);
+    let client_uri = std::mem::replace(&mut req.uri, uri);
+    let rows = crate::router::scatter(state, req).await;
+    req.path = path;
+    req.uri = client_uri;
+    rows
 }

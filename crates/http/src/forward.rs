@@ -77,6 +77,13 @@ pub async fn forward_if_elsewhere(
     }
     let cluster = state.cluster.get()?;
     let route = match document_route(&req.method, &req.path)? {
+        DocumentRoute::Document { db, id } if req.method.as_str() == "COPY" => {
+            let db = db.to_owned();
+            if let Some(answer) = copy_across(cluster.as_ref(), req, &db, &id).await {
+                return Some(answer);
+            }
+            Some((db, id))
+        }
         DocumentRoute::Document { db, id } => Some((db.to_owned(), id)),
         DocumentRoute::NewDocument { .. } => None,
         DocumentRoute::NewIndex { db } => {
@@ -121,6 +128,89 @@ pub async fn forward_if_elsewhere(
     };
     let request = request_as(req, req.method.as_str(), client_target(req), body.to_vec());
     Some(match cluster.forward(&db, &id, request).await {
+        Ok(reply) => Ok(reply_response(reply)),
+        Err(refusal) => Err(refusal.into()),
+    })
+}
+
+/// Members of a document as `GET ?attachments=true` shows it that a `PUT` of its copy leaves
+/// out (the copy gets its own revision history).
+const NOT_COPIED: &[&str] = &[
+    "_rev",
+    "_revisions",
+    "_conflicts",
+    "_deleted_conflicts",
+    "_local_seq",
+];
+
+/// `COPY /db/src` (Destination: `dst[?rev=R]`) when the two documents are not both active
+/// here: the source as the user reads it, attachments inline, from its node, written as the
+/// destination through the destination's node as the user (with `R` as its `_rev`). `None`
+/// when both are here, or for a request the handler refuses as on one node (no Destination,
+/// an absolute one).
+async fn copy_across(
+    cluster: &dyn crate::ClusterView,
+    req: &Req,
+    db: &str,
+    source: &str,
+) -> Option<ApiResult<HttpResponse>> {
+    let destination = req.header("destination")?;
+    if destination.contains("://") {
+        return None;
+    }
+    let (raw_target, target_rev) = match destination.split_once("?rev=") {
+        Some((target, rev)) => (target, Some(rev.to_owned())),
+        None => (destination, None),
+    };
+    let target = percent_encoding::percent_decode_str(raw_target)
+        .decode_utf8_lossy()
+        .into_owned();
+    if cluster.serves_here(db, source) && cluster.serves_here(db, &target) {
+        return None;
+    }
+    let db_path = format!("/{}", crate::location::encode_segment(db));
+    let mut read_target = format!("{}?attachments=true", req.uri.path());
+    if let Some(rev) = req.param("rev") {
+        read_target.push_str("&rev=");
+        read_target.push_str(&crate::location::encode_segment(rev));
+    }
+    let mut read = request_as(req, "GET", read_target, Vec::new());
+    read.headers
+        .retain(|(name, _)| !matches!(name.as_str(), "destination" | "accept" | "content-type"));
+    let source_reply = match cluster.forward(db, source, read).await {
+        Ok(reply) if reply.status == 200 => reply,
+        Ok(refused) => return Some(Ok(reply_response(refused))),
+        Err(refusal) => return Some(Err(refusal.into())),
+    };
+    let Ok(serde_json::Value::Object(mut doc)) = serde_json::from_slice(&source_reply.body) else {
+        return Some(Err(ApiError::Internal(
+            "the source document's node answered no document".into(),
+        )));
+    };
+    doc.retain(|name, _| !NOT_COPIED.contains(&name.as_str()));
+    doc.insert("_id".into(), target.clone().into());
+    if let Some(rev) = target_rev {
+        doc.insert("_rev".into(), rev.into());
+    }
+    if let Some(serde_json::Value::Object(attachments)) = doc.get_mut("_attachments") {
+        for attachment in attachments.values_mut() {
+            if let serde_json::Value::Object(fields) = attachment {
+                fields.retain(|name, _| name == "content_type" || name == "data");
+            }
+        }
+    }
+    let body = serde_json::Value::Object(doc).to_string().into_bytes();
+    let mut write = request_as(req, "PUT", format!("{db_path}/{raw_target}"), body);
+    write.headers.retain(|(name, _)| {
+        !matches!(
+            name.as_str(),
+            "destination" | "content-type" | "content-length" | "content-encoding"
+        )
+    });
+    write
+        .headers
+        .push(("content-type".into(), b"application/json".to_vec()));
+    Some(match cluster.forward(db, &target, write).await {
         Ok(reply) => Ok(reply_response(reply)),
         Err(refusal) => Err(refusal.into()),
     })

@@ -103,6 +103,13 @@ pub trait ClusterView: Send + Sync {
     /// `bucket$scope$collection`): its vbucket is active here, or the database is not in the
     /// cluster map. One map lookup and a CRC32, no I/O.
     fn serves_here(&self, db: &str, doc_id: &str) -> bool;
+    /// Waits a moment, if need be, until this node's engine has the collections its map
+    /// names for `db`'s bucket (a collection made through another node a moment ago); no I/O
+    /// when nothing lags.
+    fn collections_followed<'a>(&'a self, db: &'a str) -> ClusterUnleased<'a> {
+        let _ = db;
+        Box::pin(async { true })
+    }
     /// Whether `db` is in the cluster map while this node holds no serving lease, after
     /// waiting a moment for one: it must not answer for its active vbuckets now
     /// (docs/format/cluster-map.md, "The serving lease").

@@ -99,6 +99,11 @@ pub async fn handle(
             };
             // A document whose vbucket is active on another node is answered by that node; a
             // whole-bucket request by every node with active vbuckets, merged here.
+            if let Some(cluster) = state.cluster.get() {
+                if req.db_segment().contains('$') {
+                    cluster.collections_followed(req.db_segment()).await;
+                }
+            }
             let answer = match crate::forward::forward_if_elsewhere(&state, &mut req).await {
                 Some(answer) => answer,
                 None => match scatter(&state, &mut req).await {

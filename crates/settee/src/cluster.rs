@@ -245,6 +245,7 @@ pub struct View {
     pub forwarder: crate::cluster_forward::Forwarder,
     /// The engine's serving lease (cluster_lease.rs).
     pub lease: Arc<settee_engine::lease::Lease>,
+    pub engine: Arc<settee_engine::Engine>,
 }
 
 fn state_name(state: MemberState) -> &'static str {
@@ -325,6 +326,14 @@ impl settee_http::ClusterView for View {
 
     fn serves_here(&self, db: &str, doc_id: &str) -> bool {
         self.forwarder.serves_here(db, doc_id)
+    }
+
+    fn collections_followed<'a>(&'a self, db: &'a str) -> settee_http::ClusterUnleased<'a> {
+        let bucket = db.split('$').next().unwrap_or(db);
+        Box::pin(async move {
+            crate::cluster_forward::collections_followed(&self.node, &self.engine, bucket, 0).await;
+            true
+        })
     }
 
     fn unleased<'a>(&'a self, db: &'a str) -> settee_http::ClusterUnleased<'a> {

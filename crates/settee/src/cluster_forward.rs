@@ -436,11 +436,16 @@ impl ForwardServer {
                 }
             }
             if !behind {
+                self.collections_followed(name, request.revision).await;
                 return Ok(only.into());
             }
             self.catch_up(&mut caught_up, map.revision, request.revision)
                 .await?;
         }
+    }
+
+    async fn collections_followed(&self, bucket: &str, sender_revision: u64) {
+        collections_followed(&self.node, &self.state.engine, bucket, sender_revision).await;
     }
 
     /// Refused while this node holds no serving lease, after waiting [`BEHIND_WAIT_MS`] at
@@ -538,8 +543,47 @@ impl ForwardServer {
                     ),
                 ));
             }
+            self.collections_followed(&placement.bucket, request.revision)
+                .await;
             return Ok(());
         }
+    }
+}
+
+/// Waits ([`BEHIND_WAIT_MS`] at most) until this node has the map revision `revision` (the
+/// sender's, for a forwarded or scattered request; 0 on the front node) and its engine bucket
+/// has the collections its map names: a scope or collection change is committed without moving
+/// any vbucket's epoch, and the engine adopts the map's manifest after the map is applied
+/// (cluster_manifests.rs), so a request about a collection made through another node a moment
+/// ago would otherwise find no such database here, or a dropped one's documents. Past the wait
+/// the request runs as the node stands. One map lookup when nothing lags.
+pub async fn collections_followed(
+    node: &ClusterNode,
+    engine: &settee_engine::Engine,
+    bucket: &str,
+    revision: u64,
+) {
+    let wait = Duration::from_millis(BEHIND_WAIT_MS);
+    let deadline = tokio::time::Instant::now() + wait;
+    if node.map().revision < revision {
+        let _ = tokio::time::timeout(wait, node.wait_for_revision(revision)).await;
+    }
+    loop {
+        let Some(wanted) = node
+            .map()
+            .buckets
+            .get(bucket)
+            .map(|entry| entry.manifest.uid())
+        else {
+            return;
+        };
+        let behind = engine
+            .bucket(bucket)
+            .is_some_and(|local| local.manifest().uid() < wanted);
+        if !behind || tokio::time::Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 

@@ -304,6 +304,7 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
                     transport: started.transport.clone(),
                 },
                 lease: engine.lease().clone(),
+                engine: engine.clone(),
             }));
             let _ = state.scatter.set(settee_http_scatter::hook);
             let _ = kv_state

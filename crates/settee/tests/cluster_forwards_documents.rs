@@ -2,7 +2,8 @@
 //! bucket with one copy of each document (`n=1`, so a node that is not a document's active has
 //! no copy of it and can only answer by forwarding to the active). Documents are written
 //! through a node that is not their active (PUT, POST, an attachment, a design document) and
-//! read back through all three with the same `_rev` and body; a conflict, a 404, a deletion and
+//! read back through all three with the same `_rev` and body; COPY works through every node
+//! to a destination on every node; a conflict, a 404, a deletion and
 //! an anonymous request answer through forwarding exactly as through the active, and so does
 //! the request a `_rewrite` makes. Then the cluster port is driven directly with the cluster
 //! secret: a forwarded request for a vbucket the receiver is not the active of, one made on a
@@ -190,6 +191,64 @@ fn any_node_answers_a_document_request_through_its_active() {
             "HEAD says the GET's length: {head:?}"
         );
     }
+
+    // COPY through every node, to destinations on every node: the copy holds the source's
+    // body and attachment wherever the two documents live.
+    let (_, source) = call(&nodes[0], "GET", "/db/doc-1", None);
+    let plain = |mut doc: Value| {
+        let object = doc.as_object_mut().expect("a document");
+        object.remove("_id");
+        object.remove("_rev");
+        object.remove("_attachments");
+        doc
+    };
+    let destinations: Vec<String> = (0..3)
+        .flat_map(|node| {
+            (0..)
+                .map(|index| format!("copy-{index}"))
+                .filter(move |id| active(id) == node)
+                .take(1)
+        })
+        .collect();
+    for (through, destination) in nodes.iter().zip(&destinations) {
+        let mut client = Client::connect(&through.addr).expect("connect");
+        let copied = client
+            .request_with("COPY", "/db/doc-1", &[("Destination", destination)], None)
+            .expect("COPY");
+        assert_eq!(
+            copied.status,
+            201,
+            "COPY to {destination}: {}",
+            copied.json()
+        );
+        assert_eq!(copied.json()["id"], json!(destination));
+        for node in &nodes {
+            let (status, copy) = call(node, "GET", &format!("/db/{destination}"), None);
+            assert_eq!(status, 200, "{copy}");
+            assert_eq!(plain(copy.clone()), plain(source.clone()), "{copy}");
+            let got = Client::connect(&node.addr)
+                .expect("connect")
+                .request("GET", &format!("/db/{destination}/note.txt"), None)
+                .expect("GET attachment");
+            assert_eq!(
+                (got.status, got.body.as_slice()),
+                (200, &b"hello through the cluster"[..])
+            );
+        }
+    }
+    // Onto an existing document: 409 without its revision, 201 with it.
+    let taken = &destinations[1];
+    let (_, current) = call(&nodes[0], "GET", &format!("/db/{taken}"), None);
+    let copy_onto = |destination: &str| {
+        Client::connect(&nodes[2].addr)
+            .expect("connect")
+            .request_with("COPY", "/db/doc-1", &[("Destination", destination)], None)
+            .expect("COPY")
+            .status
+    };
+    assert_eq!(copy_onto(taken), 409);
+    let rev = current["_rev"].as_str().expect("rev");
+    assert_eq!(copy_onto(&format!("{taken}?rev={rev}")), 201);
 
     // A deletion through a non-active, seen everywhere.
     let id = "doc-2";

@@ -7,7 +7,8 @@
 //! `group_level`, `keys`) must give the single node's answer through every cluster node, for a
 //! bucket with one copy of each document (`n=1`) and one with a replica (`n=2`, where every
 //! node also indexes vbuckets it does not answer for). The design document's JavaScript
-//! `_changes` filters, `_show` functions and `_info` work through every node, and a
+//! `_changes` filters, `_show` and `_list` functions (a list reads every node's rows) and
+//! `_info` work through every node, and a
 //! `_view_cleanup` through one keeps every node's index. A changed design document is used at
 //! once everywhere; a missing one, a missing view and a bad parameter answer as on one node.
 
@@ -30,6 +31,7 @@ fn design() -> Value {
     json!({
         "filters": {"even": "function (doc, req) { return doc.n % 2 === 0; }"},
         "shows": {"n": "function (doc, req) { return {body: 'n=' + (doc ? doc.n : 'none')}; }"},
+        "lists": {"keys": "function (head, req) { var row, out = [head.total_rows]; while ((row = getRow())) { out.push(row.id + '=' + JSON.stringify(row.key)); } return out.join(','); }"},
         "views": {
             "by_n": {"map": "function (doc) { if (typeof doc.n === 'number') emit(doc.n % 7, doc.n); }"},
             "pairs": {
@@ -216,7 +218,22 @@ fn any_node_answers_a_view_query_as_one_node_holding_every_document() {
         }
 
         // The design document's other functions, and its index's information, through every
-        // node, holding it or not.
+        // node, holding it or not. A list function reads every node's rows.
+        let lists = [
+            format!("/{db}/_design/app/_list/keys/by_n?skip=3&limit=25"),
+            format!("/{db}/_design/app/_list/keys/_all_docs?limit=7&startkey=%22doc-010%22"),
+        ];
+        let listed: Vec<Vec<u8>> = lists
+            .iter()
+            .map(|path| {
+                let answer = Client::connect(&single.addr)
+                    .expect("connect")
+                    .request("GET", path, None)
+                    .expect("list");
+                assert_eq!(answer.status, 200, "{path} on the single node");
+                answer.body
+            })
+            .collect();
         let mut signatures = Vec::new();
         for (index, node) in nodes.iter().enumerate() {
             let (status, even) = call(
@@ -245,6 +262,18 @@ fn any_node_answers_a_view_query_as_one_node_holding_every_document() {
                 .expect("show");
             assert_eq!(shown.status, 200, "_show through node {index}");
             assert_eq!(shown.body, b"n=7", "_show through node {index}");
+            for (path, expected) in lists.iter().zip(&listed) {
+                let answer = Client::connect(&node.addr)
+                    .expect("connect")
+                    .request("GET", path, None)
+                    .expect("list");
+                assert_eq!(answer.status, 200, "{path} through node {index}");
+                assert_eq!(
+                    String::from_utf8_lossy(&answer.body),
+                    String::from_utf8_lossy(expected),
+                    "{path} through node {index}"
+                );
+            }
             let (status, info) = call(node, "GET", &format!("/{db}/_design/app/_info"), None);
             assert_eq!(status, 200, "_info through node {index}: {info}");
             signatures.push(info["view_index"]["signature"].clone());

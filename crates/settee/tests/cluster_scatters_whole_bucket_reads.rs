@@ -318,6 +318,30 @@ fn continuous_feeds(nodes: &[Server; 3]) {
         assert_eq!(row["seq"], id, "{event}");
     }
 
+    // An EventSource reconnecting with Last-Event-ID goes on after that event, once.
+    let seqs: Vec<String> = normal["results"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|row| row["seq"].as_str().expect("seq").to_owned())
+        .collect();
+    let resumed = Client::connect(&nodes[2].addr)
+        .expect("connect")
+        .request_with(
+            "GET",
+            "/db/_changes?feed=eventsource&timeout=300",
+            &[("Last-Event-ID", &seqs[1])],
+            None,
+        )
+        .expect("the feed");
+    let text = String::from_utf8(resumed.body).expect("utf-8");
+    let events = text.split("\n\n").filter(|event| !event.is_empty()).count();
+    assert_eq!(
+        events,
+        seqs.len() - 2,
+        "every change after the event, once: {text}"
+    );
+
     // Live: the feed is open through node 0 before the writes, made through every node.
     let mut stream = std::net::TcpStream::connect(&nodes[0].addr).expect("connect");
     stream
