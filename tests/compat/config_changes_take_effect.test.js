@@ -17,8 +17,10 @@ const dataDir = process.env.SETTEE_URL
 let server;
 let client;
 
-const setConfig = (section, key, value) =>
-  client.request({ method: 'PUT', path: `_node/_local/_config/${section}/${key}`, body: value });
+// The configuration is per node in settee (as in CouchDB): in a cluster (SETTEE_CLUSTER) a
+// change is made on every node, as an operator makes it; node 1's answer is the one checked.
+const setConfig = async (section, key, value) => (await Promise.all(server.nodes.map((node) =>
+  nano(node.adminUrl).request({ method: 'PUT', path: `_node/_local/_config/${section}/${key}`, body: value }))))[0];
 
 async function restart() {
   await server.stop();
@@ -50,10 +52,12 @@ test('a _config change takes effect at once and after a restart', async () => {
   const jsonp = await http('GET', `${server.url}/${DB}/before?callback=got`);
   assert.equal(jsonp.headers.get('content-type'), 'application/javascript');
   assert.match(jsonp.text, /^\/\* CouchDB \*\/got\(\{"_id":"before"/);
-  const volatile = await http('PUT', `${server.url}/_node/_local/_config/test/volatile`, {
-    body: '"yes"', headers: { 'x-couch-persist': 'false' },
-  });
-  assert.equal(volatile.status, 200);
+  for (const node of server.nodes) {
+    const volatile = await http('PUT', `${node.url}/_node/_local/_config/test/volatile`, {
+      body: '"yes"', headers: { 'x-couch-persist': 'false' },
+    });
+    assert.equal(volatile.status, 200);
+  }
 
   await restart();
   const db2 = client.use(DB);
@@ -67,10 +71,12 @@ test('a _config change takes effect at once and after a restart', async () => {
   );
 
   // DELETE answers the old value and puts the default back.
-  assert.equal(
-    await client.request({ method: 'DELETE', path: '_node/_local/_config/couchdb/max_document_size' }),
-    '1000',
-  );
+  for (const node of server.nodes) {
+    assert.equal(
+      await nano(node.adminUrl).request({ method: 'DELETE', path: '_node/_local/_config/couchdb/max_document_size' }),
+      '1000',
+    );
+  }
   await db2.insert(big, 'after');
 });
 
@@ -80,8 +86,13 @@ test('bad values are refused and only admins may read the configuration', async 
   assert.equal(anonymous.status, 401);
   const membership = await client.request({ path: '_membership' });
   assert.deepEqual(membership.all_nodes, membership.cluster_nodes);
-  assert.equal(membership.all_nodes.length, 1);
-  const name = membership.all_nodes[0];
-  const byName = await client.request({ path: `_node/${name}/_config/uuids/algorithm` });
-  assert.equal(byName, 'utc_id');
+  assert.equal(membership.all_nodes.length, server.nodes.length);
+  // Each node by its own name, through itself. cluster: settee answers `_node/<another member's
+  // name>/...` 404 "no such node" (CouchDB answers it through that node), so not asked here.
+  for (const node of server.nodes) {
+    const { name } = await nano(node.adminUrl).request({ path: '_node/_local' });
+    assert.ok(membership.all_nodes.includes(name), name);
+    const byName = await nano(node.adminUrl).request({ path: `_node/${name}/_config/uuids/algorithm` });
+    assert.equal(byName, 'utc_id', name);
+  }
 });

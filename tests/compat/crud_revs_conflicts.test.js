@@ -2,7 +2,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const PouchDB = require('pouchdb');
-const { start, http, ADMIN_USER, ADMIN_PASSWORD } = require('./harness');
+const { CLUSTER, start, http, ADMIN_USER, ADMIN_PASSWORD } = require('./harness');
 
 let server;
 let nano;
@@ -118,7 +118,10 @@ test('_revs_limit is readable and settable, and stems history', async () => {
   assert.equal(doc._revisions.ids.length, 3);
 });
 
-test('COPY duplicates a document', async () => {
+// cluster: COPY answers 503 when the destination's vbucket is active on another node.
+test('COPY duplicates a document', {
+  skip: CLUSTER ? 'cluster: COPY to a document of another node is 503' : false,
+}, async () => {
   await db.insert({ copied: true }, 'source');
   const copy = await http('COPY', `${server.url}/crud/source`, { headers: { destination: 'target' } });
   assert.equal(copy.status, 201);
