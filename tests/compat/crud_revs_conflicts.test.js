@@ -118,10 +118,7 @@ test('_revs_limit is readable and settable, and stems history', async () => {
   assert.equal(doc._revisions.ids.length, 3);
 });
 
-// cluster: COPY answers 503 when the destination's vbucket is active on another node.
-test('COPY duplicates a document', {
-  skip: CLUSTER ? 'cluster: COPY to a document of another node is 503' : false,
-}, async () => {
+test('COPY duplicates a document', async () => {
   await db.insert({ copied: true }, 'source');
   const copy = await http('COPY', `${server.url}/crud/source`, { headers: { destination: 'target' } });
   assert.equal(copy.status, 201);
