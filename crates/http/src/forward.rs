@@ -348,6 +348,13 @@ fn header_map(headers: Vec<(String, Vec<u8>)>) -> HeaderMap {
 }
 
 pub fn reply_response(reply: ForwardHttpReply) -> HttpResponse {
+    if reply.status == 304 {
+        // The active's `Content-Length: 0` kept: hyper drops it beside a body already ended
+        // (`response::not_modified`).
+        let mut response = response::not_modified("");
+        *response.headers_mut() = header_map(reply.headers);
+        return response;
+    }
     let mut response = hyper::Response::new(response::full(reply.body));
     *response.status_mut() =
         hyper::StatusCode::from_u16(reply.status).unwrap_or(hyper::StatusCode::BAD_GATEWAY);

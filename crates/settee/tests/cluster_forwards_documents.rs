@@ -35,11 +35,17 @@ fn vbucket(id: &str) -> u16 {
 
 /// A HEAD request's status line and headers (lower-cased), read up to the blank line.
 fn head_lines(server: &Server, path: &str) -> Vec<String> {
+    response_head(server, "HEAD", path, "")
+}
+
+/// The status line and headers (lower-cased) of `method path` with `extra` header lines.
+fn response_head(server: &Server, method: &str, path: &str, extra: &str) -> Vec<String> {
     use std::io::{BufRead, BufReader, Write};
     let mut stream = std::net::TcpStream::connect(&server.addr).expect("connect");
     let auth = support::base64_engine::encode(support::ADMIN.as_bytes());
-    let request =
-        format!("HEAD {path} HTTP/1.1\r\nHost: test\r\nAuthorization: Basic {auth}\r\n\r\n");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: test\r\nAuthorization: Basic {auth}\r\n{extra}\r\n"
+    );
     stream.write_all(request.as_bytes()).expect("send");
     let mut lines = Vec::new();
     for line in BufReader::new(stream).lines() {
@@ -189,6 +195,17 @@ fn any_node_answers_a_document_request_through_its_active() {
         assert!(
             head.contains(&length),
             "HEAD says the GET's length: {head:?}"
+        );
+        // A 304 says `Content-Length: 0` through every node, as CouchDB sends it.
+        let matching = format!("If-None-Match: \"{attached_rev}\"\r\n");
+        let not_modified = response_head(node, "GET", "/db/doc-1", &matching);
+        assert!(
+            not_modified[0].starts_with("http/1.1 304"),
+            "{not_modified:?}"
+        );
+        assert!(
+            not_modified.contains(&"content-length: 0".to_string()),
+            "{not_modified:?}"
         );
     }
 
