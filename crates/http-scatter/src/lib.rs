@@ -161,12 +161,12 @@ pub(crate) async fn gather_through(
 }
 
 /// The answer holding each id's row: the one whose vbuckets have the id's.
-fn answer_of_each(
-    ids: &[Value],
+fn answer_of_each<'a>(
+    ids: impl IntoIterator<Item = &'a Value>,
     vbuckets: u16,
     answers: &[(Vec<u16>, ForwardHttpReply)],
 ) -> Vec<usize> {
-    ids.iter()
+    ids.into_iter()
         .map(|id| {
             let vbucket = key_vbucket(id, vbuckets);
             answers
@@ -354,21 +354,11 @@ async fn all_docs(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpR
     };
     let vbuckets = keyspace.bucket().vbuckets();
     let key_answers = keys.as_ref().and_then(Value::as_array).map(|keys| {
-        let ordered: Vec<&Value> = if descending {
-            keys.iter().rev().collect()
+        if descending {
+            answer_of_each(keys.iter().rev(), vbuckets, &answers)
         } else {
-            keys.iter().collect()
-        };
-        ordered
-            .into_iter()
-            .map(|key| {
-                let vbucket = key_vbucket(key, vbuckets);
-                answers
-                    .iter()
-                    .position(|(listed, _)| listed.contains(&vbucket))
-                    .unwrap_or(usize::MAX)
-            })
-            .collect()
+            answer_of_each(keys, vbuckets, &answers)
+        }
     });
     let query = settee_gather::AllDocsQuery {
         skip,

@@ -106,9 +106,9 @@ pub trait ClusterView: Send + Sync {
     /// Waits a moment, if need be, until this node's engine has the collections its map
     /// names for `db`'s bucket (a collection made through another node a moment ago); no I/O
     /// when nothing lags.
-    fn collections_followed<'a>(&'a self, db: &'a str) -> ClusterUnleased<'a> {
+    fn collections_followed<'a>(&'a self, db: &'a str) -> ClusterWait<'a> {
         let _ = db;
-        Box::pin(async { true })
+        Box::pin(async {})
     }
     /// Whether `db` is in the cluster map while this node holds no serving lease, after
     /// waiting a moment for one: it must not answer for its active vbuckets now
@@ -163,6 +163,8 @@ pub enum ClusterRefusal {
 
 pub type ClusterChange<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ClusterRefusal>> + Send + 'a>>;
+/// A wait of the cluster's (`ClusterView::collections_followed`).
+pub type ClusterWait<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
 /// What `ClusterView::unleased` answers, once it has waited.
 pub type ClusterUnleased<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>>;

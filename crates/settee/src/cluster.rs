@@ -328,12 +328,14 @@ impl settee_http::ClusterView for View {
         self.forwarder.serves_here(db, doc_id)
     }
 
-    fn collections_followed<'a>(&'a self, db: &'a str) -> settee_http::ClusterUnleased<'a> {
+    fn collections_followed<'a>(&'a self, db: &'a str) -> settee_http::ClusterWait<'a> {
         let bucket = db.split('$').next().unwrap_or(db);
-        Box::pin(async move {
-            crate::cluster_forward::collections_followed(&self.node, &self.engine, bucket, 0).await;
-            true
-        })
+        Box::pin(crate::cluster_forward::collections_followed(
+            &self.node,
+            &self.engine,
+            bucket,
+            0,
+        ))
     }
 
     fn unleased<'a>(&'a self, db: &'a str) -> settee_http::ClusterUnleased<'a> {

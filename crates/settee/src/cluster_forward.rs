@@ -436,16 +436,12 @@ impl ForwardServer {
                 }
             }
             if !behind {
-                self.collections_followed(name, request.revision).await;
+                collections_followed(&self.node, &self.state.engine, name, request.revision).await;
                 return Ok(only.into());
             }
             self.catch_up(&mut caught_up, map.revision, request.revision)
                 .await?;
         }
-    }
-
-    async fn collections_followed(&self, bucket: &str, sender_revision: u64) {
-        collections_followed(&self.node, &self.state.engine, bucket, sender_revision).await;
     }
 
     /// Refused while this node holds no serving lease, after waiting [`BEHIND_WAIT_MS`] at
@@ -543,8 +539,13 @@ impl ForwardServer {
                     ),
                 ));
             }
-            self.collections_followed(&placement.bucket, request.revision)
-                .await;
+            collections_followed(
+                &self.node,
+                &self.state.engine,
+                &placement.bucket,
+                request.revision,
+            )
+            .await;
             return Ok(());
         }
     }
