@@ -2,7 +2,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const PouchDB = require('pouchdb');
-const { CLUSTER, start, http, ADMIN_USER, ADMIN_PASSWORD } = require('./harness');
+const { start, http, ADMIN_USER, ADMIN_PASSWORD } = require('./harness');
 
 let server;
 let pouch;
@@ -63,11 +63,7 @@ test('_bulk_get returns docs, revisions and missing errors', async () => {
   assert.equal(result.json.results[2].docs[0].ok._id, 'b');
 });
 
-// cluster: _missing_revs is not split by document as _revs_diff is: the answering node answers
-// from what it holds, so a document of another node has every revision missing.
-test('_revs_diff and _missing_revs', {
-  skip: CLUSTER ? 'cluster: _missing_revs answers from the answering node only' : false,
-}, async () => {
+test('_revs_diff and _missing_revs', async () => {
   const a = await pouch.get('a');
   const diff = await pouch.revsDiff({ a: [a._rev, '2-abc'], newdoc: ['1-xyz'] });
   assert.deepEqual(diff.a.missing, ['2-abc']);

@@ -3,7 +3,7 @@
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { CLUSTER, start, http } = require('./harness');
+const { start, http } = require('./harness');
 
 let server;
 let nano;
@@ -310,11 +310,7 @@ test('compressible attachments are stored gzipped as CouchDB stores them', async
   assert.equal((await db.attachment.get('mp', 'x.txt')).toString(), 'abcabcabcabc');
 });
 
-// cluster: _design/d/_info is the answering node's own index (update_seq counts its
-// documents only), not the cluster's. The doc_ids replication part passes in a cluster.
-test('_info gives the index position as a number; a doc_ids replication of nothing has no_changes', {
-  skip: CLUSTER ? 'cluster: _info reports the answering node\'s index only' : false,
-}, async () => {
+test('_info gives the index position as a number; a doc_ids replication of nothing has no_changes', async () => {
   const db = await freshDb('details_info');
   await db.bulk({ docs: [{ _id: 'a' }, { _id: 'b' }] });
   await db.insert({ _id: '_design/d', views: { v: { map: 'function (doc) { emit(doc._id); }' } } });
@@ -401,11 +397,7 @@ test('_all_docs offset counts the live documents before startkey, either way rou
   assert.deepEqual(keyed.json.rows, [{ key: '9', error: 'not_found' }]);
 });
 
-// cluster: POST /db/_compact/{ddoc} is 404 not_found when the design document's vbucket is
-// active on another node, and _info's sizes are the answering node's index only.
-test('sizes: active is less than file before and after compaction, for documents and views', {
-  skip: CLUSTER ? 'cluster: _compact/{ddoc} is 404 for a design document of another node' : false,
-}, async () => {
+test('sizes: active is less than file before and after compaction, for documents and views', async () => {
   const db = await freshDb('details_sizes');
   const docs = [];
   for (let i = 0; i < 200; i += 1) docs.push({ _id: `d${i}`, n: i, text: 'x'.repeat(100) });

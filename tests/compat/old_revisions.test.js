@@ -3,7 +3,7 @@
 // `open_revs`, `revs_info`, an old revision's attachment and a view's emitted `_rev`.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { CLUSTER, start, http } = require('./harness');
+const { start, http } = require('./harness');
 
 let server;
 let nano;
@@ -25,11 +25,7 @@ async function compact() {
   } while (info.compact_running);
 }
 
-// cluster: POST /db/_compact compacts the answering node's vbuckets only (the old revision of
-// a document on another node stays readable), and COPY to a document of another node is 503.
-test('an old revision, its attachment and a view over it are readable until compaction', {
-  skip: CLUSTER ? 'cluster: _compact acts on the answering node only; COPY across nodes is 503' : false,
-}, async () => {
+test('an old revision, its attachment and a view over it are readable until compaction', async () => {
   const first = await db.insert({ _id: 'doc', v: 1 });
   const withAtt = await db.attachment.insert('doc', 'a.txt', Buffer.from('first body'), 'text/plain', { rev: first.rev });
   const second = await db.insert({ _id: 'doc', _rev: withAtt.rev, v: 2, prev: first.rev });

@@ -1,7 +1,7 @@
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { CLUSTER, start, http } = require('./harness');
+const { start, http } = require('./harness');
 
 let server;
 test.before(async () => {
@@ -10,11 +10,7 @@ test.before(async () => {
 });
 test.after(async () => server.stop());
 
-// cluster: _purge is not sent to the document's node: the answering node purges what it
-// holds itself (`purged: {p: []}` for a document elsewhere, 503 for one it holds a replica of).
-test('_purge removes a conflicting leaf and counts in purge_seq', {
-  skip: CLUSTER ? 'cluster: _purge acts on the answering node only' : false,
-}, async () => {
+test('_purge removes a conflicting leaf and counts in purge_seq', async () => {
   await http('POST', `${server.url}/maint/_bulk_docs`, {
     body: { new_edits: false, docs: [{ _id: 'p', _rev: '1-aaa', v: 1 }, { _id: 'p', _rev: '1-bbb', v: 2 }] },
   });

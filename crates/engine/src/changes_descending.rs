@@ -86,7 +86,18 @@ impl Bucket {
     }
 }
 
-impl DescendingCursor<'_> {
+impl<'a> DescendingCursor<'a> {
+    /// The cursor over the vbuckets `only` marks (a scattered feed's): the others yield
+    /// nothing and stay at `since`.
+    pub fn only(mut self, only: &[bool]) -> DescendingCursor<'a> {
+        for (vbucket, feed) in self.feeds.iter_mut().enumerate() {
+            if only.get(vbucket) != Some(&true) {
+                feed.exhausted = true;
+            }
+        }
+        self
+    }
+
     /// The forward feed's resume point just after the entry yielded last (`since` before the
     /// first).
     pub fn position(&self) -> &SeqVector {

@@ -116,3 +116,39 @@ async fn newest_first_with_the_forward_resume_points() {
     check(&bucket, &zero);
     check(&bucket, &middle);
 }
+
+/// A scattered feed reads only the vbuckets its node answers for: `only` leaves the others
+/// at `since` and yields the rest in the same order, with the same positions for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_marked_vbuckets() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = Engine::open(dir.path(), EngineOptions::default()).expect("open");
+    engine.create_bucket("db", 8).await.expect("create");
+    let bucket = engine.bucket("db").expect("bucket");
+    for index in 0..200 {
+        bucket
+            .update_doc(update(format!("doc-{index:05}"), None, false), true)
+            .await
+            .expect("save");
+    }
+    let zero = SeqVector::zero(bucket.vbuckets());
+    let only: Vec<bool> = (0..8).map(|vbucket| vbucket % 3 == 1).collect();
+    let mut expected: Vec<ChangeEntry> = forward(&bucket, &zero)
+        .into_iter()
+        .filter(|entry| only[usize::from(entry.vbucket)])
+        .collect();
+    expected.sort_by_key(|entry| std::cmp::Reverse((entry.cas, entry.vbucket)));
+    let mut cursor = bucket.changes_descending(zero.clone()).only(&only);
+    let mut got = Vec::new();
+    while let Some(entry) = cursor.next() {
+        let entry = entry.expect("descending");
+        let position = cursor.position().clone();
+        for vbucket in (0..8u16).filter(|vbucket| !only[usize::from(*vbucket)]) {
+            assert_eq!(position.get(vbucket), 0, "vbucket {vbucket} is not read");
+        }
+        assert_eq!(position, resume_point(&expected, &entry, &zero));
+        got.push(entry);
+    }
+    assert!(!expected.is_empty());
+    assert_eq!(got, expected);
+}

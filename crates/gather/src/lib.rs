@@ -11,6 +11,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use settee_record::seqvec::SeqVector;
 
+pub use descending::merge_changes_descending;
+
+pub mod descending;
 pub mod find;
 pub mod split;
 pub mod views;
@@ -164,7 +167,8 @@ pub fn merge_all_docs(
 }
 
 /// The merged `GET /db`: the first answer's members, with `doc_count`, `doc_del_count` and
-/// `sizes` summed over the answers and `update_seq` as `merge_seq` makes it of theirs.
+/// `sizes` and `purge_seq` summed over the answers, `compact_running` any node's, and
+/// `update_seq` as `merge_seq` makes it of theirs.
 pub fn merge_db_info(
     answers: &[Answer<'_>],
     merge_seq: impl FnOnce(&[(&[u16], &str)]) -> Result<String, Malformed>,
@@ -194,6 +198,24 @@ pub fn merge_db_info(
     merged["doc_del_count"] = sum(&["doc_del_count"]).into();
     for size in ["file", "external", "active"] {
         merged["sizes"][size] = sum(&["sizes", size]).into();
+    }
+    // Each node counts the purges of its own vbuckets.
+    if merged
+        .get("purge_seq")
+        .is_some_and(serde_json::Value::is_string)
+    {
+        let purges: u64 = parsed
+            .iter()
+            .filter_map(|info| info["purge_seq"].as_str()?.parse::<u64>().ok())
+            .sum();
+        merged["purge_seq"] = purges.to_string().into();
+    }
+    // A compaction runs while any node's does.
+    if merged.get("compact_running").is_some() {
+        merged["compact_running"] = parsed
+            .iter()
+            .any(|info| info["compact_running"] == serde_json::Value::Bool(true))
+            .into();
     }
     let seqs: Vec<(&[u16], &str)> = answers
         .iter()

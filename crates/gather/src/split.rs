@@ -242,12 +242,25 @@ pub fn merge_concatenated(
     Ok(wrap(&merged, member))
 }
 
-/// The members of every answer (objects) in one object (`_revs_diff`).
-pub fn merge_objects(answers: &[Option<&[u8]>]) -> Result<Vec<u8>, Malformed> {
+/// The members of every answer's object in one object: each answer is the object (`within`
+/// `None`: `_revs_diff`), or holds it as its member `within` (`_missing_revs`'
+/// `missing_revs`, `_purge`'s `purged`).
+pub fn merge_objects(
+    answers: &[Option<&[u8]>],
+    within: Option<&str>,
+) -> Result<Vec<u8>, Malformed> {
     let mut out = b"{".to_vec();
     let mut first = true;
     for body in answers.iter().flatten() {
-        for (name, raw) in object_members(body)? {
+        let object = match within {
+            None => *body,
+            Some(member) => object_members(body)?
+                .into_iter()
+                .find(|(name, _)| name == member)
+                .map(|(_, raw)| raw.get().as_bytes())
+                .ok_or_else(|| Malformed(format!("an answer without `{member}`")))?,
+        };
+        for (name, raw) in object_members(object)? {
             if !first {
                 out.push(b',');
             }

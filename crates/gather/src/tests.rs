@@ -149,10 +149,82 @@ fn change_rows_carry_every_nodes_position_and_resume_where_the_limit_cut() {
     assert_eq!(cut.pending, 3, "B's pending and its row the limit cut");
 }
 
+/// A node's descending answer: `(id, seq, cas)` per row, newest first.
+fn descending_answer(rows: &[(&str, SeqVector, u64)]) -> String {
+    let results: Vec<String> = rows
+        .iter()
+        .map(|(id, seq, _)| {
+            format!(
+                "{{\"seq\":\"{}\",\"id\":\"{id}\",\"changes\":[]}}",
+                seq.encode()
+            )
+        })
+        .collect();
+    let cas: Vec<String> = rows.iter().map(|(_, _, cas)| cas.to_string()).collect();
+    format!(
+        "{{\"results\":[\n{}\n],\n\"last_seq\":\"0\",\"pending\":0,\"cas\":[{}]}}\n",
+        results.join(",\n"),
+        cas.join(",")
+    )
+}
+
+#[test]
+fn descending_rows_merge_newest_first_and_each_seq_replays_the_rows_before_it() {
+    let since = vector(&[0, 0, 0, 0]);
+    // A holds vbuckets 0 and 1 (vb 0: seqnos 1, 2; vb 1: seqno 1), B holds 2 (seqno 1) and 3
+    // (empty). Each row's seq is its node's resume point as the engine gives it.
+    let a = descending_answer(&[
+        ("a1", vector(&[2, 1, 0, 0]), 50),
+        ("a2", vector(&[1, 1, 0, 0]), 30),
+        ("a3", vector(&[1, 0, 0, 0]), 10),
+    ]);
+    let b = descending_answer(&[("b1", vector(&[0, 0, 1, 0]), 40)]);
+    let answers = [answer(&[0, 1], &a), answer(&[2, 3], &b)];
+    let merged = merge_changes_descending(&answers, &since, None, 4).expect("merged");
+    assert_eq!(merged.last, vector(&[1, 0, 0, 0]), "the last row's seq");
+    let body: serde_json::Value = serde_json::from_slice(&merged.finish("L")).expect("json");
+    let rows: Vec<(String, SeqVector)> = body["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|row| {
+            let seq = decode_seq(row["seq"].as_str().expect("seq"), 4).expect("decodes");
+            (row["id"].as_str().expect("id").to_owned(), seq)
+        })
+        .collect();
+    let ids: Vec<&str> = rows.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["a1", "b1", "a2", "a3"], "highest CAS first");
+    // Following the feed forward from a row's seq gives exactly the rows before it.
+    let entries = [("a1", 0, 2), ("a2", 1, 1), ("a3", 0, 1), ("b1", 2, 1)];
+    for (index, (_, seq)) in rows.iter().enumerate() {
+        let mut replayed: Vec<&str> = entries
+            .iter()
+            .filter(|(_, vbucket, seqno)| *seqno > seq.get(*vbucket))
+            .map(|(id, _, _)| *id)
+            .collect();
+        replayed.sort_unstable();
+        let mut before = ids[..index].to_vec();
+        before.sort_unstable();
+        assert_eq!(replayed, before, "row {index}");
+    }
+    let one = merge_changes_descending(&answers, &since, Some(1), 4).expect("merged");
+    assert_eq!(
+        one.rows.len(),
+        1,
+        "limit=1 is the newest change of the bucket"
+    );
+    assert!(String::from_utf8_lossy(&one.rows[0]).contains("\"a1\""));
+    let bad = [answer(
+        &[0, 1],
+        "{\"results\":[],\"last_seq\":\"0\",\"cas\":[1]}",
+    )];
+    assert!(merge_changes_descending(&bad, &since, None, 4).is_err());
+}
+
 #[test]
 fn database_information_sums_the_nodes_counts_and_merges_their_sequences() {
-    let a = r#"{"db_name":"db","doc_count":3,"doc_del_count":1,"sizes":{"file":10,"external":4,"active":8},"update_seq":"A","cluster":{"q":4}}"#;
-    let b = r#"{"db_name":"db","doc_count":5,"doc_del_count":0,"sizes":{"file":20,"external":6,"active":9},"update_seq":"B"}"#;
+    let a = r#"{"db_name":"db","doc_count":3,"doc_del_count":1,"sizes":{"file":10,"external":4,"active":8},"update_seq":"A","cluster":{"q":4},"compact_running":false,"purge_seq":"2"}"#;
+    let b = r#"{"db_name":"db","doc_count":5,"doc_del_count":0,"sizes":{"file":20,"external":6,"active":9},"update_seq":"B","compact_running":true,"purge_seq":"3"}"#;
     let merged = merge_db_info(&[answer(&[0, 1], a), answer(&[2, 3], b)], |seqs| {
         Ok(seqs
             .iter()
@@ -166,7 +238,7 @@ fn database_information_sums_the_nodes_counts_and_merges_their_sequences() {
         merged,
         serde_json::json!({"db_name": "db", "doc_count": 8, "doc_del_count": 1,
             "sizes": {"file": 30, "external": 10, "active": 17}, "update_seq": "A+B",
-            "cluster": {"q": 4}})
+            "cluster": {"q": 4}, "compact_running": true, "purge_seq": "5"})
     );
 }
 
@@ -286,15 +358,58 @@ mod split {
         let shares = split_object(body, 2, group_by_first_letter).expect("split");
         assert_eq!(parse(&shares[0]), json!({"a1": ["1-x"], "a2": []}));
         assert_eq!(parse(&shares[1]), json!({"b1": ["2-y"]}));
-        let merged = merge_objects(&[
-            Some(&br#"{"a1":{"missing":["1-x"]}}"#[..]),
-            Some(&br#"{}"#[..]),
-            Some(&br#"{"b1":{"missing":["2-y"]}}"#[..]),
-        ])
+        let merged = merge_objects(
+            &[
+                Some(&br#"{"a1":{"missing":["1-x"]}}"#[..]),
+                Some(&br#"{}"#[..]),
+                Some(&br#"{"b1":{"missing":["2-y"]}}"#[..]),
+            ],
+            None,
+        )
         .expect("merged");
         assert_eq!(
             serde_json::from_slice::<Value>(&merged).expect("json"),
             json!({"a1": {"missing": ["1-x"]}, "b1": {"missing": ["2-y"]}})
         );
     }
+
+    #[test]
+    fn missing_revs_and_purge_merge_their_inner_object() {
+        let merged = merge_objects(
+            &[
+                Some(&br#"{"purge_seq":null,"purged":{"a":["1-x"]}}"#[..]),
+                None,
+                Some(&br#"{"purge_seq":null,"purged":{"b":[]}}"#[..]),
+            ],
+            Some("purged"),
+        )
+        .expect("merged");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&merged).expect("json"),
+            json!({"a": ["1-x"], "b": []})
+        );
+        let without = merge_objects(&[Some(&br#"{"purged":{}}"#[..])], Some("missing_revs"));
+        assert!(
+            without.is_err(),
+            "an answer without the member is malformed"
+        );
+    }
+}
+
+#[test]
+fn design_info_sums_every_nodes_index() {
+    let a = br#"{"name":"d","view_index":{"signature":"s","language":"javascript","sizes":{"file":10,"active":4,"external":4},"update_seq":7,"updates_pending":{"minimum":1,"preferred":1,"total":1},"purge_seq":0,"updater_running":false,"compact_running":true,"waiting_clients":0,"waiting_commit":false,"collator_versions":["x"]}}"#;
+    let b = br#"{"name":"d","view_index":{"signature":"s","language":"javascript","sizes":{"file":5,"active":2,"external":3},"update_seq":3,"updates_pending":{"minimum":0,"preferred":0,"total":0},"purge_seq":0,"updater_running":false,"compact_running":false,"waiting_clients":2,"waiting_commit":false,"collator_versions":["x"]}}"#;
+    let merged = crate::views::merge_design_info(&[&a[..], &b[..]]).expect("merged");
+    let merged: serde_json::Value = serde_json::from_slice(&merged).expect("json");
+    assert_eq!(
+        merged,
+        serde_json::json!({"name": "d", "view_index": {"signature": "s", "language": "javascript",
+            "sizes": {"file": 15, "active": 6, "external": 7}, "update_seq": 10,
+            "updates_pending": {"minimum": 1, "preferred": 1, "total": 1}, "purge_seq": 0,
+            "updater_running": false, "compact_running": true, "waiting_clients": 2,
+            "waiting_commit": false, "collator_versions": ["x"]}})
+    );
+    assert!(crate::views::merge_design_info(&[&b"{\"name\":\"d\"}"[..]]).is_err());
+    assert!(crate::views::merge_design_info(&[]).is_err());
 }

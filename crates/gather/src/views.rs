@@ -172,6 +172,64 @@ pub fn merge_map(
     Ok(out)
 }
 
+/// The merged `GET /db/_design/{d}/_info` (JSON bodies): each node gave its own index of the
+/// design document; sizes, positions, pending updates and waiting clients are summed, the
+/// running flags are any node's, the rest is the first answer's.
+pub fn merge_design_info(answers: &[&[u8]]) -> Result<Vec<u8>, Malformed> {
+    let parsed = answers
+        .iter()
+        .map(|body| {
+            serde_json::from_slice::<Value>(body).map_err(|error| Malformed(error.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(mut merged) = parsed.first().cloned() else {
+        return Err(Malformed("no answer".into()));
+    };
+    let summed: [&[&str]; 8] = [
+        &["sizes", "file"],
+        &["sizes", "active"],
+        &["sizes", "external"],
+        &["update_seq"],
+        &["updates_pending", "minimum"],
+        &["updates_pending", "preferred"],
+        &["updates_pending", "total"],
+        &["waiting_clients"],
+    ];
+    let indexes = parsed
+        .iter()
+        .map(|info| {
+            info.get("view_index")
+                .ok_or_else(|| Malformed("an answer without `view_index`".into()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(target) = merged.get_mut("view_index") else {
+        return Err(Malformed("an answer without `view_index`".into()));
+    };
+    let at = |value: &Value, path: &[&str]| {
+        path.iter()
+            .try_fold(value, |value, name| value.get(name))
+            .and_then(Value::as_u64)
+    };
+    for path in summed {
+        let total: u64 = indexes.iter().filter_map(|index| at(index, path)).sum();
+        let slot = path
+            .iter()
+            .try_fold(&mut *target, |value, name| value.get_mut(name));
+        if let Some(slot) = slot {
+            *slot = total.into();
+        }
+    }
+    for flag in ["updater_running", "compact_running", "waiting_commit"] {
+        let any = indexes
+            .iter()
+            .any(|index| index.get(flag).and_then(Value::as_bool) == Some(true));
+        if let Some(slot) = target.get_mut(flag) {
+            *slot = any.into();
+        }
+    }
+    Ok(merged.to_string().into_bytes())
+}
+
 /// The merged answer of a reduce query: the nodes' groups of equal key merged by `combine`
 /// (their partial reductions in, the group's value out). With `keys`, `group_key` gives each
 /// client key's group its key (the client's grouping: the key, a prefix of it, or `null`).

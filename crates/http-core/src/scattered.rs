@@ -1,6 +1,6 @@
 //! Which whole-bucket CouchDB-door requests a cluster's front node sends to every node holding
 //! active vbuckets of the database (docs/format/cluster-transport.md, "Whole-bucket HTTP
-//! requests"), from their method, decoded path and parameters: settee-http's `scatter*.rs`
+//! requests"), from their method and decoded path: settee-http's `scatter*.rs`
 //! answer them. Pure.
 
 use hyper::Method;
@@ -11,7 +11,8 @@ use serde_json::Value;
 pub enum Scattered {
     /// `_all_docs` and `_design_docs`.
     AllDocs,
-    /// An ascending `_changes` feed of any type (normal, longpoll, continuous, eventsource).
+    /// A `_changes` feed of any type (normal, longpoll, continuous, eventsource); a normal
+    /// `descending=true` feed is merged newest first.
     Changes,
     /// `GET /db`: document counts and sizes summed, `update_seq` naming every vbucket.
     DbInfo,
@@ -19,6 +20,10 @@ pub enum Scattered {
     BulkDocs,
     BulkGet,
     RevsDiff,
+    /// `POST _missing_revs`, split by document as `_revs_diff` is.
+    MissingRevs,
+    /// `POST _purge`, split by document: each node purges the documents of its vbuckets.
+    Purge,
     /// A view query (`settee-http-scatter` views.rs).
     View,
     /// `_find`, `_explain`, `GET _index` (`settee-http-scatter` mango.rs).
@@ -28,8 +33,12 @@ pub enum Scattered {
     /// `POST _view_cleanup`, with every design document of the database (`settee-http-scatter` mango.rs).
     ViewCleanup,
     /// `PUT _security` and `PUT _revs_limit`: set on every node, as CouchDB sets them on every
-    /// shard.
+    /// shard; `POST _compact`: every node compacts its own vbuckets.
     EveryNode,
+    /// `GET _design/{d}/_info`: every node's index of the design document, summed.
+    DesignInfo,
+    /// `POST _compact/{ddoc}`: every node compacts its index of the design document.
+    CompactDesign,
 }
 
 impl Scattered {
@@ -44,12 +53,8 @@ impl Scattered {
     }
 }
 
-/// Which scattered request `method` on `path` with `param`s is, with its database.
-pub fn scattered<'a>(
-    method: &Method,
-    path: &'a [String],
-    param: impl Fn(&str) -> Option<&'a str>,
-) -> Option<(&'a str, Scattered)> {
+/// Which scattered request `method` on `path` is, with its database.
+pub fn scattered<'a>(method: &Method, path: &'a [String]) -> Option<(&'a str, Scattered)> {
     if let [db] = path {
         return (*method == Method::GET && !db.starts_with('_')).then_some((db, Scattered::DbInfo));
     }
@@ -60,6 +65,20 @@ pub fn scattered<'a>(
         let settings = what == "_security" || what == "_revs_limit";
         if settings && *method == Method::PUT && !db.starts_with('_') {
             return Some((db, Scattered::EveryNode));
+        }
+        if what == "_compact" && *method == Method::POST && !db.starts_with('_') {
+            return Some((db, Scattered::EveryNode));
+        }
+    }
+    if let [db, compact, _] = path {
+        if compact == "_compact" && *method == Method::POST && !db.starts_with('_') {
+            return Some((db, Scattered::CompactDesign));
+        }
+    }
+    if let [db, design, _, info] = path {
+        let design_info = design == "_design" && info == "_info" && *method == Method::GET;
+        if design_info && !db.starts_with('_') {
+            return Some((db, Scattered::DesignInfo));
         }
     }
     if let [db, index, bulk_delete] = path {
@@ -84,8 +103,10 @@ pub fn scattered<'a>(
         "_bulk_docs" if post => Some((db, Scattered::BulkDocs)),
         "_bulk_get" if post => Some((db, Scattered::BulkGet)),
         "_revs_diff" if post => Some((db, Scattered::RevsDiff)),
+        "_missing_revs" if post => Some((db, Scattered::MissingRevs)),
+        "_purge" if post => Some((db, Scattered::Purge)),
         "_all_docs" | "_design_docs" => Some((db, Scattered::AllDocs)),
-        "_changes" if param("descending") != Some("true") => Some((db, Scattered::Changes)),
+        "_changes" => Some((db, Scattered::Changes)),
         _ => None,
     }
 }

@@ -5,7 +5,9 @@
 //! vbucket): a normal feed is one round; a longpoll feed asks again until a round has rows or
 //! the wait is over; a continuous or eventsource feed streams each round's rows as they come,
 //! asks again every [`POLL_INTERVAL_MS`] while nothing changed, sends heartbeats, and ends
-//! with `last_seq` (continuous) at its timeout when it has no heartbeat, as on one node.
+//! with `last_seq` (continuous) at its timeout when it has no heartbeat, as on one node. A
+//! `descending=true` normal feed asks each node for its rows newest first, with their CAS, and
+//! merges them by it (`settee_gather::merge_changes_descending`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -20,7 +22,7 @@ use settee_http::auth::Operation;
 use settee_http::changes_api::{self, Feed};
 use settee_http::db_api::open;
 use settee_http::error::{ApiError, ApiResult};
-use settee_http::forward::ForwardHttp;
+use settee_http::forward::{ForwardHttp, ForwardHttpReply};
 use settee_http::request::Req;
 use settee_http::response::{channel_body, json_bytes, HttpResponse};
 use settee_http::{ClusterView, HttpState};
@@ -46,12 +48,15 @@ struct Rounds {
 }
 
 impl Rounds {
-    /// The nodes' request target: the client's path and query, `since` and `limit` this
-    /// round's.
-    fn target(&self, since: Option<&str>, limit: Option<usize>) -> String {
+    /// The nodes' request target: the client's path and query, `since`, `limit` and
+    /// `descending` this round's.
+    fn target(&self, since: Option<&str>, limit: Option<usize>, descending: bool) -> String {
         let mut query = form_urlencoded::Serializer::new(String::new());
         for (name, value) in &self.query {
             query.append_pair(name, value);
+        }
+        if descending {
+            query.append_pair("descending", "true");
         }
         if let Some(since) = since {
             query.append_pair("since", since);
@@ -70,20 +75,42 @@ impl Rounds {
         position: &SeqVector,
         limit: Option<usize>,
     ) -> Result<MergedChanges, ApiResult<HttpResponse>> {
+        let answers = self.answers(self.target(since, limit, false)).await?;
+        let parts = gather_answers(&answers);
+        settee_gather::merge_changes(&parts, position, limit, self.vbuckets)
+            .map_err(|error| Err(malformed(error)))
+    }
+
+    /// A `descending=true` normal feed: every node's rows newest first, with their CAS,
+    /// merged by it.
+    async fn ask_descending(
+        &self,
+        since: Option<&str>,
+        position: &SeqVector,
+        limit: Option<usize>,
+    ) -> Result<MergedChanges, ApiResult<HttpResponse>> {
+        let answers = self.answers(self.target(since, limit, true)).await?;
+        let parts = gather_answers(&answers);
+        settee_gather::merge_changes_descending(&parts, position, limit, self.vbuckets)
+            .map_err(|error| Err(malformed(error)))
+    }
+
+    /// Every node's 200 answer to the template sent to `target`.
+    async fn answers(
+        &self,
+        target: String,
+    ) -> Result<Vec<(Vec<u16>, ForwardHttpReply)>, ApiResult<HttpResponse>> {
         let mut request = self.template.clone();
-        request.target = self.target(since, limit);
+        request.target = target;
         let parts = move |groups: &[Vec<u16>]| vec![Some(request.clone()); groups.len()];
-        let answers = gather_through(
+        gather_through(
             self.cluster.as_ref(),
             &self.db,
             self.design.as_deref(),
             &parts,
             &[200],
         )
-        .await?;
-        let parts = gather_answers(&answers);
-        settee_gather::merge_changes(&parts, position, limit, self.vbuckets)
-            .map_err(|error| Err(malformed(error)))
+        .await
     }
 }
 
@@ -140,7 +167,7 @@ pub(crate) async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiRe
             .filter(|(name, _)| {
                 !matches!(
                     name.as_str(),
-                    "feed" | "timeout" | "heartbeat" | "since" | "limit"
+                    "feed" | "timeout" | "heartbeat" | "since" | "limit" | "descending"
                 )
             })
             .cloned()
@@ -152,6 +179,18 @@ pub(crate) async fn changes(state: &HttpState, req: &mut Req, db: &str) -> ApiRe
     let last_seq =
         move |keyspace: &Keyspace, at: &SeqVector| changes_api::couch_seq(&node_name, keyspace, at);
     match feed {
+        // Newest first only in a normal feed, as on one node.
+        Feed::Normal if req.flag("descending", false) => {
+            let merged = match rounds
+                .ask_descending(since_text.as_deref(), &position, limit)
+                .await
+            {
+                Ok(merged) => merged,
+                Err(answer) => return answer,
+            };
+            let last = last_seq(&keyspace, &merged.last);
+            Ok(raw_json(merged.finish(&last)))
+        }
         Feed::Normal | Feed::Longpoll => {
             // A heartbeat shortens a longpoll wait: an empty answer keeps the connection alive.
             let wait = heartbeat.map_or(timeout, |beat| beat.min(timeout));

@@ -1,7 +1,8 @@
 //! Whole-bucket requests in a cluster (docs/format/cluster-transport.md, "Whole-bucket HTTP
-//! requests"): the front node sends `_all_docs` and normal `_changes` to every node holding
-//! active vbuckets of the bucket, each answering for its own (`Req::vbuckets`), and splits
-//! `_bulk_docs`, `_bulk_get` and `_revs_diff` by the node of each document; it merges the
+//! requests"): the front node sends `_all_docs`, `_changes`, a design document's `_info` and
+//! the compactions to every node holding active vbuckets of the bucket, each answering for
+//! its own (`Req::vbuckets`), and splits `_bulk_docs`, `_bulk_get`, `_revs_diff`,
+//! `_missing_revs` and `_purge` by the node of each document; it merges the
 //! answers with `settee-gather`. A database whose vbuckets are all active here, or that is not
 //! in the cluster map, is answered locally as on a single node. View queries are merged in
 //! [`views`], Mango requests in [`mango`].
@@ -40,7 +41,7 @@ pub fn scattered_db(request: &ForwardHttp, plus_to_space: bool) -> Option<String
             .find(|(key, _)| key == name)
             .map(|(_, value)| value.as_str())
     };
-    let (db, what) = scattered(&method, &path, param)?;
+    let (db, what) = scattered(&method, &path)?;
     // A front node asks the nodes for normal feeds only (changes.rs): a feed that waits or
     // streams would hold the transport's reply open.
     if what == Scattered::Changes && param("feed").is_some_and(|feed| feed != "normal") {
@@ -64,7 +65,7 @@ pub async fn scatter_if_partial(
         return None;
     }
     let cluster = state.cluster.get()?;
-    let (db, what) = scattered(&req.method, &req.path, |name| req.param(name))?;
+    let (db, what) = scattered(&req.method, &req.path)?;
     let db = db.to_owned();
     if !cluster.scatters(&db) {
         return None;
@@ -81,6 +82,9 @@ pub async fn scatter_if_partial(
         }
         Scattered::ViewCleanup => crate::mango::view_cleanup(state, req, &db).await,
         Scattered::EveryNode => every_node(state, req, &db).await,
+        Scattered::DesignInfo | Scattered::CompactDesign => {
+            design_every_node(state, req, &db, what).await
+        }
         Scattered::IndexBulkDelete => return crate::mango::bulk_delete(state, req, &db).await,
         _ => return by_document(state, req, &db, what).await,
     })
@@ -119,8 +123,7 @@ pub(crate) async fn gather(
     db: &str,
     request: ForwardHttp,
 ) -> Result<Vec<(Vec<u16>, ForwardHttpReply)>, ApiResult<HttpResponse>> {
-    let parts = move |groups: &[Vec<u16>]| vec![Some(request.clone()); groups.len()];
-    gather_parts(state, db, None, &parts, &[200]).await
+    gather_to_all(state, db, None, request, &[200]).await
 }
 
 /// Sends each node the request `parts` makes for it (with `design`, a view query's design
@@ -177,15 +180,19 @@ fn answer_of_each<'a>(
         .collect()
 }
 
-/// The database (as `operation` allows it) and the JSON body of a request split by document.
+/// The database (as `operation` allows it) and the body of a request split by document;
+/// `json_only`: refused (415) unless its content type is JSON.
 pub(crate) async fn json_body_of(
     state: &HttpState,
     req: &mut Req,
     db: &str,
     operation: Operation<'_>,
+    json_only: bool,
 ) -> ApiResult<(settee_engine::Keyspace, bytes::Bytes)> {
     let keyspace = open(state, req, db, operation)?;
-    req.require_json_content_type()?;
+    if json_only {
+        req.require_json_content_type()?;
+    }
     let body = req.body_bytes(state.config.max_request_size_bytes).await?;
     Ok((keyspace, body))
 }
@@ -199,7 +206,13 @@ async fn by_document(
     db: &str,
     what: Scattered,
 ) -> Option<ApiResult<HttpResponse>> {
-    let (keyspace, body) = match json_body_of(state, req, db, Operation::ReadDb).await {
+    let operation = match what {
+        Scattered::Purge => Operation::AdminDb,
+        _ => Operation::ReadDb,
+    };
+    // Only `_bulk_docs` insists on a JSON content type, as on one node.
+    let json_only = what == Scattered::BulkDocs;
+    let (keyspace, body) = match json_body_of(state, req, db, operation, json_only).await {
         Ok(opened) => opened,
         Err(error) => return Some(Err(error)),
     };
@@ -258,10 +271,10 @@ async fn by_document(
             })
             .collect()
     };
-    let ok: &[u16] = if what == Scattered::BulkDocs {
-        &[201, 202]
-    } else {
-        &[200]
+    let ok: &[u16] = match what {
+        Scattered::BulkDocs => &[201, 202],
+        Scattered::Purge => &[201],
+        _ => &[200],
     };
     let answers = match gather_parts(state, db, None, &parts, ok).await {
         Ok(answers) => answers,
@@ -272,7 +285,13 @@ async fn by_document(
         .map(|(_, reply)| Some(reply.body.as_slice()))
         .collect();
     let merged = match what {
-        Scattered::RevsDiff => settee_gather::split::merge_objects(&bodies),
+        Scattered::RevsDiff => settee_gather::split::merge_objects(&bodies, None),
+        Scattered::MissingRevs => {
+            settee_gather::split::merge_objects(&bodies, Some("missing_revs"))
+                .map(|merged| [&b"{\"missing_revs\":"[..], &merged, b"}"].concat())
+        }
+        Scattered::Purge => settee_gather::split::merge_objects(&bodies, Some("purged"))
+            .map(|merged| [&b"{\"purge_seq\":null,\"purged\":"[..], &merged, b"}"].concat()),
         Scattered::BulkGet => settee_gather::split::merge_in_order(
             &bodies,
             &answer_of_each(&ids, vbuckets, &answers),
@@ -294,7 +313,7 @@ async fn by_document(
         Scattered::BulkDocs if answers.iter().any(|(_, reply)| reply.status == 202) => {
             StatusCode::ACCEPTED
         }
-        Scattered::BulkDocs => StatusCode::CREATED,
+        Scattered::BulkDocs | Scattered::Purge => StatusCode::CREATED,
         _ => StatusCode::OK,
     };
     Some(
@@ -409,28 +428,99 @@ async fn db_info(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpRe
     Ok(json_bytes(StatusCode::OK, body))
 }
 
-/// `PUT /db/_security` or `/db/_revs_limit` sent to every node holding active vbuckets of the
-/// database, each setting it for itself: the first answer when all agree, else the first
-/// that is not 200 (its status and body).
+/// `PUT /db/_security` or `/db/_revs_limit`, or `POST /db/_compact`, sent to every node
+/// holding active vbuckets of the database, each doing it for itself: the first answer when
+/// all agree, else the first refusal (its status and body).
 async fn every_node(state: &HttpState, req: &mut Req, db: &str) -> ApiResult<HttpResponse> {
-    let security = req.path.last().is_some_and(|what| what == "_security");
-    let operation = if security {
-        Operation::WriteSecurity
-    } else {
-        Operation::AdminDb
+    let what = req.path.last().cloned().unwrap_or_default();
+    let (operation, ok): (_, &[u16]) = match what.as_str() {
+        "_security" => (Operation::WriteSecurity, &[200]),
+        "_compact" => (Operation::AdminDb, &[202]),
+        _ => (Operation::AdminDb, &[200]),
     };
     open(state, req, db, operation)?;
+    if what == "_compact" {
+        req.require_json_content_type()?;
+    }
     let body = req
         .body_bytes(state.config.max_request_size_bytes)
         .await?
         .to_vec();
-    let request = request_for_nodes(req, "PUT", forward::client_target(req), body);
-    let answers = match gather(state, db, request).await {
+    let request = request_for_nodes(req, req.method.as_str(), forward::client_target(req), body);
+    first_answer(gather_to_all(state, db, None, request, ok).await)
+}
+
+/// `GET /db/_design/{d}/_info` and `POST /db/_compact/{ddoc}`: the design document, read
+/// where it lives, carried to every node holding active vbuckets of the database, each
+/// answering for its own index of it; `_info`'s sizes and positions summed.
+async fn design_every_node(
+    state: &HttpState,
+    req: &mut Req,
+    db: &str,
+    what: Scattered,
+) -> ApiResult<HttpResponse> {
+    let compact = what == Scattered::CompactDesign;
+    let (ddoc, operation) = match (compact, req.path.as_slice()) {
+        (true, [_, _, ddoc]) => (ddoc.clone(), Operation::AdminDb),
+        (false, [_, _, ddoc, _]) => (ddoc.clone(), Operation::ReadDb),
+        _ => return Err(ApiError::missing()),
+    };
+    let keyspace = open(state, req, db, operation)?;
+    let mut body = Vec::new();
+    if compact {
+        req.require_json_content_type()?;
+        body = req
+            .body_bytes(state.config.max_request_size_bytes)
+            .await?
+            .to_vec();
+    }
+    let design = settee_http::designs::read(state, req, &keyspace, db, &ddoc).await;
+    let design = match design {
+        Ok(design) => design.to_json(),
+        // `_compact/{ddoc}` of a deleted design document is `missing`, as on one node.
+        Err(ApiError::NotFound(_)) if compact => return Err(ApiError::missing()),
+        Err(error) => return Err(error),
+    };
+    let request = request_for_nodes(req, req.method.as_str(), forward::client_target(req), body);
+    let ok: &[u16] = if compact { &[202] } else { &[200] };
+    let answers = gather_to_all(state, db, Some(&design), request, ok).await;
+    if compact {
+        return first_answer(answers);
+    }
+    let answers = match answers {
         Ok(answers) => answers,
         Err(answer) => return answer,
     };
-    match answers.into_iter().next() {
-        Some((_, reply)) => Ok(forward::reply_response(reply)),
-        None => Err(ApiError::ServiceUnavailable("no node answered".into())),
+    let bodies: Vec<&[u8]> = answers
+        .iter()
+        .map(|(_, reply)| reply.body.as_slice())
+        .collect();
+    let merged = settee_gather::views::merge_design_info(&bodies).map_err(malformed)?;
+    Ok(json_bytes(StatusCode::OK, merged))
+}
+
+/// Sends `request` (with `design`) to every node and returns their answers, each with a
+/// status in `ok`.
+async fn gather_to_all(
+    state: &HttpState,
+    db: &str,
+    design: Option<&[u8]>,
+    request: ForwardHttp,
+    ok: &[u16],
+) -> Result<Vec<(Vec<u16>, ForwardHttpReply)>, ApiResult<HttpResponse>> {
+    let parts = move |groups: &[Vec<u16>]| vec![Some(request.clone()); groups.len()];
+    gather_parts(state, db, design, &parts, ok).await
+}
+
+/// The first node's answer when every node agreed (else the refusal gathering gave).
+fn first_answer(
+    answers: Result<Vec<(Vec<u16>, ForwardHttpReply)>, ApiResult<HttpResponse>>,
+) -> ApiResult<HttpResponse> {
+    match answers {
+        Ok(answers) => match answers.into_iter().next() {
+            Some((_, reply)) => Ok(forward::reply_response(reply)),
+            None => Err(ApiError::ServiceUnavailable("no node answered".into())),
+        },
+        Err(answer) => answer,
     }
 }

@@ -166,7 +166,8 @@ pub(crate) async fn bulk_delete(
     req: &mut Req,
     db: &str,
 ) -> Option<ApiResult<HttpResponse>> {
-    let (keyspace, body) = match crate::json_body_of(state, req, db, Operation::AdminDb).await {
+    let opened = crate::json_body_of(state, req, db, Operation::AdminDb, true).await;
+    let (keyspace, body) = match opened {
         Ok(opened) => opened,
         Err(error) => return Some(Err(error)),
     };

@@ -733,12 +733,18 @@ async fn descending_feed(
 ) {
     let limit = options.limit.unwrap_or(usize::MAX);
     let mut cursor = match keyspace.changes_descending(since) {
-        Ok(cursor) => cursor,
+        Ok(cursor) => match &options.only {
+            Some(only) => cursor.only(only),
+            None => cursor,
+        },
         Err(error) => {
             out.fail(error.into()).await;
             return;
         }
     };
+    // A scattered part gives each row's CAS, by which the front node merges the nodes' rows
+    // (settee-gather's `merge_changes_descending`).
+    let mut cas = options.only.as_ref().map(|_| String::new());
     let mut emitted = 0usize;
     let mut last_seq = String::from("0");
     let mut done = false;
@@ -764,6 +770,12 @@ async fn descending_feed(
                     };
                     if let Some(row) = row {
                         chunk.extend_from_slice(&frame(Feed::Normal, &row, emitted == 0));
+                        if let Some(cas) = cas.as_mut() {
+                            if emitted > 0 {
+                                cas.push(',');
+                            }
+                            cas.push_str(&entry.cas.to_string());
+                        }
                         emitted += 1;
                         last_seq = seq;
                     }
@@ -784,6 +796,7 @@ async fn descending_feed(
         }
         tokio::task::yield_now().await;
     }
-    let tail = format!("\n],\n\"last_seq\":\"{last_seq}\",\"pending\":0}}\n");
+    let cas = cas.map_or_else(String::new, |cas| format!(",\"cas\":[{cas}]"));
+    let tail = format!("\n],\n\"last_seq\":\"{last_seq}\",\"pending\":0{cas}}}\n");
     let _ = out.send(tail.into_bytes()).await;
 }

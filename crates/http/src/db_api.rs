@@ -408,14 +408,31 @@ pub async fn compact_views(
     }
     let keyspace = open(state, req, db, Operation::AdminDb)?;
     req.require_json_content_type()?;
-    let id = format!("_design/{ddoc}");
-    let live = crate::doc_api::read_doc(&keyspace, &id)?
-        .is_some_and(|record| record.winner().is_some_and(|winner| !winner.deleted));
-    if !live {
-        return Err(ApiError::missing());
-    }
+    // In a cluster the design document may live on another node (or come with a scattered
+    // request, which every node answers for its own index).
+    let carried = match state.cluster.get() {
+        Some(_) => Some(
+            crate::designs::read(state, req, &keyspace, db, ddoc)
+                .await
+                .map_err(|error| match error {
+                    ApiError::NotFound(_) => ApiError::missing(),
+                    other => other,
+                })?
+                .to_json(),
+        ),
+        None => {
+            let id = format!("_design/{ddoc}");
+            let live = crate::doc_api::read_doc(&keyspace, &id)?
+                .is_some_and(|record| record.winner().is_some_and(|winner| !winner.deleted));
+            if !live {
+                return Err(ApiError::missing());
+            }
+            None
+        }
+    };
     // A design document without views has no index to compact: 202 all the same.
-    if let Ok(found) = crate::view_api::design_views(state, &keyspace, ddoc, None).await {
+    let found = crate::view_api::design_views(state, &keyspace, ddoc, carried.as_deref()).await;
+    if let Ok(found) = found {
         tokio::task::spawn_blocking(move || found.group.compact());
     }
     Ok(ok_true(StatusCode::ACCEPTED))

@@ -280,13 +280,22 @@ pub async fn design_info(
     let group = &found.group;
     let (file, active) = group.sizes();
     // CouchDB's `_info` gives the index's position as a number (its shards' seqs summed) and
-    // how many changes it has still to index.
-    let indexed = group.update_seq().sum();
-    let pending = keyspace
-        .bucket()
-        .high_seqnos()
-        .sum()
-        .saturating_sub(indexed);
+    // how many changes it has still to index; a node answering a scattered `_info` counts the
+    // vbuckets it answers for (not the replicas it holds).
+    let only = req.vbuckets.clone();
+    let sum = |seqs: &settee_engine::SeqVector| -> u64 {
+        match &only {
+            Some(only) => seqs
+                .seqnos()
+                .iter()
+                .zip(only.iter())
+                .filter_map(|(seqno, answered)| answered.then_some(*seqno))
+                .sum(),
+            None => seqs.sum(),
+        }
+    };
+    let indexed = sum(&group.update_seq());
+    let pending = sum(&keyspace.bucket().high_seqnos()).saturating_sub(indexed);
     Ok(json_response(
         StatusCode::OK,
         &json!({
