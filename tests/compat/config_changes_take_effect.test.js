@@ -87,12 +87,14 @@ test('bad values are refused and only admins may read the configuration', async 
   const membership = await client.request({ path: '_membership' });
   assert.deepEqual(membership.all_nodes, membership.cluster_nodes);
   assert.equal(membership.all_nodes.length, server.nodes.length);
-  // Each node by its own name, through itself. cluster: settee answers `_node/<another member's
-  // name>/...` 404 "no such node" (CouchDB answers it through that node), so not asked here.
+  // Each node by its own name, through itself and through the first node (which passes the
+  // request to the node named, as CouchDB does).
   for (const node of server.nodes) {
     const { name } = await nano(node.adminUrl).request({ path: '_node/_local' });
     assert.ok(membership.all_nodes.includes(name), name);
     const byName = await nano(node.adminUrl).request({ path: `_node/${name}/_config/uuids/algorithm` });
     assert.equal(byName, 'utc_id', name);
+    const through = await client.request({ path: `_node/${name}` });
+    assert.equal(through.name, name);
   }
 });

@@ -1,6 +1,7 @@
 //! Forwarded HTTP document requests (kinds 0x20 `ForwardHttp` / 0x21 `ForwardHttpReply`,
-//! docs/format/cluster-transport.md) and whole-bucket requests for one node's vbuckets (0x22
-//! `ScatterHttp`, answered with 0x21) on the cluster port: the server hands a decoded request to
+//! docs/format/cluster-transport.md), whole-bucket requests for one node's vbuckets (0x22
+//! `ScatterHttp`) and node API requests for one member (0x23 `NodeHttp`), both answered with
+//! 0x21, on the cluster port: the server hands a decoded request to
 //! the node's [`ForwardHandler`] (the binary's, which runs it through the HTTP door as the
 //! identity it carries), and [`crate::TcpTransport::forward`] sends one over the pooled
 //! connections. The bodies' codec is `settee-forward-wire`; this file only frames them.
@@ -12,7 +13,7 @@ use settee_cluster::map::NodeId;
 use settee_cluster::wire::{self, ErrorCode};
 pub use settee_forward_wire::{
     AuthMethod, ForwardHttp, ForwardHttpReply, Identity, ScatterHttp, KIND_FORWARD_HTTP,
-    KIND_FORWARD_HTTP_REPLY, KIND_SCATTER_HTTP, SCATTER_VBUCKETS_MAX,
+    KIND_FORWARD_HTTP_REPLY, KIND_NODE_HTTP, KIND_SCATTER_HTTP, SCATTER_VBUCKETS_MAX,
 };
 
 use crate::frame;
@@ -47,15 +48,23 @@ pub trait ForwardHandler: Send + Sync + 'static {
     fn forward(&self, from: NodeId, request: ForwardHttp) -> ForwardFuture<'_>;
     /// A whole-bucket request, answered for the vbuckets it names.
     fn scatter(&self, from: NodeId, request: ScatterHttp) -> ForwardFuture<'_>;
+    /// A node API request for the member `request.bucket` names (NodeHttp).
+    fn node(&self, from: NodeId, request: ForwardHttp) -> ForwardFuture<'_>;
 }
 
-/// A ForwardHttp or a ScatterHttp frame's body, decoded.
+/// A ForwardHttp, ScatterHttp or NodeHttp frame's body, decoded.
 enum Incoming {
     Forward(ForwardHttp),
     Scatter(ScatterHttp),
+    Node(ForwardHttp),
 }
 
-/// Answers one ForwardHttp or ScatterHttp frame (`kind`) on `connection`: a body that does
+/// Whether frames of `kind` are forwarded HTTP requests ([`answer`] answers them).
+pub(crate) fn is_forwarded(kind: u8) -> bool {
+    matches!(kind, KIND_FORWARD_HTTP | KIND_SCATTER_HTTP | KIND_NODE_HTTP)
+}
+
+/// Answers one ForwardHttp, ScatterHttp or NodeHttp frame (`kind`) on `connection`: a body that does
 /// not decode is Error 1 and ends the connection (`Err`); a refusal is its Error frame and the
 /// connection goes on.
 pub(crate) async fn answer(
@@ -66,10 +75,10 @@ pub(crate) async fn answer(
     request_id: u64,
     body: &[u8],
 ) -> Result<(), NetError> {
-    let decoded = if kind == KIND_SCATTER_HTTP {
-        ScatterHttp::decode(body).map(Incoming::Scatter)
-    } else {
-        ForwardHttp::decode(body).map(Incoming::Forward)
+    let decoded = match kind {
+        KIND_SCATTER_HTTP => ScatterHttp::decode(body).map(Incoming::Scatter),
+        KIND_NODE_HTTP => ForwardHttp::decode(body).map(Incoming::Node),
+        _ => ForwardHttp::decode(body).map(Incoming::Forward),
     };
     let request = match decoded {
         Ok(request) => request,
@@ -92,6 +101,7 @@ pub(crate) async fn answer(
     let replied = match request {
         Incoming::Forward(request) => handler.forward(from, request).await,
         Incoming::Scatter(request) => handler.scatter(from, request).await,
+        Incoming::Node(request) => handler.node(from, request).await,
     };
     let reply = replied.and_then(|reply| {
         let encoded = reply.encode();

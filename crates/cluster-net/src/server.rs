@@ -101,7 +101,7 @@ async fn connection_loop(
                 return Err(error);
             }
         };
-        if frame.kind == forward::KIND_FORWARD_HTTP || frame.kind == forward::KIND_SCATTER_HTTP {
+        if forward::is_forwarded(frame.kind) {
             forward::answer(
                 &mut connection,
                 forward,

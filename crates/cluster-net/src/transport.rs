@@ -129,6 +129,22 @@ impl TcpTransport {
             .await
     }
 
+    /// Sends a `/_node/_local/...` request to the member `target` (whose member name is
+    /// `request.bucket`), as [`TcpTransport::forward`] sends a document request.
+    pub async fn node_http(
+        &self,
+        target: NodeId,
+        addr: &str,
+        request: &forward::ForwardHttp,
+    ) -> Result<forward::Forwarded, NetError> {
+        request
+            .check()
+            .map_err(|error| NetError::Handshake(format!("a NodeHttp: {error}")))?;
+        let body = request.encode();
+        self.forward_kind(target, addr, forward::KIND_NODE_HTTP, &body)
+            .await
+    }
+
     /// One forwarded request of `kind` (its encoded `body`) and its ForwardHttpReply.
     async fn forward_kind(
         &self,

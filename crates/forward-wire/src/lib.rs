@@ -1,5 +1,6 @@
 //! The bodies of the cluster transport's forwarded HTTP document requests (kind 0x20
-//! `ForwardHttp`), whole-bucket requests for one node's vbuckets (0x22 `ScatterHttp`) and their
+//! `ForwardHttp`), whole-bucket requests for one node's vbuckets (0x22 `ScatterHttp`),
+//! requests for another member's node API (0x23 `NodeHttp`, a `ForwardHttp` body) and their
 //! replies (0x21 `ForwardHttpReply`), as
 //! docs/format/cluster-transport.md specifies them.
 //!
@@ -13,6 +14,8 @@
 pub const KIND_FORWARD_HTTP: u8 = 0x20;
 pub const KIND_FORWARD_HTTP_REPLY: u8 = 0x21;
 pub const KIND_SCATTER_HTTP: u8 = 0x22;
+/// A `/_node/_local/...` request for the member its `bucket` names (a [`ForwardHttp`] body).
+pub const KIND_NODE_HTTP: u8 = 0x23;
 
 /// Vbuckets one ScatterHttp names at most (a bucket's most).
 pub const SCATTER_VBUCKETS_MAX: usize = 1_024;

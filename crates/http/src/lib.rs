@@ -121,6 +121,10 @@ pub trait ClusterView: Send + Sync {
     /// answer (forward.rs). The cluster fills in the map's fields of `request` (bucket,
     /// vbucket, revision, epoch) and routes again once if the active refuses a stale map.
     fn forward(&self, db: &str, doc_id: &str, request: forward::ForwardHttp) -> ClusterForward<'_>;
+    /// Sends a `/_node/_local/...` request (`request`'s target) to the member named `name`
+    /// (as `/_membership` lists it, or its id) and returns its answer; `None` when no member
+    /// of the map has that name.
+    fn to_node(&self, name: &str, request: forward::ForwardHttp) -> Option<ClusterForward<'_>>;
     /// Whether a whole-bucket request on `db` goes to several nodes (`settee-http-scatter`): the database
     /// is in the map and some of its vbuckets are active on other nodes. No I/O.
     fn scatters(&self, db: &str) -> bool;

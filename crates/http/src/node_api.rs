@@ -50,6 +50,30 @@ pub fn membership(state: &HttpState, req: &Req) -> ApiResult<HttpResponse> {
     ))
 }
 
+/// `/_node/{name}/...` of another member of the cluster, answered by it through the cluster
+/// transport (NodeHttp); 404 `no such node` for a name no member has.
+async fn another_member(state: &HttpState, req: &mut Req, node: &str) -> ApiResult<HttpResponse> {
+    let missing = || ApiError::NotFound(format!("no such node: {node}"));
+    let Some(cluster) = state.cluster.get().filter(|_| !req.forwarded) else {
+        return Err(missing());
+    };
+    // The member's name is replaced by `_local` there; the rest of the target is kept.
+    let target = crate::forward::client_target(req);
+    let rest = target
+        .strip_prefix("/_node/")
+        .and_then(|after| after.find(['/', '?']).map(|at| &after[at..]))
+        .unwrap_or("");
+    let target = format!("/_node/_local{rest}");
+    let body = req
+        .body_bytes(state.config.max_request_size_bytes)
+        .await?
+        .to_vec();
+    let method = req.method.as_str().to_owned();
+    let request = crate::forward::request_as(req, &method, target, body);
+    let sent = cluster.to_node(node, request).ok_or_else(missing)?;
+    Ok(crate::forward::reply_response(sent.await?))
+}
+
 pub async fn node(
     state: &HttpState,
     req: &mut Req,
@@ -58,7 +82,7 @@ pub async fn node(
 ) -> ApiResult<HttpResponse> {
     require_admin(&req.user)?;
     if node != "_local" && node != state.config.node_name {
-        return Err(ApiError::NotFound(format!("no such node: {node}")));
+        return another_member(state, req, node).await;
     }
     match rest {
         [] if is_get(req) => Ok(json(

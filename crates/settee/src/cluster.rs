@@ -360,6 +360,15 @@ impl settee_http::ClusterView for View {
         self.forwarder.scatters(db)
     }
 
+    fn to_node(
+        &self,
+        name: &str,
+        request: settee_http::forward::ForwardHttp,
+    ) -> Option<settee_http::ClusterForward<'_>> {
+        let member = self.forwarder.member(name)?;
+        Some(Box::pin(self.forwarder.to_node(member, request)))
+    }
+
     fn scatter<'a>(
         &'a self,
         db: &'a str,

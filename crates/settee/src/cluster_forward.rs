@@ -149,6 +149,46 @@ impl Forwarder {
         }
     }
 
+    /// The member named `name` (its member name, as `/_membership` lists it, or its id), not
+    /// ejected: its id, member name and cluster address.
+    pub fn member(&self, name: &str) -> Option<(NodeId, String, String)> {
+        let map = self.node.map();
+        map.members
+            .values()
+            .filter(|member| member.state != settee_cluster::map::MemberState::Ejected)
+            .map(|member| {
+                let named = crate::cluster::member_name(member.id, &member.cluster_addr);
+                (member.id, named, member.cluster_addr.clone())
+            })
+            .find(|(id, named, _)| named == name || id.to_string() == name)
+    }
+
+    /// Sends a `/_node/_local/...` request to member `target` (NodeHttp, docs/format/
+    /// cluster-transport.md) and returns its reply.
+    pub async fn to_node(
+        &self,
+        (target, name, addr): (NodeId, String, String),
+        mut request: ForwardHttp,
+    ) -> Result<ForwardHttpReply, ClusterRefusal> {
+        if !settee_cluster_net::frame::fits(request.encoded_len() + name.len()) {
+            return Err(ClusterRefusal::TooLarge);
+        }
+        request.revision = self.node.map().revision;
+        request.epoch = 0;
+        request.vbucket = 0;
+        request.bucket = name;
+        match self.transport.node_http(target, &addr, &request).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(refusal)) => Err(ClusterRefusal::Unavailable(format!(
+                "node {target} refused the request: {}",
+                refusal.message
+            ))),
+            Err(error) => Err(ClusterRefusal::Unavailable(format!(
+                "node {target} could not be reached: {error}"
+            ))),
+        }
+    }
+
     /// Whether `db` is a database of the cluster map (a bucket or one of its collections).
     pub fn in_map(&self, db: &str) -> bool {
         bucket_name(&self.node.map(), db).is_some()
@@ -333,6 +373,22 @@ pub struct ForwardServer {
 }
 
 impl ForwardHandler for ForwardServer {
+    fn node(&self, from: NodeId, request: ForwardHttp) -> ForwardFuture<'_> {
+        Box::pin(async move {
+            self.check_node_request(&request).inspect_err(|refusal| {
+                tracing::debug!(from, message = %refusal.message, "node request refused");
+            })?;
+            settee_http::forward::answer_forwarded(
+                self.state.clone(),
+                request,
+                None,
+                REPLY_BODY_BYTES_MAX,
+            )
+            .await
+            .map_err(|reason| Refusal::new(ErrorCode::Refused, reason))
+        })
+    }
+
     fn forward(&self, from: NodeId, request: ForwardHttp) -> ForwardFuture<'_> {
         Box::pin(async move {
             self.fence(&request).await.inspect_err(|refusal| {
@@ -372,6 +428,34 @@ impl ForwardHandler for ForwardServer {
 }
 
 impl ForwardServer {
+    /// Whether a NodeHttp is for this node and its node API: its `bucket` is this node's
+    /// member name and its target is under `/_node/_local`.
+    fn check_node_request(&self, request: &ForwardHttp) -> Result<(), Refusal> {
+        let map = self.node.map();
+        let own = map
+            .members
+            .get(&self.node.id())
+            .map(|member| crate::cluster::member_name(member.id, &member.cluster_addr));
+        if own.as_deref() != Some(request.bucket.as_str()) {
+            return Err(Refusal::new(
+                ErrorCode::Refused,
+                format!(
+                    "a node request for {}, which is not this node",
+                    request.bucket
+                ),
+            ));
+        }
+        let target = request.target.as_str();
+        let rest = target.strip_prefix("/_node/_local").unwrap_or("x");
+        if !(rest.is_empty() || rest.starts_with('/') || rest.starts_with('?')) {
+            return Err(Refusal::new(
+                ErrorCode::Refused,
+                "a node request must be for /_node/_local",
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether this node may answer a scattered request for the vbuckets it lists: a request
     /// that is scattered, on the bucket it names, every listed vbucket active here at the
     /// sender's epoch (after catching up once with a sender whose map is newer). Returns the

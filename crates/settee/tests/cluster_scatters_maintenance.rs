@@ -6,14 +6,19 @@
 //! each row's `seq` resumes a forward feed on any node with exactly the rows before it;
 //! `_compact` compacts every node's vbuckets (old revisions are gone everywhere);
 //! `_compact/{ddoc}` and `_design/{d}/_info` reach every node's index, wherever the design
-//! document lives.
+//! document lives. `/_node/{member}/...` is answered by the member named, through any node;
+//! driven directly, the cluster port refuses a node request for another member or outside
+//! `/_node/_local`.
 
 mod support;
 
 use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
-use support::{until, Client, Server};
+use settee_cluster::wire::ErrorCode;
+use settee_cluster_net::forward::{AuthMethod, ForwardHttp, Identity, Refusal};
+use settee_cluster_net::{Secret, TcpTransport};
+use support::{cluster_addr, until, Client, Server};
 
 const SECRET: &str = "the secret of the maintenance test";
 const VBUCKETS: u16 = 16;
@@ -137,8 +142,89 @@ fn maintenance_requests_reach_every_node() {
             "every node's purges"
         );
     }
+    node_requests(&nodes);
     for node in nodes {
         node.stop();
+    }
+}
+
+/// `/_node/{name}/...` through every node, for every member: the member named answers.
+fn node_requests(nodes: &[Server; 3]) {
+    let names: Vec<String> = nodes
+        .iter()
+        .map(|node| {
+            let name = get(node, "/_node/_local")["name"].clone();
+            name.as_str().expect("a name").to_owned()
+        })
+        .collect();
+    let membership = get(&nodes[0], "/_membership");
+    for name in &names {
+        assert!(
+            membership["all_nodes"]
+                .as_array()
+                .expect("all_nodes")
+                .contains(&json!(name)),
+            "{name} in {membership}"
+        );
+    }
+    for (index, name) in names.iter().enumerate() {
+        // Each member gets its own value through another node, and keeps it.
+        let through = &nodes[(index + 1) % 3];
+        let path = format!("/_node/{name}/_config/settee_test/who");
+        let (status, body) = call(through, "PUT", &path, Some(json!(format!("node {index}"))));
+        assert_eq!(status, 200, "{path}: {body}");
+        assert_eq!(
+            get(&nodes[index], "/_node/_local/_config/settee_test/who"),
+            json!(format!("node {index}"))
+        );
+        for node in nodes {
+            assert_eq!(get(node, &path), json!(format!("node {index}")), "{path}");
+            assert_eq!(get(node, &format!("/_node/{name}"))["name"], json!(name));
+        }
+    }
+    let (status, body) = call(&nodes[0], "GET", "/_node/settee-1@nowhere/_config", None);
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["reason"], json!("no such node: settee-1@nowhere"));
+
+    // The cluster port itself: a NodeHttp for another member, or outside the node API, runs
+    // nothing.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let peer = TcpTransport::new(0, Secret::new(SECRET));
+    let request = |member: &str, target: &str| ForwardHttp {
+        revision: 0,
+        epoch: 0,
+        bucket: member.into(),
+        vbucket: 0,
+        method: "GET".into(),
+        target: target.into(),
+        identity: Identity {
+            name: Some("admin".into()),
+            roles: vec!["_admin".into()],
+            auth: AuthMethod::Basic,
+        },
+        headers: vec![],
+        body: vec![],
+    };
+    let send = |request: ForwardHttp| {
+        runtime
+            .block_on(peer.node_http(0, &cluster_addr(&nodes[0]), &request))
+            .expect("the node answers")
+    };
+    let answered = send(request(&names[0], "/_node/_local/_config/settee_test/who"))
+        .expect("its own member name");
+    assert_eq!(answered.status, 200);
+    for refused in [
+        request(&names[1], "/_node/_local/_config"),
+        request(&names[0], "/db/_all_docs"),
+        request(&names[0], "/_node/_localx"),
+    ] {
+        match send(refused) {
+            Err(Refusal { code, .. }) => assert_eq!(code, ErrorCode::Refused),
+            Ok(reply) => panic!("answered {reply:?}"),
+        }
     }
 }
 
