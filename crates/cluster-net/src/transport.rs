@@ -105,11 +105,34 @@ impl TcpTransport {
         addr: &str,
         request: &forward::ForwardHttp,
     ) -> Result<forward::Forwarded, NetError> {
+        self.forward_http(target, addr, forward::KIND_FORWARD_HTTP, request)
+            .await
+    }
+
+    /// Sends a `/_node/_local/...` request to the member `target` (whose member name is
+    /// `request.bucket`), as [`TcpTransport::forward`] sends a document request.
+    pub async fn node_http(
+        &self,
+        target: NodeId,
+        addr: &str,
+        request: &forward::ForwardHttp,
+    ) -> Result<forward::Forwarded, NetError> {
+        self.forward_http(target, addr, forward::KIND_NODE_HTTP, request)
+            .await
+    }
+
+    /// A ForwardHttp body sent as a frame of `kind` (ForwardHttp or NodeHttp).
+    async fn forward_http(
+        &self,
+        target: NodeId,
+        addr: &str,
+        kind: u8,
+        request: &forward::ForwardHttp,
+    ) -> Result<forward::Forwarded, NetError> {
         request
             .check()
-            .map_err(|error| NetError::Handshake(format!("a ForwardHttp: {error}")))?;
-        let body = request.encode();
-        self.forward_kind(target, addr, forward::KIND_FORWARD_HTTP, &body)
+            .map_err(|error| NetError::Handshake(format!("a forwarded request: {error}")))?;
+        self.forward_kind(target, addr, kind, &request.encode())
             .await
     }
 
@@ -126,22 +149,6 @@ impl TcpTransport {
             .map_err(|error| NetError::Handshake(format!("a ScatterHttp: {error}")))?;
         let body = request.encode();
         self.forward_kind(target, addr, forward::KIND_SCATTER_HTTP, &body)
-            .await
-    }
-
-    /// Sends a `/_node/_local/...` request to the member `target` (whose member name is
-    /// `request.bucket`), as [`TcpTransport::forward`] sends a document request.
-    pub async fn node_http(
-        &self,
-        target: NodeId,
-        addr: &str,
-        request: &forward::ForwardHttp,
-    ) -> Result<forward::Forwarded, NetError> {
-        request
-            .check()
-            .map_err(|error| NetError::Handshake(format!("a NodeHttp: {error}")))?;
-        let body = request.encode();
-        self.forward_kind(target, addr, forward::KIND_NODE_HTTP, &body)
             .await
     }
 

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use settee_record::seqvec::SeqVector;
 
-use crate::{decode_seq, take_components, with_seq, Answer, Malformed, MergedChanges, RowSeq};
+use crate::{row_seq, take_components, with_seq, Answer, Malformed, MergedChanges};
 
 #[derive(Deserialize)]
 struct DescendingAnswer<'a> {
@@ -97,11 +97,7 @@ fn node_rows<'a>(answer: &Answer<'a>, vbuckets: u16) -> Result<NodeRows<'a>, Mal
         .zip(parsed.cas)
         .map(|(row, cas)| {
             let text = row.get();
-            let old = serde_json::from_str::<RowSeq>(text)
-                .map_err(|error| Malformed(format!("a change row without its seq: {error}")))?
-                .seq;
-            let at = decode_seq(&old, vbuckets)
-                .ok_or_else(|| Malformed(format!("a change row's seq: {old}")))?;
+            let (old, at) = row_seq(text, vbuckets)?;
             Ok((text, old, at, cas))
         })
         .collect::<Result<Vec<_>, Malformed>>()?;

@@ -327,11 +327,7 @@ pub fn merge_changes(
                 continue;
             }
             let text = row.get();
-            let old = serde_json::from_str::<RowSeq>(text)
-                .map_err(|error| Malformed(format!("a change row without its seq: {error}")))?
-                .seq;
-            let at = decode_seq(&old, vbuckets)
-                .ok_or_else(|| Malformed(format!("a change row's seq: {old}")))?;
+            let (old, at) = row_seq(text, vbuckets)?;
             take_components(&mut position, &at, answer.vbuckets);
             rows.push(with_seq(text, &old, &position.encode())?);
         }
@@ -351,6 +347,16 @@ pub fn merge_changes(
         last,
         pending: parsed.iter().map(|changes| changes.pending).sum::<u64>() + cut,
     })
+}
+
+/// A change row's `seq` as the node wrote it, and decoded.
+pub(crate) fn row_seq(row: &str, vbuckets: u16) -> Result<(String, SeqVector), Malformed> {
+    let old = serde_json::from_str::<RowSeq>(row)
+        .map_err(|error| Malformed(format!("a change row without its seq: {error}")))?
+        .seq;
+    let at = decode_seq(&old, vbuckets)
+        .ok_or_else(|| Malformed(format!("a change row's seq: {old}")))?;
+    Ok((old, at))
 }
 
 /// `row` with its `seq` member's value replaced: the leading `{"seq":"old"` as a node writes

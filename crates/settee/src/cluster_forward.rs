@@ -378,14 +378,7 @@ impl ForwardHandler for ForwardServer {
             self.check_node_request(&request).inspect_err(|refusal| {
                 tracing::debug!(from, message = %refusal.message, "node request refused");
             })?;
-            settee_http::forward::answer_forwarded(
-                self.state.clone(),
-                request,
-                None,
-                REPLY_BODY_BYTES_MAX,
-            )
-            .await
-            .map_err(|reason| Refusal::new(ErrorCode::Refused, reason))
+            self.run(request, None).await
         })
     }
 
@@ -395,14 +388,7 @@ impl ForwardHandler for ForwardServer {
                 tracing::debug!(from, code = ?refusal.code, message = %refusal.message,
                     "forwarded request refused");
             })?;
-            settee_http::forward::answer_forwarded(
-                self.state.clone(),
-                request,
-                None,
-                REPLY_BODY_BYTES_MAX,
-            )
-            .await
-            .map_err(|reason| Refusal::new(ErrorCode::Refused, reason))
+            self.run(request, None).await
         })
     }
 
@@ -412,22 +398,33 @@ impl ForwardHandler for ForwardServer {
                 tracing::debug!(from, code = ?refusal.code, message = %refusal.message,
                     "scattered request refused");
             })?;
-            settee_http::forward::answer_forwarded(
-                self.state.clone(),
-                request.request,
-                Some(settee_http::forward::Scattered {
-                    vbuckets: only,
-                    design: request.design.map(Arc::from),
-                }),
-                REPLY_BODY_BYTES_MAX,
-            )
-            .await
-            .map_err(|reason| Refusal::new(ErrorCode::Refused, reason))
+            let scattered = settee_http::forward::Scattered {
+                vbuckets: only,
+                design: request.design.map(Arc::from),
+            };
+            self.run(request.request, Some(scattered)).await
         })
     }
 }
 
 impl ForwardServer {
+    /// Runs a request another node sent here through the HTTP door (`scattered`: the vbuckets
+    /// and design document of a scattered one).
+    async fn run(
+        &self,
+        request: ForwardHttp,
+        scattered: Option<settee_http::forward::Scattered>,
+    ) -> Result<ForwardHttpReply, Refusal> {
+        settee_http::forward::answer_forwarded(
+            self.state.clone(),
+            request,
+            scattered,
+            REPLY_BODY_BYTES_MAX,
+        )
+        .await
+        .map_err(|reason| Refusal::new(ErrorCode::Refused, reason))
+    }
+
     /// Whether a NodeHttp is for this node and its node API: its `bucket` is this node's
     /// member name and its target is under `/_node/_local`.
     fn check_node_request(&self, request: &ForwardHttp) -> Result<(), Refusal> {
