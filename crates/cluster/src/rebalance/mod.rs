@@ -64,6 +64,7 @@ mod balance;
 mod bound;
 mod layout;
 mod load;
+pub mod scenario;
 mod targets;
 #[cfg(test)]
 mod tests;

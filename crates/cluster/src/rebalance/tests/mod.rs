@@ -1,4 +1,7 @@
-//! The planner's tests: deterministic cases.
+//! The planner's tests: deterministic cases here, property tests over random maps in
+//! `properties.rs`.
+
+mod properties;
 
 use std::collections::{BTreeMap, BTreeSet};
 
