@@ -49,11 +49,11 @@
 //!    surviving replica (a promotion, no bytes).
 //! 2. *Fill*: the missing copies are made, the heaviest vbucket first, each on the node it
 //!    loads least among those allowed to hold it.
-//! 3. *Balance* (`balance.rs`): single relocations and promotions, each lowering the variance
-//!    by more than a small margin (a step must leave its two nodes more than 0.5 % of the mean
-//!    apart), the one with the most gain per byte first (a promotion costs a tenth of a mean
-//!    vbucket), until none is left. A vbucket that costs nothing is never moved by this step;
-//!    planning again on a plan's result moves nothing.
+//! 3. *Balance* (`balance.rs`): relocations and promotions, each lowering the variance by
+//!    more than a small margin (a step must leave its two nodes more than 0.5 % of the mean
+//!    apart), the ones with the most gain per byte first (a promotion costs a tenth of a mean
+//!    vbucket), in rounds of steps on distinct nodes, until none is left. A vbucket that costs
+//!    nothing is never moved by this step; planning again on a plan's result moves nothing.
 //!
 //! The lower bound (`bound.rs`) is the larger of the copies no valid plan can avoid and the
 //! bytes any plan needs to lift every node to the least loaded node's disk bytes and load in
@@ -129,6 +129,8 @@ pub struct Plan {
     pub without_active: Vec<u16>,
     /// Balancing steps taken (a step can be undone by a later one; moves count the net).
     pub steps: usize,
+    /// Balancing rounds: each takes the best steps on distinct nodes.
+    pub rounds: usize,
     /// The step limit stopped balancing early (never seen; planning again would go on).
     pub capped: bool,
 }
@@ -172,6 +174,7 @@ pub fn plan(request: &Request<'_>) -> Plan {
         bytes_required,
         bytes_filling,
         steps: outcome.steps,
+        rounds: outcome.rounds,
         capped: outcome.capped,
     }
 }
