@@ -1,7 +1,8 @@
 //! The planner's tests: deterministic cases here, property tests over random maps in
-//! `properties.rs`.
+//! `properties.rs`, the 100-node simulation in `simulation.rs`.
 
 mod properties;
+mod simulation;
 
 use std::collections::{BTreeMap, BTreeSet};
 
