@@ -8,15 +8,18 @@
 //! max / mean load, before (over the nodes holding copies before and the new ones) and after
 //! (over the new node set); max / mean after of the two parts the planner balances, disk
 //! (space) and work; bytes moved, the lower bound and their ratio; vbuckets whose chain
-//! changed, how many of them by promoting a replica, balancing steps, and planning time.
+//! changed, how many of them by promoting a replica, balancing steps and rounds, and planning
+//! time. "hot" is the work of the hottest vbucket's active alone, over the mean work of a
+//! node after: the least the work column can be.
 
 use std::time::Instant;
 
-use settee_cluster::rebalance::{plan, scenario::Scenario, Request, Weights};
+use settee_cluster::map::Vbucket;
+use settee_cluster::rebalance::{node_loads, plan, scenario::Scenario, Request, Weights};
 
 fn main() {
     println!(
-        "{:<20} {:>9} {:>9} {:>6} {:>6} {:>6} {:>6} {:>9} {:>9} {:>5} {:>5} {:>5} {:>5} {:>6} {:>7}",
+        "{:<20} {:>9} {:>9} {:>6} {:>6} {:>6} {:>6} {:>5} {:>9} {:>9} {:>5} {:>5} {:>5} {:>5} {:>6} {:>7}",
         "scenario",
         "var bef.",
         "var aft.",
@@ -24,6 +27,7 @@ fn main() {
         "max a.",
         "disk",
         "work",
+        "hot",
         "moved MB",
         "bound MB",
         "ratio",
@@ -61,7 +65,7 @@ fn main() {
         let megabytes = |bytes: u64| bytes as f64 / 1e6;
         let (before, after) = (planned.before, planned.after);
         println!(
-            "{:<20} {:>9.6} {:>9.6} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>9.0} {:>9.0} {:>5} {:>5} {:>5} {:>5} {:>6} {:>7.1}",
+            "{:<20} {:>9.6} {:>9.6} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>5.2} {:>9.0} {:>9.0} {:>5} {:>5} {:>5} {:>5} {:>6} {:>7.1}",
             scenario.name,
             before.load.relative_variance(),
             after.load.relative_variance(),
@@ -69,6 +73,7 @@ fn main() {
             after.load.max_over_mean(),
             after.parts[0].max_over_mean(),
             after.parts[1].max_over_mean(),
+            hottest_work(&loads) / after.parts[1].mean,
             megabytes(planned.bytes_moved),
             megabytes(bound),
             ratio,
@@ -82,4 +87,26 @@ fn main() {
             println!("  (stopped by the step limit)");
         }
     }
+}
+
+/// The work of the busiest vbucket's active copy alone (node loads of a map holding only it).
+fn hottest_work(loads: &[settee_cluster::rebalance::VbucketLoad]) -> f64 {
+    let mut alone = vec![
+        Vbucket {
+            active: None,
+            replicas: Vec::new(),
+            epoch: 0,
+        };
+        loads.len()
+    ];
+    let mut hottest = 0.0f64;
+    for vb in 0..loads.len() {
+        alone[vb].active = Some(0);
+        let work = node_loads(&alone, loads, &Weights::default())
+            .get(&0)
+            .map_or(0.0, |load| load[1]);
+        hottest = hottest.max(work);
+        alone[vb].active = None;
+    }
+    hottest
 }
