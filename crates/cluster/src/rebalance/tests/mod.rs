@@ -345,3 +345,16 @@ fn zero_loads_balance_actives_and_replicas_by_count() {
     }
     assert_eq!(planned.bytes_moved, 0);
 }
+
+#[test]
+fn a_chain_longer_than_the_replica_count_is_trimmed_without_copying() {
+    // A failover appended node 3 to vb 0's chain and AddBack kept it there: three copies for
+    // one replica configured.
+    let mut bucket = placement::place(&settings(6, 1), &[1, 2, 3]);
+    bucket.vbuckets[0] = entry(Some(1), &[2, 3]);
+    let planned = run(&bucket, &ids(&[1, 2, 3]), &BTreeMap::new(), &uniform(6));
+    assert_eq!(planned.vbuckets[0].replicas.len(), 1);
+    let trimmed = &planned.moves[0];
+    assert_eq!((trimmed.vbucket, trimmed.bytes), (0, 0));
+    assert_eq!(trimmed.dropped.len(), 1);
+}
