@@ -5,9 +5,10 @@
 //! log order (`ClusterMap::apply`, pure). The log, the vote and the map are stored through
 //! settee-storage ([`storage`], docs/format/cluster-map.md). The Raft leader is the
 //! *orchestrator*: its decisions are pure functions that return a plan ([`placement`],
-//! [`failover`], [`voters`], [`detector`], [`orchestrator::decide`]); [`node::ClusterNode`]
-//! executes them. Messages between nodes go through the [`network::Transport`] trait, so a real
-//! transport and the deterministic simulation (`tests/simulation.rs`) plug in alike.
+//! [`failover`], [`voters`], [`detector`], [`orchestrator::decide`], the rebalance planner
+//! [`rebalance::plan`]); [`node::ClusterNode`] executes them. Messages between nodes go
+//! through the [`network::Transport`] trait, so a real transport and the deterministic
+//! simulation (`tests/simulation.rs`) plug in alike.
 //!
 //! Start reading at `docs/format/cluster-map.md`, then [`command`], then [`node`].
 #![deny(clippy::unwrap_used)]
@@ -21,6 +22,7 @@ pub mod network;
 pub mod node;
 pub mod orchestrator;
 pub mod placement;
+pub mod rebalance;
 pub mod runtime;
 pub mod storage;
 pub mod types;
