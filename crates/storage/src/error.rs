@@ -27,6 +27,10 @@ pub enum StoreError {
     Poisoned(String),
     #[error("store is shutting down")]
     Closed,
+    /// A caller's mistake the store refused before touching anything (keys of a sorted file
+    /// out of order, a file to ingest that is missing).
+    #[error("refused: {0}")]
+    Invalid(String),
 }
 
 impl StoreError {

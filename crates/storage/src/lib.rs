@@ -25,6 +25,7 @@ mod error;
 pub mod health;
 mod options;
 pub mod row_cache;
+mod sst;
 mod stats;
 mod store;
 
@@ -32,5 +33,6 @@ pub use batch::Batch;
 pub use error::StoreError;
 pub use health::StoreHealth;
 pub use options::StoreOptions;
+pub use sst::{write_sst, Snapshot, SstFile};
 pub use stats::StoreStats;
 pub use store::{Cf, CommitStats, Entry, RangeBytes, Store, ENTRY_OVERHEAD};
