@@ -2,7 +2,8 @@
 //! `ForwardHttp`), whole-bucket requests for one node's vbuckets (0x22 `ScatterHttp`),
 //! requests for another member's node API (0x23 `NodeHttp`, a `ForwardHttp` body) and their
 //! replies (0x21 `ForwardHttpReply`), as
-//! docs/format/cluster-transport.md specifies them.
+//! docs/format/cluster-transport.md specifies them; and, in [`moves`], the bodies of a
+//! rebalance's vbucket moves (0x40 ..= 0x47, docs/format/rebalance.md).
 //!
 //! Plain data and a pure codec, shared by the HTTP door (which builds a [`ForwardHttp`] and
 //! turns a [`ForwardHttpReply`] back into a response), the cluster transport (which frames
@@ -10,6 +11,8 @@
 //! a target, headers and a body are strings and bytes. Decoding never panics and refuses
 //! anything past the bounds below.
 #![deny(clippy::unwrap_used)]
+
+pub mod moves;
 
 pub const KIND_FORWARD_HTTP: u8 = 0x20;
 pub const KIND_FORWARD_HTTP_REPLY: u8 = 0x21;
