@@ -2,7 +2,7 @@
 //! every mutation takes.
 //!
 //! Write path, for one or many documents:
-//! 1. lock every document key touched (`key_locks.rs`: exact keys, taken in sorted order, so two
+//! 1. lock every document key touched (`settee-keylocks`: exact keys, taken in sorted order, so two
 //!    bulk writes cannot deadlock) — this serialises read-modify-write of a document across the
 //!    fsync wait, and only writers of the same document wait for each other;
 //! 2. read the current records and plan the new ones (pure functions in `update.rs`, `kv.rs`);
@@ -22,7 +22,6 @@ use crate::clock::{Clock, Hlc};
 use crate::collections::{CollectionsState, ManifestLimits};
 use crate::doc_key::DocKey;
 use crate::error::EngineError;
-use crate::key_locks::{KeyGuard, KeyLocks};
 use crate::keys;
 use crate::limits::{DocLimits, LimitError};
 use crate::record::DocRecord;
@@ -30,6 +29,7 @@ use crate::seqvec::SeqVector;
 use crate::skips::{SkipCounters, SkipStats, SkippedRecord, Skips};
 use crate::vb_state::{read_states, VbSlot, VbState};
 use crate::vbucket::vbucket_of;
+use settee_keylocks::{KeyGuard, KeyLocks};
 
 /// Longest document key, in bytes (Couchbase's limit; CouchDB ids are held to it too).
 pub use settee_keys::KEY_BYTES_MAX;
@@ -671,7 +671,7 @@ impl Bucket {
         expiry != 0 && expiry <= self.clock.now_secs()
     }
 
-    /// Locks the documents `keys` until the guard is dropped (see `key_locks.rs`).
+    /// Locks the documents `keys` until the guard is dropped (see `settee-keylocks`).
     pub(crate) async fn lock_keys<'a, 'k>(
         &'a self,
         keys: impl Iterator<Item = DocKey<'k>>,

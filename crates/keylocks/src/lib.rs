@@ -8,6 +8,9 @@
 //!
 //! A writer locks its keys in sorted order (two writers sharing several keys cannot deadlock);
 //! the guard releases them when dropped, including when the waiting future is cancelled.
+//!
+//! Split out of settee-engine, which holds one [`KeyLocks`] per bucket.
+#![deny(clippy::unwrap_used)]
 
 use std::collections::HashMap;
 
@@ -24,12 +27,12 @@ struct Shard {
     released: Notify,
 }
 
-pub(crate) struct KeyLocks {
+pub struct KeyLocks {
     shards: Vec<Shard>,
 }
 
 /// Holds a set of keys until dropped.
-pub(crate) struct KeyGuard<'a> {
+pub struct KeyGuard<'a> {
     locks: &'a KeyLocks,
     keys: Vec<Vec<u8>>,
 }
@@ -38,8 +41,14 @@ fn shard_of(key: &[u8]) -> usize {
     crc32fast::hash(key) as usize % SHARDS
 }
 
+impl Default for KeyLocks {
+    fn default() -> KeyLocks {
+        KeyLocks::new()
+    }
+}
+
 impl KeyLocks {
-    pub(crate) fn new() -> KeyLocks {
+    pub fn new() -> KeyLocks {
         KeyLocks {
             shards: (0..SHARDS)
                 .map(|_| Shard {
@@ -51,10 +60,7 @@ impl KeyLocks {
     }
 
     /// Locks every key of `keys` (duplicates allowed), waiting for writers that hold any of them.
-    pub(crate) async fn lock<'a, 'k>(
-        &'a self,
-        keys: impl Iterator<Item = &'k [u8]>,
-    ) -> KeyGuard<'a> {
+    pub async fn lock<'a, 'k>(&'a self, keys: impl Iterator<Item = &'k [u8]>) -> KeyGuard<'a> {
         let mut wanted: Vec<&[u8]> = keys.collect();
         wanted.sort_unstable();
         wanted.dedup();

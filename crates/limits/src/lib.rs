@@ -3,11 +3,15 @@
 //! (`Bucket::update_docs`, `Bucket::kv_mutate`, `Bucket::mutate_in`) whatever door the write
 //! came through, and used by the readers that walk many documents (view and Mango indexers,
 //! feeds, replication reads) to leave alone a document an older version stored past them.
-//! Key length is the third limit, [`crate::KEY_BYTES_MAX`], checked on every write. A JSON body
+//! Key length is the third limit, settee-engine's `KEY_BYTES_MAX`, checked on every write. A JSON body
 //! must also be JSON every reader can parse: no number a double cannot represent (`1e999`), no
 //! lone UTF-16 surrogate escape (`"\ud800"`). Both pass serde_json's skipping and raw-value
 //! parsers, so they were stored as JSON, but not a full parse: one such document failed every
 //! reader that parses documents, a replication among them.
+//!
+//! Split out of settee-engine (which re-exports it as `settee_engine::limits`): the HTTP door
+//! checks a request's documents with the same functions before the engine does.
+#![deny(clippy::unwrap_used)]
 
 /// CouchDB's `max_document_size` default (8 MB). Couchbase allows 20 MiB items; one setting
 /// serves both doors, so a document one door stores the other can always serve.
