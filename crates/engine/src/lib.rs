@@ -27,6 +27,7 @@ mod designs;
 mod doc_reads;
 mod engine;
 mod error;
+pub mod export;
 mod failover;
 use settee_keys as keys;
 mod keyspace;
