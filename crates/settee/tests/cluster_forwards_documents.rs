@@ -17,17 +17,11 @@ use settee_cluster::wire::ErrorCode;
 use settee_cluster_net::forward::{AuthMethod, ForwardHttp, Identity, Refusal};
 use settee_cluster_net::{Secret, TcpTransport};
 use support::kv::Kv;
-use support::{cluster_addr, until, Client, Server};
+use support::{call_json as call, cluster_addr, until, Client, Server};
 
 const SECRET: &str = "the secret of the forwarding test";
 const VBUCKETS: u16 = 16;
 const DOCS: usize = 48;
-
-fn call(server: &Server, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    Client::connect(&server.addr)
-        .expect("connect")
-        .call(method, path, body)
-}
 
 fn vbucket(id: &str) -> u16 {
     settee_engine::vbucket::vbucket_of(id.as_bytes(), VBUCKETS)

@@ -18,23 +18,11 @@ use serde_json::{json, Value};
 use settee_cluster::wire::ErrorCode;
 use settee_cluster_net::forward::{AuthMethod, ForwardHttp, Identity, Refusal};
 use settee_cluster_net::{Secret, TcpTransport};
-use support::{cluster_addr, until, Client, Server};
+use support::{call_json as call, cluster_addr, get_json as get, until, Server};
 
 const SECRET: &str = "the secret of the maintenance test";
 const VBUCKETS: u16 = 16;
 const DOCS: usize = 30;
-
-fn call(server: &Server, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    Client::connect(&server.addr)
-        .expect("connect")
-        .call(method, path, body)
-}
-
-fn get(server: &Server, path: &str) -> Value {
-    let (status, body) = call(server, "GET", path, None);
-    assert_eq!(status, 200, "GET {path}: {body}");
-    body
-}
 
 /// Writes `DOCS` documents (through every node in turn) and gives each one's first revision.
 fn write_docs(nodes: &[Server; 3], db: &str) -> Vec<(String, String)> {

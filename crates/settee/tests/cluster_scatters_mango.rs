@@ -11,16 +11,10 @@
 mod support;
 
 use serde_json::{json, Value};
-use support::{until, Client, Server};
+use support::{call_json as call, until, Server};
 
 const SECRET: &str = "the secret of the scattered mango test";
 const DOCS: usize = 90;
-
-fn call(server: &Server, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    Client::connect(&server.addr)
-        .expect("connect")
-        .call(method, path, body)
-}
 
 fn ok(server: &Server, method: &str, path: &str, body: Option<Value>) -> Value {
     let (status, answer) = call(server, method, path, body);

@@ -15,16 +15,10 @@
 mod support;
 
 use serde_json::{json, Value};
-use support::{until, Client, Server};
+use support::{call_json as call, until, Client, Server};
 
 const SECRET: &str = "the secret of the scattered views test";
 const DOCS: usize = 90;
-
-fn call(server: &Server, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    Client::connect(&server.addr)
-        .expect("connect")
-        .call(method, path, body)
-}
 
 fn design() -> Value {
     let by4 = "function (doc) { if (typeof doc.n === 'number') emit(doc.n % 4, doc.n); }";

@@ -19,23 +19,11 @@ use settee_cluster::wire::ErrorCode;
 use settee_cluster_net::forward::{AuthMethod, ForwardHttp, Identity, Refusal, ScatterHttp};
 use settee_cluster_net::{Secret, TcpTransport};
 use support::kv::Kv;
-use support::{cluster_addr, until, Client, Server};
+use support::{call_json as call, cluster_addr, get_json as get, until, Client, Server};
 
 const SECRET: &str = "the secret of the scatter test";
 const VBUCKETS: u16 = 16;
 const DOCS: usize = 60;
-
-fn call(server: &Server, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    Client::connect(&server.addr)
-        .expect("connect")
-        .call(method, path, body)
-}
-
-fn get(server: &Server, path: &str) -> Value {
-    let (status, body) = call(server, "GET", path, None);
-    assert_eq!(status, 200, "GET {path}: {body}");
-    body
-}
 
 fn ids(rows: &Value, field: &str) -> Vec<String> {
     rows.as_array()

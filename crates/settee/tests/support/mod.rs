@@ -424,6 +424,28 @@ pub fn cluster_addr(server: &Server) -> String {
     addr.trim_end_matches(':').to_string()
 }
 
+/// One JSON request as the admin on a fresh connection to `server`'s HTTP door: (status, the
+/// answer parsed, or `null`).
+#[allow(dead_code)]
+pub fn call_json(
+    server: &Server,
+    method: &str,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    Client::connect(&server.addr)
+        .expect("connect")
+        .call(method, path, body)
+}
+
+/// `GET path` as the admin, which must answer 200: its JSON.
+#[allow(dead_code)]
+pub fn get_json(server: &Server, path: &str) -> serde_json::Value {
+    let (status, body) = call_json(server, "GET", path, None);
+    assert_eq!(status, 200, "GET {path}: {body}");
+    body
+}
+
 /// One request as the admin on a fresh connection to `server`'s HTTP door: (status, JSON).
 #[allow(dead_code)]
 pub fn http_json(
