@@ -10,8 +10,8 @@ use openraft::{
 
 use crate::command::{Command, VbucketChange};
 use crate::map::{
-    AutoFailover, Bucket, ClusterMap, Durability, Member, MemberState, NodeId, Role, TlsPorts,
-    Vbucket,
+    AutoFailover, Bucket, ClusterMap, Copies, Durability, Member, MemberState, NodeId, Role,
+    TlsPorts, Vbucket,
 };
 use crate::types::TypeConfig;
 use settee_manifest::{Manifest, ManifestChange, ManifestLimits};
@@ -19,9 +19,9 @@ use settee_manifest::{Manifest, ManifestChange, ManifestLimits};
 /// The version byte of votes, entries, snapshots and the state machine's wrapper.
 pub const VERSION: u8 = 1;
 /// The version byte maps and commands are written with: 2 added a member's `mgmt_addr`, 3 its
-/// TLS ports, 4 a bucket's whole collections manifest (3 had its uid).
+/// TLS ports, 4 a bucket's whole collections manifest (3 had its uid), 5 a bucket's `copies`.
 /// Version 1 maps and commands are still read (docs/format/cluster-map.md, "Versions").
-pub const MAP_VERSION: u8 = 4;
+pub const MAP_VERSION: u8 = 5;
 /// Encodes "no node" where a node id is optional.
 const NO_NODE: u64 = u64::MAX;
 /// Elements a decoded list may announce at most, so a corrupt length cannot allocate wildly.
@@ -133,10 +133,10 @@ impl<'a> Reader<'a> {
             other => Err(DecodeError(format!("unknown version {other}"))),
         }
     }
-    /// The version byte of a map or a command: 1 to 4.
+    /// The version byte of a map or a command: 1 to 5.
     pub fn map_version(&mut self) -> Result<u8, DecodeError> {
         match self.u8()? {
-            version @ (1 | 2 | 3 | MAP_VERSION) => Ok(version),
+            version @ (1..=MAP_VERSION) => Ok(version),
             other => Err(DecodeError(format!("unknown version {other}"))),
         }
     }
@@ -248,6 +248,10 @@ fn write_bucket(w: &mut Writer, bucket: &Bucket) {
     w.u8(bucket.durability_min as u8);
     w.blob(&bucket.manifest.encode());
     w.u64(bucket.design_rev);
+    w.u8(match bucket.copies {
+        Copies::Replicas => 0,
+        Copies::EveryMember => 1,
+    });
     for entry in bucket
         .vbuckets
         .iter()
@@ -272,6 +276,15 @@ fn read_bucket(r: &mut Reader, version: u8) -> Result<Bucket, DecodeError> {
         r.u64()?;
         (Manifest::default(), 0)
     };
+    let copies = if version >= 5 {
+        match r.u8()? {
+            0 => Copies::Replicas,
+            1 => Copies::EveryMember,
+            _ => return Err(bad("copies")),
+        }
+    } else {
+        Copies::Replicas
+    };
     let vbuckets = (0..vbucket_count)
         .map(|_| read_vbucket(r))
         .collect::<Result<_, _>>()?;
@@ -282,6 +295,7 @@ fn read_bucket(r: &mut Reader, version: u8) -> Result<Bucket, DecodeError> {
         durability_min,
         manifest,
         design_rev,
+        copies,
         vbuckets,
     })
 }

@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 use settee_manifest::{ManifestChange, ManifestLimits};
 
 use crate::map::{
-    AutoFailover, Bucket, ClusterMap, Durability, Member, MemberState, NodeId, Role, Vbucket,
-    AUTO_FAILOVER_TIMEOUT_MS_MIN, BUCKET_NAME_BYTES_MAX, REPLICAS_MAX, VBUCKETS_MAX,
+    AutoFailover, Bucket, ClusterMap, Copies, Durability, Member, MemberState, NodeId, Role,
+    Vbucket, AUTO_FAILOVER_TIMEOUT_MS_MIN, BUCKET_NAME_BYTES_MAX, REPLICAS_MAX, VBUCKETS_MAX,
 };
 
 /// One vbucket change of a failover, made on the map whose epoch it names.
@@ -141,6 +141,15 @@ impl ClusterMap {
         };
         match result {
             Ok(()) => {
+                if matches!(
+                    command,
+                    Command::AddMember(_)
+                        | Command::SetMemberState { .. }
+                        | Command::CreateBucket(_)
+                        | Command::AddBack { .. }
+                ) {
+                    self.fit_every_member_copies(revision);
+                }
                 self.revision = revision;
                 Applied::Revision(revision)
             }
@@ -173,7 +182,8 @@ impl ClusterMap {
         if bucket.vbucket_count == 0 || bucket.vbucket_count > VBUCKETS_MAX {
             return Err(format!("{} vbuckets is out of range", bucket.vbucket_count));
         }
-        if bucket.replicas > REPLICAS_MAX {
+        let every_member = bucket.copies == Copies::EveryMember;
+        if bucket.replicas > REPLICAS_MAX && !every_member {
             return Err(format!("{} replicas is more than 3", bucket.replicas));
         }
         if bucket.vbuckets.len() != usize::from(bucket.vbucket_count) {
@@ -183,8 +193,8 @@ impl ClusterMap {
         for entry in &mut created.vbuckets {
             let chain: Vec<NodeId> = entry.chain().collect();
             let distinct: BTreeSet<NodeId> = chain.iter().copied().collect();
-            if distinct.len() != chain.len() || entry.replicas.len() > usize::from(bucket.replicas)
-            {
+            let too_long = entry.replicas.len() > usize::from(bucket.replicas) && !every_member;
+            if distinct.len() != chain.len() || too_long {
                 return Err("a vbucket's chain repeats a node or is too long".into());
             }
             if chain.iter().any(|node| !self.is_active_member(*node)) {
@@ -269,6 +279,41 @@ impl ClusterMap {
 }
 
 impl ClusterMap {
+    /// Keeps every bucket with copies on every member whole (cluster-map.md, "Accounts on every
+    /// member"): each active member missing from an entry joins its replicas, each ejected one
+    /// leaves them, and `replicas` counts the other active members. Changed entries take
+    /// `revision` as their epoch.
+    fn fit_every_member_copies(&mut self, revision: u64) {
+        let active: Vec<NodeId> = self.active_members().map(|member| member.id).collect();
+        let ejected: BTreeSet<NodeId> = self
+            .members
+            .values()
+            .filter(|member| member.state == MemberState::Ejected)
+            .map(|member| member.id)
+            .collect();
+        let others = u8::try_from(active.len().saturating_sub(1)).unwrap_or(u8::MAX);
+        for bucket in self.buckets.values_mut() {
+            if bucket.copies != Copies::EveryMember {
+                continue;
+            }
+            bucket.replicas = others;
+            for entry in &mut bucket.vbuckets {
+                let before = entry.replicas.len();
+                entry.replicas.retain(|node| !ejected.contains(node));
+                let mut changed = entry.replicas.len() != before;
+                for node in &active {
+                    if !entry.chain().any(|held| held == *node) {
+                        entry.replicas.push(*node);
+                        changed = true;
+                    }
+                }
+                if changed {
+                    entry.epoch = revision;
+                }
+            }
+        }
+    }
+
     fn add_back(&mut self, node: NodeId, revision: u64) -> Result<(), String> {
         match self.members.get_mut(&node) {
             Some(member) if member.state == MemberState::Failed => {
@@ -306,6 +351,7 @@ pub struct BucketSettings {
     pub vbucket_count: u16,
     pub replicas: u8,
     pub durability_min: Durability,
+    pub copies: Copies,
 }
 
 #[cfg(test)]
@@ -337,6 +383,7 @@ mod tests {
             durability_min: Durability::None,
             manifest: Default::default(),
             design_rev: 0,
+            copies: Default::default(),
             vbuckets: vec![
                 Vbucket {
                     active: Some(1),
@@ -582,5 +629,141 @@ mod tests {
             changes: vec![change],
         };
         assert!(matches!(map.apply(&command), Applied::Rejected(_)));
+    }
+}
+
+#[cfg(test)]
+mod every_member_tests {
+    use super::*;
+
+    fn member(id: NodeId) -> Member {
+        Member::joining(id, format!("10.0.0.{id}:4000"), "h:1", "k:1")
+    }
+
+    fn accounts(vbuckets: u16, active: NodeId) -> Bucket {
+        Bucket {
+            name: "_users".into(),
+            vbucket_count: vbuckets,
+            replicas: 0,
+            durability_min: Durability::None,
+            manifest: Default::default(),
+            design_rev: 0,
+            copies: Copies::EveryMember,
+            vbuckets: (0..vbuckets)
+                .map(|_| Vbucket {
+                    active: Some(active),
+                    replicas: vec![],
+                    epoch: 0,
+                })
+                .collect(),
+        }
+    }
+
+    fn applied(map: &mut ClusterMap, command: Command) -> u64 {
+        match map.apply(&command) {
+            Applied::Revision(revision) => {
+                assert_eq!(map.check(), Ok(()), "after {command:?}");
+                revision
+            }
+            other => panic!("{command:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_active_member_holds_every_vbucket_and_ejected_ones_leave() {
+        let mut map = ClusterMap::default();
+        applied(&mut map, Command::AddMember(member(1)));
+        let created = applied(&mut map, Command::CreateBucket(accounts(4, 1)));
+        let users = &map.buckets["_users"];
+        assert_eq!(users.replicas, 0);
+        assert!(users.vbuckets.iter().all(|entry| entry.replicas.is_empty()));
+        // Members that join are appended to every chain, past REPLICAS_MAX.
+        let mut last = created;
+        for id in 2..=6 {
+            last = applied(&mut map, Command::AddMember(member(id)));
+        }
+        let users = &map.buckets["_users"];
+        assert_eq!(users.replicas, 5);
+        for entry in &users.vbuckets {
+            assert_eq!(entry.active, Some(1));
+            assert_eq!(entry.replicas, vec![2, 3, 4, 5, 6]);
+            assert_eq!(entry.epoch, last);
+        }
+        // A failed member stays in the chains (it counted for durable writes); the count of
+        // replicas whose acknowledgements count drops.
+        applied(
+            &mut map,
+            Command::SetMemberState {
+                node: 3,
+                state: MemberState::Failed,
+            },
+        );
+        assert_eq!(map.buckets["_users"].replicas, 4);
+        assert_eq!(
+            map.buckets["_users"].vbuckets[0].replicas,
+            vec![2, 3, 4, 5, 6]
+        );
+        // An ejected one leaves them.
+        let ejected = applied(
+            &mut map,
+            Command::SetMemberState {
+                node: 5,
+                state: MemberState::Ejected,
+            },
+        );
+        let entry = &map.buckets["_users"].vbuckets[2];
+        assert_eq!(
+            (entry.replicas.clone(), entry.epoch),
+            (vec![2, 3, 4, 6], ejected)
+        );
+        // Added back, the failed member serves again from where it is in the chain.
+        applied(&mut map, Command::AddBack { node: 3 });
+        assert_eq!(map.buckets["_users"].replicas, 4);
+        assert_eq!(map.buckets["_users"].vbuckets[1].replicas, vec![2, 3, 4, 6]);
+    }
+
+    #[test]
+    fn other_buckets_keep_their_replica_count() {
+        let mut map = ClusterMap::default();
+        for id in 1..=3 {
+            applied(&mut map, Command::AddMember(member(id)));
+        }
+        let settings = BucketSettings {
+            name: "b".into(),
+            vbucket_count: 8,
+            replicas: 1,
+            durability_min: Durability::None,
+            copies: Copies::Replicas,
+        };
+        let placed = crate::placement::place(&settings, &[1, 2, 3]);
+        applied(&mut map, Command::CreateBucket(placed.clone()));
+        // Created on a node that has not seen the other members yet: apply completes it.
+        applied(&mut map, Command::CreateBucket(accounts(8, 2)));
+        applied(&mut map, Command::AddMember(member(4)));
+        assert_eq!(map.buckets["b"].vbuckets, {
+            let mut expected = placed.vbuckets;
+            for entry in &mut expected {
+                entry.epoch = 4;
+            }
+            expected
+        });
+        assert_eq!(map.buckets["b"].replicas, 1);
+        let users = &map.buckets["_users"];
+        assert_eq!(users.replicas, 3);
+        assert!(users
+            .vbuckets
+            .iter()
+            .all(|entry| entry.active == Some(2) && entry.replicas == vec![1, 3, 4]));
+        // An ordinary bucket with more replicas than REPLICAS_MAX is still refused.
+        let too_many = Bucket {
+            name: "c".into(),
+            replicas: 4,
+            copies: Copies::Replicas,
+            ..accounts(1, 1)
+        };
+        assert!(matches!(
+            map.apply(&Command::CreateBucket(too_many)),
+            Applied::Rejected(_)
+        ));
     }
 }

@@ -116,6 +116,16 @@ impl Vbucket {
     }
 }
 
+/// Where a bucket's copies are (docs/format/cluster-map.md, "Accounts on every member").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Copies {
+    /// The active and `replicas` replicas, placed over the members.
+    #[default]
+    Replicas,
+    /// Every active member: the accounts databases. Apply keeps every chain whole.
+    EveryMember,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bucket {
     pub name: String,
@@ -126,6 +136,7 @@ pub struct Bucket {
     pub manifest: settee_manifest::Manifest,
     /// Rises by one each time a design document of the bucket was written (DesignsChanged).
     pub design_rev: u64,
+    pub copies: Copies,
     /// Exactly `vbucket_count` entries.
     pub vbuckets: Vec<Vbucket>,
 }
@@ -180,7 +191,7 @@ impl ClusterMap {
             if *name != bucket.name || bucket.vbuckets.len() != usize::from(bucket.vbucket_count) {
                 return Err(format!("bucket {name} is malformed"));
             }
-            if bucket.replicas > REPLICAS_MAX {
+            if bucket.replicas > REPLICAS_MAX && bucket.copies == Copies::Replicas {
                 return Err(format!("bucket {name} has {} replicas", bucket.replicas));
             }
             for (vb, entry) in bucket.vbuckets.iter().enumerate() {
@@ -196,6 +207,29 @@ impl ClusterMap {
                         return Err(format!("{name} vb {vb}: node {node} twice"));
                     }
                 }
+                if bucket.copies == Copies::EveryMember {
+                    self.check_every_member(name, vb, entry)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every active member in the entry's chain; no ejected one among its replicas (an
+    /// ejected active stays until a rebalance moves it, as in every bucket).
+    fn check_every_member(&self, name: &str, vb: usize, entry: &Vbucket) -> Result<(), String> {
+        for member in self.members.values() {
+            match member.state {
+                MemberState::Active if !entry.chain().any(|node| node == member.id) => {
+                    return Err(format!(
+                        "{name} vb {vb}: active member {} missing",
+                        member.id
+                    ))
+                }
+                MemberState::Ejected if entry.replicas.contains(&member.id) => {
+                    return Err(format!("{name} vb {vb}: ejected member {} held", member.id))
+                }
+                _ => {}
             }
         }
         Ok(())

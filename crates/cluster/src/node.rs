@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use crate::command::{Applied, BucketSettings, Command};
 use crate::detector::Detector;
 use crate::failover::{self, Reports};
-use crate::map::{ClusterMap, Member, NodeId};
+use crate::map::{ClusterMap, Copies, Member, NodeId};
 use crate::network::{Network, Request, Response, Transport};
 use crate::orchestrator::{self, Action, Observation, SeqnoSource};
 use crate::placement;
@@ -276,7 +276,12 @@ impl ClusterNode {
     /// (a member failed) rejects the placement, as every command made on an older map.
     pub async fn create_bucket(&self, settings: &BucketSettings) -> Result<Applied, ClusterError> {
         let map = self.map();
-        let nodes: Vec<NodeId> = map.active_members().map(|member| member.id).collect();
+        // A bucket on every member has every active here; apply adds the other members
+        // (cluster-map.md, "Accounts on every member").
+        let nodes: Vec<NodeId> = match settings.copies {
+            Copies::Replicas => map.active_members().map(|member| member.id).collect(),
+            Copies::EveryMember => vec![self.id()],
+        };
         let bucket = placement::place(settings, &nodes);
         self.submit(Command::CreateBucket(bucket)).await
     }

@@ -47,6 +47,7 @@ pub fn place(settings: &BucketSettings, nodes: &[NodeId]) -> Bucket {
         durability_min: settings.durability_min,
         manifest: Default::default(),
         design_rev: 0,
+        copies: settings.copies,
         vbuckets,
     }
 }
@@ -66,6 +67,7 @@ mod tests {
             vbucket_count: vbuckets,
             replicas,
             durability_min: Durability::None,
+            copies: Default::default(),
         }
     }
 

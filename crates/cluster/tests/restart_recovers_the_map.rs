@@ -107,6 +107,7 @@ async fn log_vote_map_and_snapshot_come_back_after_a_restart() {
         vbucket_count: 1024,
         replicas: 1,
         durability_min: Durability::Majority,
+        copies: Default::default(),
     };
     assert!(matches!(
         node.create_bucket(&settings).await,

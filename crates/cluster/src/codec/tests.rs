@@ -97,16 +97,21 @@ fn bucket() -> impl Strategy<Value = Bucket> {
         proptest::collection::vec(vbucket(), 1..20),
         0u8..4,
         0u8..4,
-        (manifest(), any::<u64>()),
+        (manifest(), any::<u64>(), any::<bool>()),
     )
         .prop_map(
-            |(name, vbuckets, replicas, durability, (manifest, design_rev))| Bucket {
+            |(name, vbuckets, replicas, durability, (manifest, design_rev, every))| Bucket {
                 name,
                 vbucket_count: vbuckets.len() as u16,
                 replicas,
                 durability_min: durability_from(durability).unwrap_or(Durability::None),
                 manifest,
                 design_rev,
+                copies: if every {
+                    Copies::EveryMember
+                } else {
+                    Copies::Replicas
+                },
                 vbuckets,
             },
         )
@@ -231,10 +236,10 @@ fn votes_round_trip_and_unknown_versions_are_refused() {
         assert_eq!(decode_vote(&encode_vote(&vote)), Ok(vote));
     }
     let mut bytes = encode_command(&Command::DropBucket { name: "b".into() });
-    bytes[0] = 5;
+    bytes[0] = MAP_VERSION + 1;
     assert_eq!(
         decode_command(&bytes),
-        Err(DecodeError("unknown version 5".into()))
+        Err(DecodeError("unknown version 6".into()))
     );
     bytes[0] = MAP_VERSION;
     bytes.push(0);
@@ -331,6 +336,7 @@ fn version_3_buckets_read_with_the_default_manifest() {
                 (&Manifest::default(), 0)
             );
             assert_eq!(bucket.vbuckets[0].replicas, vec![2]);
+            assert_eq!(bucket.copies, Copies::Replicas);
         }
         other => panic!("{other:?}"),
     }
@@ -343,4 +349,47 @@ fn version_3_buckets_read_with_the_default_manifest() {
         decode_command(&w.0),
         Err(DecodeError("unknown command kind 5".into()))
     );
+}
+
+/// Version 4 buckets have no `copies` byte (they read as `Replicas`); version 5 refuses a
+/// `copies` it does not know.
+#[test]
+fn version_4_buckets_keep_their_replicas_and_unknown_copies_are_refused() {
+    let bucket = |version: u8, copies: Option<u8>| {
+        let mut w = Writer::default();
+        w.u8(version);
+        w.u8(3);
+        w.str("_users");
+        w.u16(1);
+        w.u8(0);
+        w.u8(0);
+        w.blob(&Manifest::default().encode());
+        w.u64(2);
+        if let Some(copies) = copies {
+            w.u8(copies);
+        }
+        write_vbucket(
+            &mut w,
+            &Vbucket {
+                active: Some(1),
+                replicas: vec![],
+                epoch: 4,
+            },
+        );
+        decode_command(&w.0)
+    };
+    for (version, copies, expected) in [
+        (4, None, Copies::Replicas),
+        (5, Some(0), Copies::Replicas),
+        (5, Some(1), Copies::EveryMember),
+    ] {
+        match bucket(version, copies) {
+            Ok(Command::CreateBucket(read)) => {
+                assert_eq!((read.copies, read.design_rev), (expected, 2));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(bucket(5, Some(2)), Err(DecodeError("copies".into())));
+    assert!(bucket(6, Some(0)).is_err());
 }

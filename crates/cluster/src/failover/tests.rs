@@ -70,6 +70,7 @@ fn the_plan_keeps_the_failed_node_in_the_chain_and_names_the_epoch() {
             durability_min: Durability::None,
             manifest: Default::default(),
             design_rev: 0,
+            copies: Default::default(),
             vbuckets: vec![entry(1, &[2]), entry(2, &[1])],
         },
     );

@@ -56,6 +56,11 @@
 //!    vbucket), in rounds of steps on distinct nodes, until none is left. A vbucket that costs
 //!    nothing is never moved by this step; planning again on a plan's result moves nothing.
 //!
+//! A bucket with copies on every member (the accounts databases, cluster-map.md) is not
+//! balanced: every node of the new set holds every vbucket, each active stays where it is while
+//! its node serves, else the first surviving replica takes it (a promotion), and the nodes new
+//! to a chain are appended to it.
+//!
 //! The lower bound (`bound.rs`) is the larger of the copies no valid plan can avoid and the
 //! bytes any plan needs to lift every node to the least loaded node's disk bytes and load in
 //! this plan. docs/rebalance.md has the figures of the simulation (`scenario.rs`,
@@ -74,7 +79,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub use load::{node_loads, Balance, Spread, VbucketLoad, Weights};
 
-use crate::map::{Bucket, NodeId, Vbucket};
+use crate::map::{Bucket, Copies, NodeId, Vbucket};
 use layout::Layout;
 use load::{loads_of, CostModel};
 
@@ -151,6 +156,9 @@ pub fn plan(request: &Request<'_>) -> Plan {
     let bytes: Vec<u64> = (0..old.len())
         .map(|vb| request.loads.get(vb).map_or(0, |load| load.disk_bytes))
         .collect();
+    if bucket.copies == Copies::EveryMember {
+        return every_member(request, &model, &bytes);
+    }
     let mut layout = Layout::keep(bucket, request.nodes, request.groups);
     let bytes_required = bound::required_bytes(&layout, old, &bytes);
     layout.fill(&model);
@@ -177,6 +185,63 @@ pub fn plan(request: &Request<'_>) -> Plan {
         steps: outcome.steps,
         rounds: outcome.rounds,
         capped: outcome.capped,
+    }
+}
+
+/// The plan of a bucket with copies on every member (module doc): nothing to balance.
+fn every_member(request: &Request<'_>, model: &CostModel, bytes: &[u64]) -> Plan {
+    let old = &request.bucket.vbuckets;
+    let vbuckets: Vec<Vbucket> = old
+        .iter()
+        .map(|entry| {
+            let mut chain: Vec<NodeId> = entry
+                .chain()
+                .filter(|node| request.nodes.contains(node))
+                .collect();
+            let missing: Vec<NodeId> = request
+                .nodes
+                .iter()
+                .copied()
+                .filter(|node| !chain.contains(node))
+                .collect();
+            chain.extend(missing);
+            let (active, replicas) = match entry.active {
+                // Without an active it stays so (module doc), its copies where they are.
+                None => (None, entry.replicas.clone()),
+                Some(_) => (
+                    chain.first().copied(),
+                    chain.iter().skip(1).copied().collect(),
+                ),
+            };
+            Vbucket {
+                active,
+                replicas,
+                epoch: entry.epoch,
+            }
+        })
+        .collect();
+    let moves = moves(old, &vbuckets, bytes);
+    let bytes_moved = moves
+        .iter()
+        .fold(0, |sum: u64, step| sum.saturating_add(step.bytes));
+    let mut holders: BTreeSet<NodeId> = old.iter().flat_map(|entry| entry.chain()).collect();
+    holders.extend(request.nodes.iter().copied());
+    Plan {
+        before: Balance::over(&loads_of(old, model), &holders),
+        after: Balance::over(&loads_of(&vbuckets, model), request.nodes),
+        without_active: (0..vbuckets.len())
+            .filter(|vb| vbuckets[*vb].active.is_none())
+            .filter_map(|vb| u16::try_from(vb).ok())
+            .collect(),
+        vbuckets,
+        moves,
+        bytes_moved,
+        // Every copy it makes is one no plan avoids.
+        bytes_required: bytes_moved,
+        bytes_filling: 0,
+        steps: 0,
+        rounds: 0,
+        capped: false,
     }
 }
 

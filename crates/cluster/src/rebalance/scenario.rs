@@ -173,6 +173,7 @@ impl Scenario {
             vbucket_count: self.vbuckets,
             replicas: self.replicas,
             durability_min: Durability::None,
+            copies: Default::default(),
         };
         let nodes: Vec<NodeId> = self.before.iter().copied().collect();
         let mut bucket = placement::place(&settings, &nodes);

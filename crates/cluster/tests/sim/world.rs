@@ -193,6 +193,7 @@ impl World {
                 vbucket_count: vbuckets,
                 replicas: self.rng.gen_range(1..=3),
                 durability_min: Durability::Majority,
+                copies: Default::default(),
             };
             let deadline = tokio::time::Instant::now() + Duration::from_millis(10_000);
             loop {

@@ -17,6 +17,7 @@ fn settings(vbuckets: u16, replicas: u8) -> BucketSettings {
         vbucket_count: vbuckets,
         replicas,
         durability_min: Durability::None,
+        copies: Default::default(),
     }
 }
 
@@ -357,4 +358,44 @@ fn a_chain_longer_than_the_replica_count_is_trimmed_without_copying() {
     let trimmed = &planned.moves[0];
     assert_eq!((trimmed.vbucket, trimmed.bytes), (0, 0));
     assert_eq!(trimmed.dropped.len(), 1);
+}
+
+#[test]
+fn a_bucket_on_every_member_gets_every_node_and_keeps_its_actives() {
+    let mut bucket = placement::place(&settings(8, 0), &[1]);
+    bucket.copies = crate::map::Copies::EveryMember;
+    for entry in &mut bucket.vbuckets {
+        entry.replicas = vec![2, 3];
+    }
+    // Node 1 (every active) stays, 3 leaves, 4 joins.
+    let planned = run_unchecked(&bucket, &ids(&[1, 2, 4]));
+    assert!(planned
+        .vbuckets
+        .iter()
+        .all(|entry| entry.active == Some(1) && entry.replicas == vec![2, 4]));
+    assert_eq!(planned.moves.len(), 8);
+    assert!(planned
+        .moves
+        .iter()
+        .all(|step| step.copies == vec![4] && step.dropped == vec![3]));
+    assert_eq!(planned.bytes_moved, 8 * 1_000_000);
+    // Node 1 leaves: the first surviving replica takes every active, nothing is copied.
+    let planned = run_unchecked(&bucket, &ids(&[2, 3]));
+    assert!(planned
+        .vbuckets
+        .iter()
+        .all(|entry| entry.active == Some(2) && entry.replicas == vec![3]));
+    assert!(planned.moves.iter().all(|step| step.promoted == Some(2)));
+    assert_eq!(planned.bytes_moved, 0);
+}
+
+/// `run` without the replica-count checks of ordinary buckets.
+fn run_unchecked(bucket: &Bucket, nodes: &BTreeSet<NodeId>) -> Plan {
+    plan(&Request {
+        bucket,
+        nodes,
+        groups: &BTreeMap::new(),
+        loads: &uniform(bucket.vbucket_count),
+        weights: Weights::default(),
+    })
 }
