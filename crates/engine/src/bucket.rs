@@ -431,6 +431,18 @@ impl Bucket {
         self.skips.record(&self.name, kind, vbucket, key, reason);
     }
 
+    /// After a committed change of documents: moves the accounts epoch if this is an accounts
+    /// bucket (a front-door write, a replica batch, a replica's rollback alike).
+    pub(crate) fn accounts_changed(&self) {
+        if self
+            .access
+            .writes_move_epoch
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            self.access.epoch.advance_accounts();
+        }
+    }
+
     /// Whether this bucket's committed writes move the accounts epoch (its documents are
     /// accounts).
     pub(crate) fn set_writes_move_epoch(&self, moves: bool) {
@@ -802,13 +814,7 @@ impl Bucket {
                     .fetch_max(done.seqno, std::sync::atomic::Ordering::AcqRel);
             }
         }
-        if self
-            .access
-            .writes_move_epoch
-            .load(std::sync::atomic::Ordering::Acquire)
-        {
-            self.access.epoch.advance_accounts();
-        }
+        self.accounts_changed();
         let designs = writes
             .iter()
             .any(|write| write.key.starts_with(b"_design/"));

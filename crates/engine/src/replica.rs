@@ -359,6 +359,9 @@ impl Bucket {
         };
         pending.await?;
         self.visible_high[vbucket as usize].fetch_max(high, Ordering::AcqRel);
+        if applied > 0 {
+            self.accounts_changed();
+        }
         self.changed.send_modify(|version| *version += 1);
         Ok(applied)
     }
@@ -465,6 +468,7 @@ impl Bucket {
         };
         pending.await?;
         self.failover_heads[vbucket as usize].store(0, Ordering::Release);
+        self.accounts_changed();
         self.changed.send_modify(|version| *version += 1);
         Ok(())
     }

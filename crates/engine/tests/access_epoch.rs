@@ -60,3 +60,70 @@ async fn the_epoch_moves_with_users_security_and_buckets_only() {
         "neither moves the accounts' epoch"
     );
 }
+
+/// A replica batch applied to, and a rollback of, an accounts bucket move the accounts epoch
+/// as a front-door write does (cluster-map.md, "Accounts on every member"): a node's cached
+/// logins follow accounts changed through another node. Other buckets' replica batches do not.
+#[tokio::test]
+async fn replicated_account_changes_move_the_accounts_epoch() {
+    use settee_engine::{ReplicaBatch, ReplicaDoc, ReplicaItem, StreamEntry, VbRole};
+    let (active_dir, replica_dir) = (
+        tempfile::tempdir().expect("a"),
+        tempfile::tempdir().expect("b"),
+    );
+    let active = Engine::open(active_dir.path(), EngineOptions::default()).expect("open");
+    let replica = Engine::open(replica_dir.path(), EngineOptions::default()).expect("open");
+    let accounts = || replica.access_epoch().accounts();
+    for name in [USERS_BUCKET, "data"] {
+        active.create_bucket(name, 1).await.expect("create");
+        replica.create_bucket(name, 1).await.expect("create");
+        let source = active.bucket(name).expect("bucket");
+        source
+            .kv_mutate(
+                b"org.couchdb.user:bob",
+                store(b"{}"),
+                &settee_engine::Writer::system(),
+            )
+            .await
+            .expect("write");
+        let items: Vec<ReplicaItem> = source
+            .vbucket_stream(0, 0, 100)
+            .expect("stream")
+            .into_iter()
+            .filter_map(|entry| match entry {
+                StreamEntry::Change(change) => {
+                    let (record, attachments) = source.replica_record(&change).expect("read")?;
+                    Some(ReplicaItem::Doc(ReplicaDoc {
+                        seqno: change.seqno,
+                        cas: change.cas,
+                        collection: change.collection,
+                        key: change.key.clone(),
+                        deleted: change.deleted,
+                        record,
+                        attachments,
+                    }))
+                }
+                StreamEntry::Event(event) => Some(ReplicaItem::Event(event)),
+            })
+            .collect();
+        let high = source.high_seqnos().get(0);
+        let target = replica.bucket(name).expect("bucket");
+        target
+            .set_vbucket_role(0, VbRole::Replica)
+            .await
+            .expect("role");
+        let before = accounts();
+        let batch = ReplicaBatch {
+            items,
+            high_seqno: high,
+            snapshot: (0, high),
+        };
+        assert_eq!(target.apply_replica(0, batch).await.expect("apply"), 1);
+        let moved = accounts() != before;
+        assert_eq!(moved, name == USERS_BUCKET, "a replica batch of {name}");
+        let before = accounts();
+        target.reset_replica(0).await.expect("reset");
+        let moved = accounts() != before;
+        assert_eq!(moved, name == USERS_BUCKET, "a rollback of {name}");
+    }
+}
