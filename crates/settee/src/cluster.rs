@@ -75,6 +75,8 @@ pub struct Cluster {
     pub node: Arc<ClusterNode>,
     /// The pooled connections to peers, shared by Raft and forwarded HTTP requests.
     pub transport: TcpTransport,
+    /// This start joined a cluster through `--join` (it takes the cluster's accounts).
+    pub joined: bool,
     server: tokio::task::JoinHandle<()>,
 }
 
@@ -139,9 +141,10 @@ pub async fn start(
         secret,
         shutdown,
     ));
-    let cluster = Cluster {
+    let mut cluster = Cluster {
         node,
         transport: transport.clone(),
+        joined: false,
         server,
     };
     let begun = match (cluster.node.is_initialized().await?, &settings.join) {
@@ -159,6 +162,7 @@ pub async fn start(
             .map(|()| println!("settee cluster node {id} on {cluster_addr}: a new cluster"))
             .context("bootstrapping a one-node cluster"),
         (false, Some(via)) => join(&transport, member, via).await.map(|revision| {
+            cluster.joined = true;
             println!(
                 "settee cluster node {id} on {cluster_addr}: joined through {via} (map revision {revision})"
             )

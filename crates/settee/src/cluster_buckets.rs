@@ -6,8 +6,13 @@
 //! (`cluster_topology.rs`). A request is answered once this node has followed the map to the
 //! change's revision, so what the client does next here sees it.
 //!
-//! A bucket this node had before it joined a cluster (and the system databases, `_users` and
-//! `_replicator`, which every node keeps for itself) is not in the map: it stays a local bucket,
+//! The accounts databases (`_users`, and a node's `[chttpd_auth] authentication_db` created
+//! through it) are buckets of the map with a copy on every member, every vbucket active on the
+//! node that created it (docs/format/cluster-map.md, "Accounts on every member"): the node that
+//! bootstraps the cluster puts its `_users` there ([`ClusterBuckets::provide_accounts`]).
+//!
+//! A bucket this node had before it joined a cluster (and `_replicator`, which every node keeps
+//! for itself) is not in the map: it stays a local bucket,
 //! served whole by this node as before, and other nodes do not know it. If the cluster later
 //! creates a bucket of the same name, the local one is kept and used as the cluster's copy on
 //! this node when its vbucket count matches; otherwise the node keeps serving it locally
@@ -18,7 +23,7 @@ use std::sync::{Arc, Weak};
 
 use settee_cluster::command::{Applied, BucketSettings, Command};
 use settee_cluster::map::{
-    AutoFailover, ClusterMap, Durability, MemberState, NodeId, REPLICAS_MAX,
+    AutoFailover, ClusterMap, Copies, Durability, MemberState, NodeId, REPLICAS_MAX,
 };
 use settee_cluster::node::ClusterNode;
 use settee_http::{ClusterRefusal, HttpState};
@@ -90,6 +95,45 @@ impl ClusterBuckets {
         self.followed.clone()
     }
 
+    /// Puts this node's `_users` in the map with a copy on every member, when the map has none:
+    /// called by a node that bootstrapped the cluster or carries on from its stored log, never
+    /// by one that joined (it takes the cluster's accounts). Losing a race to another node is
+    /// no failure: the map then has the other node's. `false` when it could not be settled
+    /// now (no Raft leader yet): the caller tries again.
+    pub async fn provide_accounts(&self) -> bool {
+        const USERS: &str = "_users";
+        let Some(local) = self
+            .http
+            .upgrade()
+            .and_then(|http| http.engine.bucket(USERS))
+        else {
+            return true;
+        };
+        if self.node.map().buckets.contains_key(USERS) {
+            return true;
+        }
+        let provided = self
+            .create(
+                USERS,
+                Some(local.vbuckets()),
+                None,
+                Durability::None,
+                Copies::EveryMember,
+            )
+            .await;
+        match provided {
+            Ok(()) => {
+                tracing::info!("this node's accounts are the cluster's");
+                true
+            }
+            Err(BucketRefusal::Exists) => true,
+            Err(error) => {
+                tracing::warn!(?error, "putting _users in the cluster map failed");
+                false
+            }
+        }
+    }
+
     /// Creates `name` across the cluster; returns once it is open here.
     pub async fn create(
         &self,
@@ -97,6 +141,7 @@ impl ClusterBuckets {
         vbuckets: Option<u16>,
         replicas: Option<u8>,
         durability_min: Durability,
+        copies: Copies,
     ) -> Result<(), BucketRefusal> {
         let map = self.node.map();
         if map.buckets.contains_key(name) {
@@ -112,6 +157,7 @@ impl ClusterBuckets {
             vbucket_count: vbuckets,
             replicas: replicas_for(replicas, map.active_members().count()),
             durability_min,
+            copies,
         };
         match self.node.create_bucket(&settings).await {
             Ok(Applied::Revision(revision)) => self.followed_to(revision).await,
@@ -241,9 +287,15 @@ impl HttpBuckets {
         replicas: Option<u8>,
     ) -> settee_http::ClusterChange<'_> {
         let db = db.to_owned();
+        // An accounts database (`_users`, or this node's authentication_db) is on every member.
+        let copies = if settee_auth::is_users_db(&db) {
+            Copies::EveryMember
+        } else {
+            Copies::Replicas
+        };
         Box::pin(async move {
             self.0
-                .create(&db, Some(vbuckets), replicas, Durability::None)
+                .create(&db, Some(vbuckets), replicas, Durability::None, copies)
                 .await
                 .map_err(http_refusal)
         })
@@ -275,6 +327,7 @@ impl BucketAdmin for KvBuckets {
                     bucket.vbuckets,
                     bucket.replicas,
                     crate::cluster_replicas::durability_of(bucket.durability_min),
+                    Copies::Replicas,
                 )
                 .await
         })

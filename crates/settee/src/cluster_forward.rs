@@ -699,6 +699,7 @@ mod tests {
                 durability_min: Durability::None,
                 manifest: Default::default(),
                 design_rev: 0,
+                copies: Default::default(),
                 vbuckets,
             },
         );

@@ -323,6 +323,7 @@ mod tests {
             durability_min: Durability::None,
             manifest: Default::default(),
             design_rev: 0,
+            copies: Default::default(),
             vbuckets: vbuckets
                 .iter()
                 .map(|(active, replicas)| Vbucket {

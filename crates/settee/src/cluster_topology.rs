@@ -148,6 +148,7 @@ mod tests {
             vbucket_count: 64,
             replicas: 1,
             durability_min: Durability::None,
+            copies: Default::default(),
         };
         let bucket = placement::place(&settings, &[10, 20, 30]);
         assert!(matches!(

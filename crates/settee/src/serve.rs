@@ -17,6 +17,10 @@ use crate::secrets;
 /// How long a cluster node waits for its first serving lease before it opens its doors.
 const LEASE_AT_START: Duration = Duration::from_secs(2);
 
+/// How many times a node that carries on from its stored log tries, a second apart, to put its
+/// `_users` in a cluster map that has none (it waits for a Raft leader).
+const ACCOUNTS_ATTEMPTS: u32 = 60;
+
 /// Databases CouchDB 3 expects on a single node.
 const SYSTEM_DBS: [&str; 2] = ["_users", "_replicator"];
 
@@ -273,6 +277,18 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
             )
             .await;
             crate::cluster_manifests::route_through(&engine, &buckets);
+            // The accounts of the node that formed the cluster are the cluster's.
+            if !started.joined && !buckets.provide_accounts().await {
+                let buckets = buckets.clone();
+                tokio::spawn(async move {
+                    for _ in 0..ACCOUNTS_ATTEMPTS {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        if buckets.provide_accounts().await {
+                            return;
+                        }
+                    }
+                });
+            }
             // Validation functions hold on every node (cluster_designs.rs).
             let designs = crate::cluster_designs::ClusterDesigns::new(
                 started.node.clone(),

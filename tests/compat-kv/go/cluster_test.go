@@ -3,8 +3,8 @@ package compatkv
 // Cluster mode (SETTEE_CLUSTER=N): the same tests against N settee nodes. Node 1 makes the
 // cluster, the others join it one at a time; each node gets the single node's TLS doors (one test
 // CA for all), its own free ports and directory and its own process group. Once every node lists
-// N members, prepare() runs on node 1 and the accounts (per node in settee) on the others; then
-// every node must serve every database. The tests get node 1 as srv (its HTTP door) with
+// N members, prepare() runs on node 1; then every node must log alice in (accounts are the
+// cluster's) and serve every database. The tests get node 1 as srv (its HTTP door) with
 // connection strings that list every node's KV (and KV TLS) door.
 
 import (
@@ -101,11 +101,12 @@ func (s *settee) startNodes(n int) error {
 	if err := s.prepare(); err != nil {
 		return err
 	}
-	// Accounts live in each node's own `_users` (ARCHITECTURE.md: `_users` is not in the map).
-	for _, peer := range s.peers {
-		if err := peer.do(accounts); err != nil {
-			return err
-		}
+	// Accounts are the cluster's: made through the first node, they reach every node's copy
+	// of `_users` (trudy is only ever refused, so she need not have arrived).
+	if err := waitForEvery(nodes, "alice to log in", func(node *settee) bool {
+		return node.logsIn("alice", "alicepw")
+	}); err != nil {
+		return err
 	}
 	for _, db := range []string{"default", "private", "small"} {
 		if err := waitForEvery(nodes, "database "+db, func(node *settee) bool {

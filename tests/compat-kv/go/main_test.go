@@ -203,8 +203,8 @@ type step struct {
 	statuses     []int
 }
 
-// accounts are the users prepare makes; a cluster makes them on every node (its `_users` is
-// per node).
+// accounts are the users prepare makes (once for a cluster: `_users` has a copy on every
+// node).
 var accounts = []step{
 	{"PUT", "/_users/org.couchdb.user:alice",
 		map[string]any{"name": "alice", "password": "alicepw", "roles": []string{}, "type": "user"},
@@ -269,6 +269,29 @@ func (s *settee) stop() {
 }
 
 // http sends one request to the CouchDB door as the admin; body nil means no body.
+// logsIn reports whether name:password logs in on the node's HTTP door.
+func (s *settee) logsIn(name, password string) bool {
+	request, err := http.NewRequest("GET", s.httpURL+"/_session", nil)
+	if err != nil {
+		return false
+	}
+	request.SetBasicAuth(name, password)
+	response, err := http.DefaultClient.Do(request)
+	if err != nil {
+		return false
+	}
+	defer response.Body.Close()
+	var session struct {
+		UserCtx struct {
+			Name *string `json:"name"`
+		} `json:"userCtx"`
+	}
+	if response.StatusCode != 200 || json.NewDecoder(response.Body).Decode(&session) != nil {
+		return false
+	}
+	return session.UserCtx.Name != nil && *session.UserCtx.Name == name
+}
+
 func (s *settee) http(method, path string, body any) (int, []byte, error) {
 	var reader io.Reader
 	if body != nil {

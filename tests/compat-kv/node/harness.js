@@ -7,9 +7,9 @@
 // Cluster mode (SETTEE_CLUSTER=N, as in the Go suite's cluster_test.go): each test file gets N
 // nodes instead. Node 1 makes the cluster, the others join it one at a time; each node gets the
 // single node's TLS doors (one test CA for all), its own free ports and directory and its own
-// process group. Once every node lists N active members, prepare() runs on node 1 and the
-// accounts (per node in settee: `_users` is not in the cluster map) on the others; then every
-// node must serve every database. The tests get node 1 as `settee` (its HTTP door) with
+// process group. Once every node lists N active members, prepare() runs on node 1; then every
+// node must log alice in (accounts are the cluster's: `_users` has a copy on every node) and
+// serve every database. The tests get node 1 as `settee` (its HTTP door) with
 // connection strings that list every node's KV (and KV TLS) door. Three nodes per file are
 // heavy on a small machine: bound the files run at once (node --test --test-concurrency=4).
 'use strict';
@@ -125,7 +125,7 @@ async function expectStatus(promise, ...statuses) {
   assert.ok(statuses.includes(status), `HTTP setup answered ${status}: ${text}`);
 }
 
-// The users prepare makes; a cluster makes them on every node (its `_users` is per node).
+// The users prepare makes (once for a cluster: `_users` has a copy on every node).
 async function makeAccounts(settee) {
   await expectStatus(settee.http('PUT', '/_users/org.couchdb.user:alice',
     { name: 'alice', password: 'alicepw', roles: [], type: 'user' }), 201, 202);
@@ -285,8 +285,12 @@ async function startClusterOnce(n) {
         && json.members.every((member) => member.state === 'active');
     });
     await prepare(first);
-    // Accounts live in each node's own `_users` (ARCHITECTURE.md: `_users` is not in the map).
-    for (const peer of first.peers) await makeAccounts(peer);
+    // Accounts are the cluster's: made through node 1, they reach every node's copy.
+    const alice = { username: 'alice', password: 'alicepw' };
+    await waitForEvery(nodes, 'alice to log in', async (node) => {
+      const { status, json } = await node.http('GET', '/_session', undefined, alice);
+      return status === 200 && json?.userCtx?.name === 'alice';
+    });
     for (const db of ['default', 'private', 'small']) {
       await waitForEvery(nodes, `database ${db}`, async (node) => (await node.http('GET', `/${db}`)).status === 200);
     }

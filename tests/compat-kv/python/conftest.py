@@ -8,9 +8,9 @@ through the CouchDB HTTP API (buckets `default`, `private`, `small?q=8`, user al
 SETTEE_CLUSTER=N runs the same tests against an N-node cluster, as the Go suite does
 (go/cluster_test.go): node 1 makes the cluster, the others join it one at a time, each with the
 single node's TLS doors (one test CA for all), its own free ports, data directory and process
-group. Once every node lists N active members, node 1 is prepared as a single node is and the
-accounts (`_users` is per node) are made on the others; then every node must serve every
-database. The `settee` fixture is node 1 (its HTTP door), with connection strings that list
+group. Once every node lists N active members, node 1 is prepared as a single node is; then
+every node must log alice in (accounts are the cluster's: `_users` has a copy on every node) and
+serve every database. The `settee` fixture is node 1 (its HTTP door), with connection strings that list
 every node's KV (and KV TLS) door. Tests that do not use the `settee` fixture start their own
 servers and would only repeat the single-node run: they are skipped in cluster mode.
 """
@@ -149,9 +149,15 @@ def expect(status_body, *statuses):
 
 
 def make_accounts(settee):
-    """The users `prepare` makes; a cluster makes them on every node (its `_users` is per node)."""
+    """The users `prepare` makes (once for a cluster: `_users` has a copy on every node)."""
     expect(settee.http("PUT", "/_users/org.couchdb.user:alice",
                        {"name": "alice", "password": "alicepw", "roles": [], "type": "user"}), 201, 202)
+
+
+def logs_in(node, name, password):
+    """Whether name:password logs in on `node`'s HTTP door."""
+    status, body = node.http("GET", "/_session", user=(name, password))
+    return status == 200 and isinstance(body, dict) and body.get("userCtx", {}).get("name") == name
 
 
 def prepare(settee):
@@ -252,8 +258,7 @@ def running_cluster(size):
             wait_for_every(servers, "the cluster map to list every member as active",
                            lambda server: active_members(server) == size)
             prepare(servers[0])
-            for peer in servers[1:]:
-                make_accounts(peer)
+            wait_for_every(servers, "alice to log in", lambda server: logs_in(server, "alice", "alicepw"))
             for db in ("default", "private", "small"):
                 wait_for_every(servers, f"database {db}",
                                lambda server: server.http("GET", f"/{db}")[0] == 200)

@@ -28,9 +28,9 @@ def refused(error):
 def replication(settee):
     """A replication document alice wrote over HTTP, naming a peer with her password.
 
-    In a cluster (SETTEE_CLUSTER) each node has its own `_replicator`, as its own `_users`
-    (ARCHITECTURE.md: not in the cluster map), and the SDK opens the bucket on any node: the
-    security object and the documents are written on every node."""
+    In a cluster (SETTEE_CLUSTER) each node has its own `_replicator` (ARCHITECTURE.md: not in
+    the cluster map), and the SDK opens the bucket on any node: the security object and the
+    documents are written on every node."""
     members = {"members": {"names": ["alice"], "roles": []}, "admins": {"names": [], "roles": []}}
     doc_id = f"alices-{time.time_ns()}"
     doc = {

@@ -10,7 +10,7 @@ import pytest
 from couchbase.exceptions import AuthenticationException, CouchbaseException
 from couchbase.options import GetOptions, UpsertOptions
 
-from conftest import expect, wait_for_every, wait_until_ready
+from conftest import expect, logs_in, wait_for_every, wait_until_ready
 
 QUICK = timedelta(seconds=3)
 EACCESS = 0x24
@@ -20,19 +20,20 @@ def refused(error):
     return f"'status_code': {EACCESS}" in str(error)
 
 
-# `_users` is per node (ARCHITECTURE.md: not in the cluster map): in a cluster (SETTEE_CLUSTER)
-# an account is made and deleted on every node, as conftest makes alice's.
+# Accounts are the cluster's (`_users` has a copy on every node): in a cluster (SETTEE_CLUSTER)
+# an account is made or deleted through node 1 and counts on another node once its copy has the
+# change, so each helper returns when every node's HTTP door agrees.
 def make_user(settee, name, password):
-    for node in settee.nodes:
-        expect(node.http("PUT", f"/_users/org.couchdb.user:{name}",
-                         {"name": name, "password": password, "roles": [], "type": "user"}), 201, 202)
+    expect(settee.http("PUT", f"/_users/org.couchdb.user:{name}",
+                       {"name": name, "password": password, "roles": [], "type": "user"}), 201, 202)
+    wait_for_every(settee.nodes, f"{name} to log in", lambda node: logs_in(node, name, password))
 
 
-def delete_user(settee, name):
-    for node in settee.nodes:
-        status, body = node.http("GET", f"/_users/org.couchdb.user:{name}")
-        assert status == 200, body
-        expect(node.http("DELETE", f"/_users/org.couchdb.user:{name}?rev={body['_rev']}"), 200)
+def delete_user(settee, name, password):
+    status, body = settee.http("GET", f"/_users/org.couchdb.user:{name}")
+    assert status == 200, body
+    expect(settee.http("DELETE", f"/_users/org.couchdb.user:{name}?rev={body['_rev']}"), 200, 202)
+    wait_for_every(settee.nodes, f"{name} to be gone", lambda node: not logs_in(node, name, password))
 
 
 def set_members(settee, db, names):
@@ -90,7 +91,7 @@ def test_a_deleted_user_loses_an_open_connection_and_cannot_reconnect(settee, us
     cluster, collection = connect(settee, name, "carolpw", db)
     try:
         collection.upsert("k", {"n": 1})
-        delete_user(settee, name)
+        delete_user(settee, name, "carolpw")
         assert_refused(lambda: collection.get("k", GetOptions(timeout=QUICK)))
         assert_refused(lambda: collection.upsert("k", {"n": 2}, UpsertOptions(timeout=QUICK)))
     finally:
