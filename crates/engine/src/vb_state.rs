@@ -2,7 +2,7 @@
 //! (`meta` `bucket/cstats/`, `docs/format/collections.md`): what a write batch changes and
 //! persists while it holds the vbucket's lock.
 
-use settee_storage::{Batch, Cf, Store};
+use settee_storage::{Batch, Cf, Store, StoreError};
 
 use crate::error::EngineError;
 use crate::keys;
@@ -161,8 +161,23 @@ pub(crate) fn read_states(
     cids: &[u32],
     seqno_floor: u64,
 ) -> Result<(VbState, Vec<(u32, VbState)>), EngineError> {
+    let read = |keys: &[Vec<u8>]| store.multi_get(Cf::Meta, keys);
+    read_states_with(read, bucket_id, vbucket, cids, seqno_floor)
+}
+
+/// [`read_states`] through `read`, a multi-get of `meta` keys: a snapshot's, for an export.
+pub(crate) fn read_states_with(
+    read: impl Fn(&[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError>,
+    bucket_id: u32,
+    vbucket: u16,
+    cids: &[u32],
+    seqno_floor: u64,
+) -> Result<(VbState, Vec<(u32, VbState)>), EngineError> {
     let corrupt = |what: &str| EngineError::Corrupt(what.into());
-    let mut vb = match store.get(Cf::Meta, &keys::meta::vb_stats(bucket_id, vbucket))? {
+    let vb_stats = read(&[keys::meta::vb_stats(bucket_id, vbucket)])?
+        .pop()
+        .flatten();
+    let mut vb = match vb_stats {
         Some(raw) => VbState::decode(&raw).ok_or_else(|| corrupt("vbucket stats"))?,
         None => VbState::default(),
     };
@@ -170,7 +185,7 @@ pub(crate) fn read_states(
         .iter()
         .map(|cid| keys::meta::collection_stats(bucket_id, *cid, vbucket))
         .collect();
-    let stored = store.multi_get(Cf::Meta, &stat_keys)?;
+    let stored = read(&stat_keys)?;
     let mut states: Vec<(u32, Option<VbState>)> = Vec::with_capacity(cids.len());
     for (cid, raw) in cids.iter().zip(stored) {
         let Some(raw) = raw else {

@@ -3,13 +3,62 @@
 //! target's bucket id in every key and ingested whole, the target reads every document of the
 //! vbucket (winner, body, deleted or not) and its change entries exactly as the source had them
 //! at the export; writes after the export are not carried; other vbuckets are not touched; a
-//! file of another vbucket is refused before anything is ingested.
+//! file of another vbucket is refused before anything is ingested. The index rows' file is the
+//! indexer's exporter's (here a stand-in: settee-mango's `vbucket_index_rows_move` test has the
+//! real one), written from the same snapshot and ingested into the `view` family; one of
+//! another bucket is refused.
+
+use std::path::Path;
 
 use bytes::Bytes;
-use settee_engine::{DocUpdate, Engine, EngineOptions};
+use settee_engine::export::{ExportedGroup, IndexExport, IndexExporter, VbucketSnapshot};
+use settee_engine::{DocUpdate, Engine, EngineError, EngineOptions};
+use settee_storage::{write_sst, Cf};
 
 const VBUCKETS: u16 = 8;
 const MOVED: u16 = 3;
+
+/// Group 7 of the stand-in's rows.
+const GROUP: [u8; 4] = [0, 0, 0, 7];
+
+/// An indexer's exporter stand-in: one entry per document of the vbucket's collection 0,
+/// `bucket | group 7 | 0x02 | id` (a back-index key's shape).
+struct OneEntryPerDoc;
+
+impl IndexExporter for OneEntryPerDoc {
+    fn export(
+        &self,
+        source: &VbucketSnapshot<'_>,
+        path: &Path,
+        target_bucket_id: u32,
+    ) -> Result<IndexExport, EngineError> {
+        let ids: Vec<Vec<u8>> = source.doc_ids(0).collect::<Result<_, _>>()?;
+        let file = write_sst(
+            path,
+            ids.iter().map(|id| {
+                let mut key = target_bucket_id.to_be_bytes().to_vec();
+                key.extend_from_slice(&GROUP);
+                key.push(0x02);
+                key.extend_from_slice(id);
+                Ok((key, Vec::new()))
+            }),
+        )?;
+        Ok(IndexExport {
+            file,
+            groups: vec![ExportedGroup {
+                collection: 0,
+                signature: [1; 16],
+                name: "_design/stand-in".into(),
+                views: vec!["ids".into()],
+                source_group: 3,
+                target_group: 7,
+                indexed_seqno: 0,
+                rows: vec![ids.len() as u64],
+            }],
+            skipped: Vec::new(),
+        })
+    }
+}
 
 fn update(key: &str, parent: Option<settee_engine::RevId>, deleted: bool, n: usize) -> DocUpdate {
     DocUpdate {
@@ -84,9 +133,11 @@ async fn a_vbucket_moves_as_files_between_engines() {
     let changes_before = source.vbucket_changes(MOVED, 0, 10_000).expect("changes");
 
     let export = source
-        .export_vbucket_files(MOVED, dirs[2].path(), target.id())
+        .export_vbucket_files(MOVED, dirs[2].path(), target.id(), Some(&OneEntryPerDoc))
         .expect("export");
     assert_eq!(export.snapshot_seqno, source.high_seqnos().get(MOVED));
+    assert_eq!(export.groups.len(), 1);
+    assert_eq!(export.groups[0].rows, [moved.len() as u64]);
     let names: Vec<&str> = export
         .files
         .iter()
@@ -100,7 +151,14 @@ async fn a_vbucket_moves_as_files_between_engines() {
         .collect();
     // `att` holds the old revision bodies of the updated documents; `exp` is empty and makes
     // no file.
-    assert_eq!(names, ["doc.sst", "seq.sst", "local.sst", "att.sst"]);
+    assert_eq!(
+        names,
+        ["doc.sst", "seq.sst", "local.sst", "att.sst", "view.sst"]
+    );
+    let view_file = export.files.last().expect("view.sst");
+    assert_eq!(view_file.cf, Cf::View);
+    // The same snapshot as the document files: the same documents.
+    assert_eq!(view_file.file.keys, export.files[0].file.keys);
     // Written after the export: not carried.
     let later = (0..)
         .map(|index| format!("later-{index}"))
@@ -113,7 +171,7 @@ async fn a_vbucket_moves_as_files_between_engines() {
 
     // A file of another vbucket is refused, and nothing is ingested.
     let other = source
-        .export_vbucket_files(MOVED + 1, &dirs[2].path().join("other"), target.id())
+        .export_vbucket_files(MOVED + 1, &dirs[2].path().join("other"), target.id(), None)
         .err();
     assert!(
         other.is_some(),
@@ -121,10 +179,34 @@ async fn a_vbucket_moves_as_files_between_engines() {
     );
     std::fs::create_dir(dirs[2].path().join("other")).expect("dir");
     let other = source
-        .export_vbucket_files(MOVED + 1, &dirs[2].path().join("other"), target.id())
+        .export_vbucket_files(MOVED + 1, &dirs[2].path().join("other"), target.id(), None)
         .expect("export");
     assert!(target.ingest_vbucket_files(MOVED, &other.files).is_err());
     assert_eq!(target.read_winner(moved[0].as_bytes()).expect("read"), None);
+    // Index rows made for another bucket are refused too.
+    std::fs::create_dir(dirs[2].path().join("wrong")).expect("dir");
+    let wrong = source
+        .export_vbucket_files(
+            MOVED,
+            &dirs[2].path().join("wrong"),
+            target.id() + 1,
+            Some(&OneEntryPerDoc),
+        )
+        .expect("export");
+    let wrong_view = wrong.files.last().expect("view.sst").clone();
+    assert_eq!(wrong_view.cf, Cf::View);
+    assert!(target.ingest_vbucket_files(MOVED, &[wrong_view]).is_err());
+    let view_keys = |engine: &Engine, bucket: u32| -> Vec<Vec<u8>> {
+        let lower = bucket.to_be_bytes();
+        let upper = (bucket + 1).to_be_bytes();
+        engine
+            .store()
+            .scan(Cf::View, &lower, &upper, false)
+            .map(|entry| entry.expect("scan").0.into_vec())
+            .collect()
+    };
+    assert!(view_keys(&target_engine, target.id()).is_empty());
+    assert!(view_keys(&target_engine, target.id() + 1).is_empty());
 
     target
         .ingest_vbucket_files(MOVED, &export.files)
@@ -141,6 +223,19 @@ async fn a_vbucket_moves_as_files_between_engines() {
         changes_before
     );
     assert_eq!(target.read_winner(later.as_bytes()).expect("read"), None);
+    // The stand-in's entries are in the target's `view` family, under the target's bucket id.
+    let mut expected_view_keys: Vec<Vec<u8>> = moved
+        .iter()
+        .map(|key| {
+            let mut view_key = target.id().to_be_bytes().to_vec();
+            view_key.extend_from_slice(&GROUP);
+            view_key.push(0x02);
+            view_key.extend_from_slice(key.as_bytes());
+            view_key
+        })
+        .collect();
+    expected_view_keys.sort();
+    assert_eq!(view_keys(&target_engine, target.id()), expected_view_keys);
     assert_eq!(
         target.get_local(local.as_bytes()).expect("local"),
         source.get_local(local.as_bytes()).expect("local")

@@ -16,6 +16,10 @@
 //! Values of the `doc` column family are also kept in a bounded in-memory [`row_cache`] that
 //! the committer keeps exact: a read never sees an older value than RocksDB holds.
 //!
+//! Key ranges move between nodes as sorted files (`sst.rs`: a [`Snapshot`], [`write_sst`],
+//! [`Store::ingest`]); entries found out of key order are sorted first in bounded memory
+//! ([`SortedRun`]).
+//!
 //! Start reading at [`Store::open`] and [`committer`].
 #![deny(clippy::unwrap_used)]
 
@@ -25,6 +29,7 @@ mod error;
 pub mod health;
 mod options;
 pub mod row_cache;
+mod sorted_run;
 mod sst;
 mod stats;
 mod store;
@@ -33,6 +38,7 @@ pub use batch::Batch;
 pub use error::StoreError;
 pub use health::StoreHealth;
 pub use options::StoreOptions;
+pub use sorted_run::{KeyValue, SortedEntries, SortedRun};
 pub use sst::{write_sst, Snapshot, SstFile};
 pub use stats::StoreStats;
 pub use store::{Cf, CommitStats, Entry, RangeBytes, Store, ENTRY_OVERHEAD};

@@ -2,7 +2,8 @@
 //! (docs/format/rebalance.md): a consistent [`Snapshot`] to read the range from, an SST file
 //! written from entries in key order ([`write_sst`]), and files ingested whole into a column
 //! family ([`Store::ingest`]). What the keys mean (and how they are rewritten for the target)
-//! is the caller's; this file only keeps them sorted, counted and whole.
+//! is the caller's; this file only keeps them sorted, counted and whole. Entries that are not
+//! read in key order are put in order by a [`crate::SortedRun`] first.
 
 use std::path::{Path, PathBuf};
 
@@ -77,6 +78,12 @@ impl Store {
 }
 
 impl Snapshot<'_> {
+    fn read_options(&self) -> ReadOptions {
+        let mut read_options = ReadOptions::default();
+        read_options.set_snapshot(&self.snapshot);
+        read_options
+    }
+
     /// Iterates `[lower, upper)` of `cf` in key order, as the store was when the snapshot was
     /// taken.
     pub fn scan(
@@ -85,8 +92,7 @@ impl Snapshot<'_> {
         lower: &[u8],
         upper: &[u8],
     ) -> impl Iterator<Item = Result<Entry, StoreError>> + '_ {
-        let mut read_options = ReadOptions::default();
-        read_options.set_snapshot(&self.snapshot);
+        let mut read_options = self.read_options();
         read_options.set_iterate_lower_bound(lower.to_vec());
         read_options.set_iterate_upper_bound(upper.to_vec());
         let inner = &self.store.inner;
@@ -98,6 +104,60 @@ impl Snapshot<'_> {
                 IteratorMode::From(lower, Direction::Forward),
             )
             .map(|item| item.map_err(StoreError::from))
+    }
+
+    /// The keys of `[lower, upper)` of `cf` in key order, without copying their values out
+    /// (a scan of `doc` for its keys alone leaves the bodies in the block cache).
+    pub fn keys(
+        &self,
+        cf: Cf,
+        lower: &[u8],
+        upper: &[u8],
+    ) -> impl Iterator<Item = Result<Vec<u8>, StoreError>> + '_ {
+        let mut read_options = self.read_options();
+        read_options.set_iterate_upper_bound(upper.to_vec());
+        let inner = &self.store.inner;
+        let mut iterator = inner.db.raw_iterator_cf_opt(inner.handle(cf), read_options);
+        iterator.seek(lower);
+        let mut done = false;
+        std::iter::from_fn(move || {
+            if done {
+                return None;
+            }
+            if let Some(key) = iterator.key() {
+                let key = key.to_vec();
+                iterator.next();
+                return Some(Ok(key));
+            }
+            done = true;
+            iterator.status().err().map(|error| Err(error.into()))
+        })
+    }
+
+    /// The values of `keys` in `cf` as the store was when the snapshot was taken, in the order
+    /// of `keys` (`None`: absent).
+    pub fn multi_get(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let handle = self.store.inner.handle(cf);
+        self.store
+            .inner
+            .db
+            .multi_get_cf_opt(
+                keys.iter().map(|key| (handle, key.as_slice())),
+                &self.read_options(),
+            )
+            .into_iter()
+            .map(|result| result.map_err(StoreError::from))
+            .collect()
+    }
+
+    /// The value of `key` in `cf` as the store was when the snapshot was taken.
+    pub fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self
+            .store
+            .inner
+            .db
+            .get_pinned_cf_opt(self.store.inner.handle(cf), key, &self.read_options())?
+            .map(|value| value.to_vec()))
     }
 }
 

@@ -164,6 +164,11 @@ impl IndexGroup {
         &self.view_names
     }
 
+    /// The group's id on this node (views.md: ids are per node, signatures are not).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
     pub fn signature(&self) -> [u8; 16] {
         self.signature
     }

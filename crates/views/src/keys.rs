@@ -33,9 +33,15 @@ pub fn meta_signature_prefix(bucket: u32, collection: u32) -> Vec<u8> {
 }
 
 pub fn meta_group(bucket: u32, group: u32) -> Vec<u8> {
+    let mut key = meta_group_prefix(bucket);
+    key.extend_from_slice(&group.to_be_bytes());
+    key
+}
+
+/// Where one bucket's group records start (every collection's).
+pub fn meta_group_prefix(bucket: u32) -> Vec<u8> {
     let mut key = b"view/group/".to_vec();
     key.extend_from_slice(&bucket.to_be_bytes());
-    key.extend_from_slice(&group.to_be_bytes());
     key
 }
 

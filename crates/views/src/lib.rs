@@ -5,7 +5,8 @@
 //! design document's JavaScript on the `settee-js` pool, or a native extractor), and stores
 //! rows keyed by (bucket, group, view, collated key, doc id) in the `view` column family
 //! (`docs/format/views.md`). Start reading at [`group`] (indexing), then [`query`] (range scans)
-//! and [`reduce`].
+//! and [`reduce`]. A rebalance move carries a vbucket's rows to another node as a sorted file
+//! ([`export`]: the engine's `IndexExporter`), so they are not mapped again there.
 //!
 //! # Using the indexer (for Mango and other index kinds)
 //!
@@ -38,6 +39,7 @@
 
 pub mod design;
 mod error;
+pub mod export;
 pub mod group;
 mod keys;
 mod map_doc;
@@ -49,6 +51,7 @@ mod views;
 
 pub use design::{Design, ReduceKind, ViewDefinition};
 pub use error::ViewError;
+pub use export::{GroupTargets, ViewRowsExporter};
 pub use group::IndexGroup;
 pub use mapper::{DocInput, Emitted, JsMapper, MappedBatch, Mapper};
 pub use query::{position_after, row_position, EncodedRange, KeyBound, KeyRange, Row, RowFilter};
