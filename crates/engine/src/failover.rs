@@ -35,7 +35,7 @@ pub fn encode_failover_log(log: &[FailoverEntry]) -> Vec<u8> {
     out
 }
 
-fn decode_failover_log(raw: &[u8]) -> Option<Vec<FailoverEntry>> {
+pub(crate) fn decode_failover_log(raw: &[u8]) -> Option<Vec<FailoverEntry>> {
     if raw.is_empty() || !raw.len().is_multiple_of(ENTRY_BYTES) {
         return None;
     }

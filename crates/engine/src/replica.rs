@@ -89,7 +89,7 @@ pub struct ReplicaBatch {
 /// A document record the active sends a replica: its stored bytes and attachment bodies.
 pub type ReplicaRecord = (Bytes, Vec<([u8; 16], Bytes)>);
 
-fn encode_role(role: VbRole, snapshot: (u64, u64)) -> Vec<u8> {
+pub(crate) fn encode_role(role: VbRole, snapshot: (u64, u64)) -> Vec<u8> {
     let mut out = Vec::with_capacity(17);
     out.push(role as u8);
     out.extend_from_slice(&snapshot.0.to_be_bytes());

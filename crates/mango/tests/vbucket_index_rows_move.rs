@@ -15,8 +15,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::{json, Value};
-use settee_engine::export::{ExportedFile, SkipReason, VbucketExport};
-use settee_engine::{Bucket, DocUpdate, Engine, EngineOptions, Keyspace, RevId, UpdateOutcome};
+use settee_engine::export::{ExportedFile, MoveManifest, SkipReason, VbucketExport, MANIFEST_FILE};
+use settee_engine::{
+    Bucket, DocUpdate, Engine, EngineOptions, Keyspace, RevId, UpdateOutcome, VbRole,
+};
 use settee_mango::index::{add_to_ddoc, indexes_in_ddoc, AddOutcome};
 use settee_mango::NewIndex;
 use settee_storage::{Cf, Store, StoreOptions};
@@ -561,4 +563,99 @@ async fn partitioned_and_global_groups_of_a_partitioned_bucket_move_alike() {
         .expect("ingest");
     assert_eq!(expected(&target_groups[0], &partitions), expected_part);
     assert_eq!(expected(&target_groups[1], &[None]), expected_global);
+}
+
+/// rebalance.md, section 3: the target checks and ingests the export its manifest describes,
+/// writes the vbucket's metadata, then its groups adopt the vbucket (position and row counts);
+/// its indexer then maps only what came after the source's index position, and ends with the
+/// source's rows and counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adopted_vbucket_counts_its_rows_and_is_indexed_only_past_them() {
+    let source = node(false, false).await;
+    let target = node(true, false).await;
+    let moved = vbucket_without(&source.bucket, &["_design/app"]);
+    let in_moved = |id: &str| source.bucket.vbucket_of(id.as_bytes()) == moved;
+    put(&source.default, "_design/app", None, app_design()).await;
+    let mut revs = BTreeMap::new();
+    for i in 0..200 {
+        let id = format!("d{i:03}");
+        let body = json!({"n": i, "tags": ["a", "b"]});
+        revs.insert(id.clone(), put(&source.default, &id, None, body).await);
+    }
+    let group = js_group(&source, &source.default, "_design/app").await;
+    index_now(&group).await;
+    // Past the index: one change and one new document of the vbucket.
+    let (changed, rev) = revs.iter().find(|(id, _)| in_moved(id)).expect("a doc");
+    let late_body = json!({"n": 9999, "tags": ["late"]});
+    put(&source.default, changed, Some(rev.clone()), late_body).await;
+    let late = (0..)
+        .map(|i| format!("late-{i}"))
+        .find(|id| in_moved(id))
+        .expect("an id of the vbucket");
+    put(&source.default, &late, None, json!({"n": 1, "tags": ["z"]})).await;
+
+    put(&target.default, "_design/app", None, app_design()).await;
+    let target_group = js_group(&target, &target.default, "_design/app").await;
+    let targets = BTreeMap::from([((0, group.signature()), target_group.id())]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let export = source
+        .bucket
+        .export_vbucket_files(
+            moved,
+            dir.path(),
+            target.bucket.id(),
+            Some(&ViewRowsExporter::new(targets)),
+        )
+        .expect("export");
+    export
+        .manifest(5, 1)
+        .expect("manifest")
+        .write(dir.path())
+        .expect("write");
+    let manifest =
+        MoveManifest::parse(&std::fs::read(dir.path().join(MANIFEST_FILE)).expect("read"))
+            .expect("parse");
+    let shipped = manifest.groups[0].clone();
+    assert!(shipped.indexed_seqno < manifest.snapshot_seqno);
+
+    target
+        .bucket
+        .set_vbucket_role(moved, VbRole::Dead)
+        .await
+        .expect("role");
+    // MoveOpen empties the vbucket first: here it holds the collection's creation events.
+    target.bucket.reset_replica(moved).await.expect("emptied");
+    tokio::task::block_in_place(|| {
+        target.bucket.ingest_export(dir.path(), &manifest)?;
+        settee_views::export::adopt_vbucket(std::slice::from_ref(&target_group), &manifest)
+            .map_err(|error| settee_engine::EngineError::Invalid(error.to_string()))
+    })
+    .map(|missing| assert!(missing.is_empty(), "{missing:?}"))
+    .expect("ingest and adopt");
+    assert_eq!(target_group.update_seq().get(moved), shipped.indexed_seqno);
+    for (view, count) in shipped.rows.iter().enumerate() {
+        assert_eq!(target_group.total_rows(view), *count, "view {view}");
+        assert_eq!(
+            rows(&target_group, view, None, |_| true).len() as u64,
+            *count
+        );
+    }
+
+    // Both indexes catch up: the target maps only the two late writes, and ends where the
+    // source does.
+    index_now(&group).await;
+    index_now(&target_group).await;
+    assert_eq!(
+        target_group.update_seq().get(moved),
+        manifest.snapshot_seqno
+    );
+    for view in 0..group.view_names().len() {
+        let expected = rows(&group, view, None, in_moved);
+        assert_eq!(rows(&target_group, view, None, |_| true), expected);
+        assert_eq!(target_group.total_rows(view), expected.len() as u64);
+    }
+    assert!(
+        rows(&target_group, 0, None, |id| id == late).len() == 1
+            || rows(&target_group, 1, None, |id| id == late).len() == 1
+    );
 }

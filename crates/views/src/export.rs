@@ -10,17 +10,23 @@
 //! merged from chunk files past that). The runs are written one after the other, each key's
 //! `bucket | group` prefix the target's: a fixed prefix per run, rising from run to run, so
 //! the file is sorted. One run is built at a time.
+//!
+//! On the target, once the files are ingested and the vbucket's metadata written
+//! (`Bucket::ingest_export`), [`adopt_vbucket`] has each group take on the vbucket's rows: its
+//! position and row counts from the manifest (rebalance.md, section 3, step 3).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
 use settee_engine::export::{
-    ExportedGroup, IndexExport, IndexExporter, SkipReason, SkippedGroup, VbucketSnapshot,
+    ExportedGroup, IndexExport, IndexExporter, MoveManifest, SkipReason, SkippedGroup,
+    VbucketSnapshot,
 };
 use settee_engine::EngineError;
 use settee_storage::{write_sst, Cf, SortedEntries, SortedRun, StoreError};
 
+use crate::group::IndexGroup;
 use crate::keys::{self, GroupState};
 
 /// The most entries of one run held in memory: past it they are sorted into a chunk file.
@@ -34,6 +40,31 @@ const GROUP_PREFIX_LEN: usize = 8;
 /// target's answer to MoveOpen). A group is identified by both: the same design document in
 /// two collections is two groups with one signature (collections.md).
 pub type GroupTargets = BTreeMap<(u32, [u8; 16]), u32>;
+
+/// Each of the manifest's groups that `groups` holds (by its target id and signature) adopts
+/// the manifest's vbucket: its indexed position and row counts ([`IndexGroup::adopt_vbucket`]).
+/// Returns the target ids of the groups the manifest names that `groups` does not hold (their
+/// rows were ingested under an id no group of this node has: the move's MoveOpen was answered
+/// with other ids). Blocking.
+pub fn adopt_vbucket(
+    groups: &[std::sync::Arc<IndexGroup>],
+    manifest: &MoveManifest,
+) -> Result<Vec<u32>, crate::ViewError> {
+    let mut missing = Vec::new();
+    for named in &manifest.groups {
+        let group = groups.iter().find(|group| {
+            group.id() == named.target_group
+                && settee_engine::hex(&group.signature()) == named.signature
+        });
+        match group {
+            Some(group) => {
+                group.adopt_vbucket(manifest.vbucket, named.indexed_seqno, &named.rows)?
+            }
+            None => missing.push(named.target_group),
+        }
+    }
+    Ok(missing)
+}
 
 /// Exports a vbucket's rows of every group `targets` names ([`IndexExporter`]).
 pub struct ViewRowsExporter {

@@ -62,6 +62,9 @@ pub struct IndexGroup {
     threads: usize,
     /// What the index holds; replaced by the builder after each batch is written.
     state: Mutex<GroupState>,
+    /// Held by whatever writes the group's state (an indexing batch, a vbucket's adoption), so
+    /// that neither writes a state made from one the other has replaced.
+    writer: Mutex<()>,
     /// Bumped after every batch and on failure; waiters watch it.
     progress: watch::Sender<u64>,
     /// Why the last build stopped, until the next one starts.
@@ -129,6 +132,7 @@ impl IndexGroup {
             mapper: parts.mapper,
             threads: parts.threads.max(1),
             state: Mutex::new(state),
+            writer: Mutex::new(()),
             progress,
             error: Mutex::new(None),
             builder_running: AtomicBool::new(false),
@@ -379,6 +383,7 @@ impl IndexGroup {
     /// Indexes one batch of changes; returns how many change entries it covered. Runs on a
     /// blocking thread.
     pub fn index_batch(&self) -> Result<usize, ViewError> {
+        let _writing = self.writer.lock();
         let state = self.state.lock().clone();
         let purged = self.keyspace.purge_seq()?;
         if state.purge_seq < purged {
@@ -459,6 +464,48 @@ impl IndexGroup {
         task.total_changes = task.total_changes.max(task.changes_done);
         task.updated_on = unix_secs();
         Ok(entries.len())
+    }
+
+    /// Takes on `vbucket`'s rows ingested from another node's export (rebalance.md, section 3,
+    /// step 3): the vbucket counts as indexed up to `indexed_seqno` (or further, if this node
+    /// indexed further meanwhile) and each view's row count rises by what was ingested. One
+    /// durable write (the rows came durably; a lost count could not be derived again).
+    /// Blocking.
+    pub fn adopt_vbucket(
+        &self,
+        vbucket: u16,
+        indexed_seqno: u64,
+        rows: &[u64],
+    ) -> Result<(), ViewError> {
+        let _writing = self.writer.lock();
+        let state = self.state.lock().clone();
+        let vb = usize::from(vbucket);
+        if vb >= state.seqnos.len() || rows.len() != state.row_counts.len() {
+            return Err(ViewError::Internal(format!(
+                "group {} has {} vbuckets and {} views: cannot adopt vbucket {vbucket} with {} views",
+                self.name,
+                state.seqnos.len(),
+                state.row_counts.len(),
+                rows.len()
+            )));
+        }
+        let mut adopted = state.clone();
+        adopted.seqnos[vb] = adopted.seqnos[vb].max(indexed_seqno);
+        for (count, added) in adopted.row_counts.iter_mut().zip(rows) {
+            *count = count.saturating_add(*added);
+        }
+        let mut batch = Batch::new();
+        batch.put(
+            Cf::View,
+            keys::state_key(self.bucket().id(), self.id),
+            adopted.encode(),
+        );
+        self.store
+            .commit_blocking(batch)
+            .map_err(|error| ViewError::Storage(error.to_string()))?;
+        *self.state.lock() = adopted;
+        self.progress.send_modify(|version| *version += 1);
+        Ok(())
     }
 
     /// Catches up with the purges after `state`'s up to purge sequence `until` (partitions.md):

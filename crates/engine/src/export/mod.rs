@@ -2,10 +2,14 @@
 //! 1): the source writes, from one snapshot, the vbucket's ranges of `doc`, `seq`, `local`,
 //! `att` and `exp` (every collection), each key's bucket id replaced by the target's, and its
 //! rows of every index group into `view.sst` through the indexer's [`IndexExporter`]
-//! (`index.rs`: the engine does not know the `view` family's layout); the target ingests them
-//! whole. The manifest and the vbucket's metadata are the next parts of the executor.
+//! (`index.rs`: the engine does not know the `view` family's layout), then the manifest
+//! (`manifest.rs`). The target checks the files against the manifest, ingests them whole and
+//! adopts the vbucket's metadata from the manifest ([`Bucket::ingest_export`]); each index
+//! group then adopts its share (settee-views).
 
+mod adopt;
 mod index;
+mod manifest;
 
 use std::path::Path;
 
@@ -13,10 +17,16 @@ use settee_storage::{write_sst, Cf, SstFile};
 
 use crate::bucket::Bucket;
 use crate::error::EngineError;
+use crate::failover::FailoverEntry;
 use crate::keys;
+use crate::vb_state::VbState;
 
 pub use index::{
     ExportedGroup, IndexExport, IndexExporter, SkipReason, SkippedGroup, VbucketSnapshot,
+};
+pub use manifest::{
+    CollectionCounts, Counts, GroupMeta, ManifestFile, ManifestGroup, MoveManifest,
+    MANIFEST_BYTES_MAX, MANIFEST_FILE, MANIFEST_FORMAT,
 };
 
 /// The families of a vbucket's document data, with the file each goes to.
@@ -49,6 +59,15 @@ pub struct VbucketExport {
     pub groups: Vec<ExportedGroup>,
     /// The index groups of the bucket left out, and why.
     pub skipped_groups: Vec<SkippedGroup>,
+    pub bucket: String,
+    pub vbucket: u16,
+    pub vbucket_count: u16,
+    pub target_bucket_id: u32,
+    /// The vbucket's counters and its collections' shares, in the snapshot.
+    pub vbstats: VbState,
+    pub collections: Vec<(u32, VbState)>,
+    /// The vbucket's failover log in the snapshot, newest first.
+    pub failover_log: Vec<FailoverEntry>,
 }
 
 impl Bucket {
@@ -104,7 +123,16 @@ impl Bucket {
             .find(|exported| exported.cf == Cf::Seq)
             .and_then(|exported| keys::seqno_of_seq_key(&exported.file.largest))
             .unwrap_or(0);
-        let snapshot_seqno = snapshot_seqno(&source, &collections, last_change)?;
+        let (vbstats, collection_states) = snapshot_states(&source, &collections, last_change)?;
+        let failover_log =
+            match snapshot.get(Cf::Meta, &keys::meta::failover_log(self.id, vbucket))? {
+                Some(raw) => crate::failover::decode_failover_log(&raw)
+                    .ok_or_else(|| EngineError::Corrupt("failover log".into()))?,
+                None => vec![FailoverEntry {
+                    uuid: self.original_vbucket_uuid(vbucket),
+                    seqno: 0,
+                }],
+            };
         let index = match indexes {
             Some(exporter) => exporter.export(&source, &dir.join(VIEW_FILE.1), target_bucket_id)?,
             None => IndexExport::default(),
@@ -117,9 +145,16 @@ impl Bucket {
         }
         Ok(VbucketExport {
             files,
-            snapshot_seqno,
+            snapshot_seqno: vbstats.high_seqno,
             groups: index.groups,
             skipped_groups: index.skipped,
+            bucket: self.name.clone(),
+            vbucket,
+            vbucket_count: self.vbuckets,
+            target_bucket_id,
+            vbstats,
+            collections: collection_states,
+            failover_log,
         })
     }
 
@@ -169,24 +204,23 @@ impl Bucket {
     }
 }
 
-/// The vbucket's high seqno in `source`'s snapshot, read as the bucket reads it at open
-/// (`vb_state.rs`): its `vbstats` record or the vbucket part of one of its collections'
-/// `cstats` records (a bucket with collections puts only the latter with each write:
-/// collections.md), the higher, and at least its last change entry. A collection created
-/// between the two reads of the manifest around the snapshot is in the second; one dropped
-/// between them is in the first (and the drop's batch wrote `vbstats`).
-fn snapshot_seqno(
+/// The vbucket's counters and its collections' in `source`'s snapshot, read as the bucket
+/// reads them at open (`vb_state.rs`): its `vbstats` record or the vbucket part of one of its
+/// collections' `cstats` records (a bucket with collections puts only the latter with each
+/// write: collections.md), the higher, the high seqno at least its last change entry. A
+/// collection created between the two reads of the manifest around the snapshot is in the
+/// second; one dropped between them is in the first (and the drop's batch wrote `vbstats`).
+fn snapshot_states(
     source: &VbucketSnapshot<'_>,
     collections: &[u32],
     last_change: u64,
-) -> Result<u64, EngineError> {
+) -> Result<(VbState, Vec<(u32, VbState)>), EngineError> {
     let read = |keys: &[Vec<u8>]| source.snapshot.multi_get(Cf::Meta, keys);
-    let (state, _) = crate::vb_state::read_states_with(
+    crate::vb_state::read_states_with(
         read,
         source.bucket.id,
         source.vbucket,
         collections,
         last_change,
-    )?;
-    Ok(state.high_seqno)
+    )
 }
