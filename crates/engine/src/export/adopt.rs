@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use settee_storage::{Batch, Cf};
 
+use super::manifest::{collection_state, failover_entries, vb_state};
 use super::MoveManifest;
 use crate::bucket::Bucket;
 use crate::change_entry::StoredEntry;
@@ -44,7 +45,7 @@ impl Bucket {
                 "vbucket {vbucket} is not empty on this node"
             )));
         }
-        let log = manifest.failover_entries()?;
+        let log = failover_entries(manifest)?;
         let files = manifest.checked_files(dir)?;
         self.ingest_vbucket_files(vbucket, &files)?;
         // The clock moves past the newest CAS the vbucket brought, so that this node's next
@@ -68,12 +69,12 @@ impl Bucket {
                 .collections
                 .iter()
                 .find(|counts| counts.cid == cid)
-                .map(|counts| counts.state())
+                .map(collection_state)
         };
         *slot = VbSlot {
             state: VbState {
                 high_seqno: seqno,
-                ..manifest.vbstats.state()
+                ..vb_state(&manifest.vbstats)
             },
             collections: live
                 .iter()

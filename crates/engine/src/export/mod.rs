@@ -24,29 +24,10 @@ use crate::vb_state::VbState;
 pub use index::{
     ExportedGroup, IndexExport, IndexExporter, SkipReason, SkippedGroup, VbucketSnapshot,
 };
-pub use manifest::{
-    CollectionCounts, Counts, GroupMeta, ManifestFile, ManifestGroup, MoveManifest,
-    MANIFEST_BYTES_MAX, MANIFEST_FILE, MANIFEST_FORMAT,
+pub use settee_move_files::{
+    CollectionCounts, Counts, ExportedFile, GroupMeta, ManifestFile, ManifestGroup, MoveManifest,
+    EXPORTED, MANIFEST_BYTES_MAX, MANIFEST_FILE, MANIFEST_FORMAT, VIEW_FILE,
 };
-
-/// The families of a vbucket's document data, with the file each goes to.
-pub const EXPORTED: [(Cf, &str); 5] = [
-    (Cf::Doc, "doc.sst"),
-    (Cf::Seq, "seq.sst"),
-    (Cf::Local, "local.sst"),
-    (Cf::Att, "att.sst"),
-    (Cf::Exp, "exp.sst"),
-];
-
-/// The file of a vbucket's index rows (the `view` family), written by an [`IndexExporter`].
-pub const VIEW_FILE: (Cf, &str) = (Cf::View, "view.sst");
-
-/// One file of an export: its column family and what `write_sst` made.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ExportedFile {
-    pub cf: Cf,
-    pub file: SstFile,
-}
 
 /// What [`Bucket::export_vbucket_files`] wrote.
 #[derive(Clone, Debug, PartialEq, Eq)]
