@@ -4,7 +4,14 @@
 //! adopts (the vbucket's counters, its failover log, each index group's position and rows).
 //! The source writes the manifest last; the target checks every file against it before it
 //! ingests anything. The engine exports and ingests (`settee_engine::export`); this crate is
-//! the format between them.
+//! the format between them, where a target stages a move's files while they arrive
+//! (`staging.rs`) and the throttle every move of a node shares (`throttle.rs`).
+
+mod staging;
+mod throttle;
+
+pub use staging::{StagedAttempt, Staging, CHUNK_BYTES_MAX};
+pub use throttle::{Throttle, THROTTLE_MBPS_DEFAULT};
 
 use std::io::Read;
 use std::path::Path;
