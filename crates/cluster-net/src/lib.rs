@@ -5,19 +5,21 @@
 //! connection with a mutual proof of the cluster secret (HMAC-SHA256 over both sides' nonces);
 //! [`transport::TcpTransport`] is settee-cluster's `Transport` with pooled connections, and
 //! [`server::serve`] answers peers with `ClusterNode::handle`; [`forward`] carries the HTTP
-//! door's forwarded document requests (`TcpTransport::forward` out, a `ForwardHandler` in). The frames' bodies are encoded by
+//! door's forwarded document requests (`TcpTransport::forward` out, a `ForwardHandler` in);
+//! [`moves`] a rebalance's vbucket moves (`TcpTransport::move_frame` out, a `MoveHandler` in). The frames' bodies are encoded by
 //! `settee_cluster::wire`, so this crate never names an openraft type. Start at `frame.rs`.
 #![deny(clippy::unwrap_used)]
 
 pub mod forward;
 pub mod frame;
 pub mod handshake;
+pub mod moves;
 pub mod server;
 pub mod stream;
 pub mod transport;
 
 pub use handshake::Secret;
-pub use server::{serve, serve_with_forwarding};
+pub use server::{serve, serve_with_forwarding, serve_with_handlers, Handlers};
 pub use transport::TcpTransport;
 
 /// The whole handshake, on either side, must finish within this.

@@ -13,6 +13,7 @@ use tokio::sync::Semaphore;
 use crate::forward::{self, ForwardHandler};
 use crate::frame::FrameError;
 use crate::handshake::{self, Secret};
+use crate::moves::{self, MoveHandler};
 use crate::stream::FrameStream;
 use crate::NetError;
 
@@ -39,6 +40,30 @@ pub async fn serve_with_forwarding(
     secret: Secret,
     shutdown: impl Future<Output = ()>,
 ) {
+    let handlers = Handlers {
+        forward,
+        moves: None,
+    };
+    serve_with_handlers(listener, node, handlers, secret, shutdown).await
+}
+
+/// What answers the requests that are not the cluster node's own: forwarded HTTP requests
+/// (0x20 ..= 0x23) and a rebalance's moves (0x40 ..= 0x47); a kind without its handler is
+/// refused (Error 2).
+#[derive(Clone, Default)]
+pub struct Handlers {
+    pub forward: Option<Arc<dyn ForwardHandler>>,
+    pub moves: Option<Arc<dyn MoveHandler>>,
+}
+
+/// [`serve`], with the requests of [`Handlers`] answered by them.
+pub async fn serve_with_handlers(
+    listener: TcpListener,
+    node: Arc<ClusterNode>,
+    handlers: Handlers,
+    secret: Secret,
+    shutdown: impl Future<Output = ()>,
+) {
     let slots = Arc::new(Semaphore::new(CONNECTIONS_MAX));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
@@ -57,13 +82,13 @@ pub async fn serve_with_forwarding(
             continue;
         };
         let node = node.clone();
-        let forward = forward.clone();
+        let handlers = handlers.clone();
         let secret = secret.clone();
         let mut stopped = stopped.clone();
         tokio::spawn(async move {
             let connection = FrameStream::new(socket);
             tokio::select! {
-                outcome = connection_loop(connection, &node, forward.as_deref(), &secret) => {
+                outcome = connection_loop(connection, &node, &handlers, &secret) => {
                     if let Err(error) = outcome {
                         tracing::info!(%peer, %error, "cluster connection closed");
                     }
@@ -79,7 +104,7 @@ pub async fn serve_with_forwarding(
 async fn connection_loop(
     mut connection: FrameStream,
     node: &ClusterNode,
-    forward: Option<&dyn ForwardHandler>,
+    handlers: &Handlers,
     secret: &Secret,
 ) -> Result<(), NetError> {
     let budget = Duration::from_millis(crate::HANDSHAKE_TIMEOUT_MS);
@@ -104,7 +129,19 @@ async fn connection_loop(
         if forward::is_forwarded(frame.kind) {
             forward::answer(
                 &mut connection,
-                forward,
+                handlers.forward.as_deref(),
+                peer,
+                frame.kind,
+                frame.request_id,
+                &frame.body,
+            )
+            .await?;
+            continue;
+        }
+        if moves::is_move_request(frame.kind) {
+            moves::answer(
+                &mut connection,
+                handlers.moves.as_deref(),
                 peer,
                 frame.kind,
                 frame.request_id,

@@ -152,6 +152,39 @@ impl TcpTransport {
             .await
     }
 
+    /// Sends a move's request (MoveOpen, MoveChunk, MoveCommit or MoveAbort) to node `target`
+    /// at `addr` over the pooled connections and returns the target's answer or its refusal;
+    /// [`crate::moves::MOVE_TIMEOUT_MS`] bounds the whole exchange.
+    pub async fn move_frame(
+        &self,
+        target: NodeId,
+        addr: &str,
+        request: &crate::moves::MoveFrame,
+    ) -> Result<crate::moves::Moved, NetError> {
+        let kind = request.kind();
+        if !crate::moves::is_move_request(kind) {
+            return Err(NetError::Handshake(format!(
+                "kind {kind:#04x} is not a move request"
+            )));
+        }
+        request
+            .check()
+            .map_err(|error| NetError::Handshake(format!("a move request: {error}")))?;
+        let budget = Duration::from_millis(crate::moves::MOVE_TIMEOUT_MS);
+        let body = request.encode();
+        let exchange = self.shared.exchange(
+            target,
+            addr,
+            kind,
+            &body,
+            kind + 1,
+            move |reply, body| crate::moves::decode_reply(kind, reply, body),
+        );
+        tokio::time::timeout(budget, exchange)
+            .await
+            .map_err(|_| NetError::Timeout)?
+    }
+
     /// One forwarded request of `kind` (its encoded `body`) and its ForwardHttpReply.
     async fn forward_kind(
         &self,
