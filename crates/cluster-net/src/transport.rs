@@ -172,14 +172,11 @@ impl TcpTransport {
             .map_err(|error| NetError::Handshake(format!("a move request: {error}")))?;
         let budget = Duration::from_millis(crate::moves::MOVE_TIMEOUT_MS);
         let body = request.encode();
-        let exchange = self.shared.exchange(
-            target,
-            addr,
-            kind,
-            &body,
-            kind + 1,
-            move |reply, body| crate::moves::decode_reply(kind, reply, body),
-        );
+        let exchange =
+            self.shared
+                .exchange(target, addr, kind, &body, kind + 1, move |reply, body| {
+                    crate::moves::decode_reply(kind, reply, body)
+                });
         tokio::time::timeout(budget, exchange)
             .await
             .map_err(|_| NetError::Timeout)?
