@@ -83,20 +83,13 @@ pub(crate) async fn answer(
     let request = match decoded {
         Ok(request) => request,
         Err(error) => {
-            let body = wire::encode_error(ErrorCode::BadFrame, &error.to_string());
-            let _ = connection
-                .write_frame(wire::KIND_ERROR, request_id, &body)
-                .await;
-            return Err(NetError::Handshake(format!(
-                "a forwarded request's body (kind {kind:#04x}): {error}"
-            )));
+            let what = format!("a forwarded request's body (kind {kind:#04x})");
+            return Err(bad_body(connection, request_id, &what, &error.to_string()).await);
         }
     };
     let Some(handler) = handler else {
-        let body = wire::encode_error(ErrorCode::UnknownKind, "this node does not forward");
-        return connection
-            .write_frame(wire::KIND_ERROR, request_id, &body)
-            .await;
+        let refusal = Refusal::new(ErrorCode::UnknownKind, "this node does not forward");
+        return refuse(connection, request_id, &refusal).await;
     };
     let replied = match request {
         Incoming::Forward(request) => handler.forward(from, request).await,
@@ -122,13 +115,33 @@ pub(crate) async fn answer(
                 .write_frame(KIND_FORWARD_HTTP_REPLY, request_id, &encoded)
                 .await
         }
-        Err(refusal) => {
-            let body = wire::encode_error(refusal.code, &refusal.message);
-            connection
-                .write_frame(wire::KIND_ERROR, request_id, &body)
-                .await
-        }
+        Err(refusal) => refuse(connection, request_id, &refusal).await,
     }
+}
+
+/// Answers request `request_id` with the Error frame of `refusal`; the connection goes on.
+pub(crate) async fn refuse(
+    connection: &mut FrameStream,
+    request_id: u64,
+    refusal: &Refusal,
+) -> Result<(), NetError> {
+    let body = wire::encode_error(refusal.code, &refusal.message);
+    connection
+        .write_frame(wire::KIND_ERROR, request_id, &body)
+        .await
+}
+
+/// Answers a request whose body (`what`) does not decode with Error 1 (the connection then
+/// ends): the error to end it with.
+pub(crate) async fn bad_body(
+    connection: &mut FrameStream,
+    request_id: u64,
+    what: &str,
+    reason: &str,
+) -> NetError {
+    let refusal = Refusal::new(ErrorCode::BadFrame, reason);
+    let _ = refuse(connection, request_id, &refusal).await;
+    NetError::Handshake(format!("{what}: {reason}"))
 }
 
 /// What the sender got back: the reply, or the receiver's refusal (its Error frame).

@@ -15,7 +15,7 @@ pub use settee_forward_wire::moves::{
     KIND_MOVE_CHUNK_ACK, KIND_MOVE_COMMIT, KIND_MOVE_INGESTED, KIND_MOVE_OPEN, KIND_MOVE_OPENED,
 };
 
-use crate::forward::Refusal;
+use crate::forward::{bad_body, refuse, Refusal};
 use crate::frame;
 use crate::stream::FrameStream;
 use crate::NetError;
@@ -60,20 +60,13 @@ pub(crate) async fn answer(
     let request = match MoveFrame::decode(kind, body) {
         Ok(request) => request,
         Err(error) => {
-            let body = wire::encode_error(ErrorCode::BadFrame, &error.to_string());
-            let _ = connection
-                .write_frame(wire::KIND_ERROR, request_id, &body)
-                .await;
-            return Err(NetError::Handshake(format!(
-                "a move's body (kind {kind:#04x}): {error}"
-            )));
+            let what = format!("a move's body (kind {kind:#04x})");
+            return Err(bad_body(connection, request_id, &what, &error.to_string()).await);
         }
     };
     let Some(handler) = handler else {
-        let body = wire::encode_error(ErrorCode::UnknownKind, "this node takes no moves");
-        return connection
-            .write_frame(wire::KIND_ERROR, request_id, &body)
-            .await;
+        let refusal = Refusal::new(ErrorCode::UnknownKind, "this node takes no moves");
+        return refuse(connection, request_id, &refusal).await;
     };
     let answered = handler.handle(from, request).await.and_then(|reply| {
         let encoded = reply.encode();
@@ -93,12 +86,7 @@ pub(crate) async fn answer(
                 .write_frame(reply_kind, request_id, &encoded)
                 .await
         }
-        Err(refusal) => {
-            let body = wire::encode_error(refusal.code, &refusal.message);
-            connection
-                .write_frame(wire::KIND_ERROR, request_id, &body)
-                .await
-        }
+        Err(refusal) => refuse(connection, request_id, &refusal).await,
     }
 }
 

@@ -165,26 +165,45 @@ pub fn plan(request: &Request<'_>) -> Plan {
     let outcome = balance::balance(&mut layout, &model, &bytes);
     let bytes_filling = bound::filling_bytes(&layout, old, &model, &bytes);
     let vbuckets = layout.to_vbuckets(old);
-    let moves = moves(old, &vbuckets, &bytes);
+    Plan {
+        bytes_required,
+        bytes_filling,
+        steps: outcome.steps,
+        rounds: outcome.rounds,
+        capped: outcome.capped,
+        ..plan_to(request, &model, &bytes, vbuckets)
+    }
+}
+
+/// The plan leading from the bucket's map to `vbuckets`: its moves, the bytes they copy and the
+/// loads before and after; the caller sets the bounds and the balancing figures.
+fn plan_to(
+    request: &Request<'_>,
+    model: &CostModel,
+    bytes: &[u64],
+    vbuckets: Vec<Vbucket>,
+) -> Plan {
+    let old = &request.bucket.vbuckets;
+    let moves = moves(old, &vbuckets, bytes);
     let mut holders: BTreeSet<NodeId> = old.iter().flat_map(|entry| entry.chain()).collect();
     holders.extend(request.nodes.iter().copied());
     Plan {
         bytes_moved: moves
             .iter()
             .fold(0, |sum, step| sum.saturating_add(step.bytes)),
-        before: Balance::over(&loads_of(old, &model), &holders),
-        after: Balance::over(&loads_of(&vbuckets, &model), request.nodes),
+        before: Balance::over(&loads_of(old, model), &holders),
+        after: Balance::over(&loads_of(&vbuckets, model), request.nodes),
         without_active: (0..vbuckets.len())
             .filter(|vb| vbuckets[*vb].active.is_none())
             .filter_map(|vb| u16::try_from(vb).ok())
             .collect(),
         vbuckets,
         moves,
-        bytes_required,
-        bytes_filling,
-        steps: outcome.steps,
-        rounds: outcome.rounds,
-        capped: outcome.capped,
+        bytes_required: 0,
+        bytes_filling: 0,
+        steps: 0,
+        rounds: 0,
+        capped: false,
     }
 }
 
@@ -220,28 +239,11 @@ fn every_member(request: &Request<'_>, model: &CostModel, bytes: &[u64]) -> Plan
             }
         })
         .collect();
-    let moves = moves(old, &vbuckets, bytes);
-    let bytes_moved = moves
-        .iter()
-        .fold(0, |sum: u64, step| sum.saturating_add(step.bytes));
-    let mut holders: BTreeSet<NodeId> = old.iter().flat_map(|entry| entry.chain()).collect();
-    holders.extend(request.nodes.iter().copied());
+    let planned = plan_to(request, model, bytes, vbuckets);
+    // Every copy it makes is one no plan avoids.
     Plan {
-        before: Balance::over(&loads_of(old, model), &holders),
-        after: Balance::over(&loads_of(&vbuckets, model), request.nodes),
-        without_active: (0..vbuckets.len())
-            .filter(|vb| vbuckets[*vb].active.is_none())
-            .filter_map(|vb| u16::try_from(vb).ok())
-            .collect(),
-        vbuckets,
-        moves,
-        bytes_moved,
-        // Every copy it makes is one no plan avoids.
-        bytes_required: bytes_moved,
-        bytes_filling: 0,
-        steps: 0,
-        rounds: 0,
-        capped: false,
+        bytes_required: planned.bytes_moved,
+        ..planned
     }
 }
 
