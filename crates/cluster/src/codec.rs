@@ -19,9 +19,10 @@ use settee_manifest::{Manifest, ManifestChange, ManifestLimits};
 /// The version byte of votes, entries, snapshots and the state machine's wrapper.
 pub const VERSION: u8 = 1;
 /// The version byte maps and commands are written with: 2 added a member's `mgmt_addr`, 3 its
-/// TLS ports, 4 a bucket's whole collections manifest (3 had its uid), 5 a bucket's `copies`.
+/// TLS ports, 4 a bucket's whole collections manifest (3 had its uid), 5 a bucket's `copies`,
+/// 6 the rebalance in the map and its commands.
 /// Version 1 maps and commands are still read (docs/format/cluster-map.md, "Versions").
-pub const MAP_VERSION: u8 = 5;
+pub const MAP_VERSION: u8 = 6;
 /// Encodes "no node" where a node id is optional.
 const NO_NODE: u64 = u64::MAX;
 /// Elements a decoded list may announce at most, so a corrupt length cannot allocate wildly.
@@ -133,7 +134,7 @@ impl<'a> Reader<'a> {
             other => Err(DecodeError(format!("unknown version {other}"))),
         }
     }
-    /// The version byte of a map or a command: 1 to 5.
+    /// The version byte of a map or a command: 1 to 6.
     pub fn map_version(&mut self) -> Result<u8, DecodeError> {
         match self.u8()? {
             version @ (1..=MAP_VERSION) => Ok(version),
@@ -313,6 +314,7 @@ pub fn write_map(w: &mut Writer, map: &ClusterMap) {
     map.buckets
         .values()
         .for_each(|bucket| write_bucket(w, bucket));
+    moves::write_rebalance(w, map.rebalance.as_ref());
 }
 
 pub fn read_map(r: &mut Reader) -> Result<ClusterMap, DecodeError> {
@@ -332,11 +334,17 @@ pub fn read_map(r: &mut Reader) -> Result<ClusterMap, DecodeError> {
         let bucket = read_bucket(r, version)?;
         buckets.insert(bucket.name.clone(), bucket);
     }
+    let rebalance = if version >= 6 {
+        moves::read_rebalance(r)?
+    } else {
+        None
+    };
     Ok(ClusterMap {
         revision,
         auto_failover,
         members,
         buckets,
+        rebalance,
     })
 }
 
@@ -401,6 +409,40 @@ pub fn encode_command(command: &Command) -> Vec<u8> {
             w.u8(11);
             w.str(name);
         }
+        Command::StartRebalance {
+            nodes,
+            ejected,
+            moves: planned,
+        } => {
+            w.u8(12);
+            moves::write_nodes(&mut w, nodes);
+            moves::write_nodes(&mut w, ejected);
+            moves::write_planned(&mut w, planned);
+        }
+        Command::MoveState {
+            move_id,
+            attempt,
+            state,
+        } => {
+            w.u8(13);
+            w.u64(*move_id);
+            w.u32(*attempt);
+            w.u8(moves::state_byte(*state));
+        }
+        Command::TakeOver {
+            move_id,
+            expected_epoch,
+        } => {
+            w.u8(14);
+            w.u64(*move_id);
+            w.u64(*expected_epoch);
+        }
+        Command::StopRebalance => w.u8(15),
+        Command::EndRebalance { aborted } => {
+            w.u8(16);
+            w.count(aborted.len());
+            aborted.iter().for_each(|id| w.u64(*id));
+        }
     }
     w.0
 }
@@ -461,6 +503,26 @@ fn read_command(r: &mut Reader) -> Result<Command, DecodeError> {
         }
         9 => Command::AddBack { node: r.u64()? },
         11 => Command::DesignsChanged { name: r.str()? },
+        12 => Command::StartRebalance {
+            nodes: moves::read_nodes(r)?,
+            ejected: moves::read_nodes(r)?,
+            moves: moves::read_planned(r)?,
+        },
+        13 => Command::MoveState {
+            move_id: r.u64()?,
+            attempt: r.u32()?,
+            state: moves::state_from(r.u8()?)?,
+        },
+        14 => Command::TakeOver {
+            move_id: r.u64()?,
+            expected_epoch: r.u64()?,
+        },
+        15 => Command::StopRebalance,
+        16 => {
+            let count = r.count()?;
+            let aborted = (0..count).map(|_| r.u64()).collect::<Result<_, _>>()?;
+            Command::EndRebalance { aborted }
+        }
         other => return Err(DecodeError(format!("unknown command kind {other}"))),
     })
 }
@@ -656,6 +718,8 @@ pub fn decode_entry(bytes: &[u8]) -> Result<Entry<TypeConfig>, DecodeError> {
     r.end()?;
     Ok(Entry { log_id, payload })
 }
+
+mod moves;
 
 #[cfg(test)]
 mod tests;

@@ -12,6 +12,7 @@ use crate::map::{
     AutoFailover, Bucket, ClusterMap, Copies, Durability, Member, MemberState, NodeId, Role,
     Vbucket, AUTO_FAILOVER_TIMEOUT_MS_MIN, BUCKET_NAME_BYTES_MAX, REPLICAS_MAX, VBUCKETS_MAX,
 };
+use crate::moves::{MoveState, PlannedMove};
 
 /// One vbucket change of a failover, made on the map whose epoch it names.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +60,29 @@ pub enum Command {
     /// active of the vbuckets a failover left without one (docs/format/cluster-map.md).
     AddBack {
         node: NodeId,
+    },
+    /// The planner's moves for the serving set `nodes` (docs/format/cluster-map.md, "A
+    /// rebalance in the map").
+    StartRebalance {
+        nodes: BTreeSet<NodeId>,
+        ejected: BTreeSet<NodeId>,
+        moves: Vec<PlannedMove>,
+    },
+    /// A move's source reports it copying (a new attempt) or ready.
+    MoveState {
+        move_id: u64,
+        attempt: u32,
+        state: MoveState,
+    },
+    /// A ready move's vbucket takes its new chain, if its entry is still at `expected_epoch`.
+    TakeOver {
+        move_id: u64,
+        expected_epoch: u64,
+    },
+    StopRebalance,
+    /// The `aborted` moves are aborted and the rebalance leaves the map.
+    EndRebalance {
+        aborted: Vec<u64>,
     },
 }
 
@@ -117,6 +141,22 @@ impl ClusterMap {
                 }
             }
             Command::AddBack { node } => self.add_back(*node, revision),
+            Command::StartRebalance {
+                nodes,
+                ejected,
+                moves,
+            } => self.start_rebalance(nodes, ejected, moves, revision),
+            Command::MoveState {
+                move_id,
+                attempt,
+                state,
+            } => self.move_state(*move_id, *attempt, *state),
+            Command::TakeOver {
+                move_id,
+                expected_epoch,
+            } => self.take_over(*move_id, *expected_epoch, revision),
+            Command::StopRebalance => self.stop_rebalance(),
+            Command::EndRebalance { aborted } => self.end_rebalance(aborted),
             Command::DesignsChanged { name } => match self.buckets.get_mut(name) {
                 Some(bucket) => {
                     bucket.design_rev += 1;
@@ -147,6 +187,8 @@ impl ClusterMap {
                         | Command::SetMemberState { .. }
                         | Command::CreateBucket(_)
                         | Command::AddBack { .. }
+                        | Command::TakeOver { .. }
+                        | Command::EndRebalance { .. }
                 ) {
                     self.fit_every_member_copies(revision);
                 }
@@ -262,6 +304,11 @@ impl ClusterMap {
         if let Some(member) = self.members.get_mut(&node) {
             member.state = MemberState::Failed;
         }
+        let changed: Vec<(String, u16)> = changes
+            .iter()
+            .map(|change| (change.bucket.clone(), change.vbucket))
+            .collect();
+        self.abort_moves_of(&changed);
         for change in changes {
             if let Some(entry) = self
                 .buckets

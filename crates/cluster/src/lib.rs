@@ -6,7 +6,8 @@
 //! settee-storage ([`storage`], docs/format/cluster-map.md). The Raft leader is the
 //! *orchestrator*: its decisions are pure functions that return a plan ([`placement`],
 //! [`failover`], [`voters`], [`detector`], [`orchestrator::decide`], the rebalance planner
-//! [`rebalance::plan`]); [`node::ClusterNode`] executes them. Messages between nodes go
+//! [`rebalance::plan`]; the rebalance's moves in the map: [`moves`]); [`node::ClusterNode`]
+//! executes them. Messages between nodes go
 //! through the [`network::Transport`] trait, so a real transport and the deterministic
 //! simulation (`tests/simulation.rs`) plug in alike.
 //!
@@ -18,6 +19,7 @@ pub mod command;
 pub mod detector;
 pub mod failover;
 pub mod map;
+pub mod moves;
 pub mod network;
 pub mod node;
 pub mod orchestrator;

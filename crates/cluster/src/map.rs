@@ -164,6 +164,8 @@ pub struct ClusterMap {
     pub auto_failover: AutoFailover,
     pub members: BTreeMap<NodeId, Member>,
     pub buckets: BTreeMap<String, Bucket>,
+    /// The rebalance in progress (`moves.rs`).
+    pub rebalance: Option<crate::moves::Rebalance>,
 }
 
 impl ClusterMap {

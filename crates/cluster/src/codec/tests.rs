@@ -1,6 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::moves::{MoveEntry, MoveState, PlannedMove, Rebalance};
 
 fn member() -> impl Strategy<Value = Member> {
     (
@@ -166,7 +167,92 @@ fn command() -> impl Strategy<Value = Command> {
         proptest::collection::btree_set(any::<u64>(), 0..6)
             .prop_map(|voters| Command::SetVoters { voters }),
         any::<u64>().prop_map(|node| Command::AddBack { node }),
+        (
+            proptest::collection::btree_set(any::<u64>(), 0..4),
+            proptest::collection::btree_set(any::<u64>(), 0..3),
+            proptest::collection::vec(planned_move(), 0..4),
+        )
+            .prop_map(|(nodes, ejected, moves)| Command::StartRebalance {
+                nodes,
+                ejected,
+                moves
+            }),
+        (any::<u64>(), any::<u32>(), move_state()).prop_map(|(move_id, attempt, state)| {
+            Command::MoveState {
+                move_id,
+                attempt,
+                state,
+            }
+        }),
+        (any::<u64>(), any::<u64>()).prop_map(|(move_id, expected_epoch)| Command::TakeOver {
+            move_id,
+            expected_epoch
+        }),
+        Just(Command::StopRebalance),
+        proptest::collection::vec(any::<u64>(), 0..5)
+            .prop_map(|aborted| Command::EndRebalance { aborted }),
     ]
+}
+
+fn move_state() -> impl Strategy<Value = MoveState> {
+    (0usize..5).prop_map(|at| {
+        [
+            MoveState::Planned,
+            MoveState::Copying,
+            MoveState::Ready,
+            MoveState::Done,
+            MoveState::Aborted,
+        ][at]
+    })
+}
+
+fn planned_move() -> impl Strategy<Value = PlannedMove> {
+    ("[a-z]{1,5}", any::<u16>(), any::<u64>(), vbucket()).prop_map(
+        |(bucket, vbucket, expected_epoch, after)| PlannedMove {
+            bucket,
+            vbucket,
+            expected_epoch,
+            after,
+        },
+    )
+}
+
+fn rebalance() -> impl Strategy<Value = Option<Rebalance>> {
+    let step = (
+        any::<u64>(),
+        planned_move(),
+        proptest::option::of(any::<u64>().prop_filter("not the none marker", |n| *n != u64::MAX)),
+        proptest::collection::vec(any::<u64>(), 0..3),
+        any::<u32>(),
+        move_state(),
+    )
+        .prop_map(|(id, planned, source, copies, attempt, state)| MoveEntry {
+            id,
+            bucket: planned.bucket,
+            vbucket: planned.vbucket,
+            expected_epoch: planned.expected_epoch,
+            after: planned.after,
+            source,
+            copies,
+            attempt,
+            state,
+        });
+    proptest::option::of(
+        (
+            any::<u64>(),
+            any::<bool>(),
+            proptest::collection::btree_set(any::<u64>(), 0..4),
+            proptest::collection::btree_set(any::<u64>(), 0..3),
+            proptest::collection::vec(step, 0..4),
+        )
+            .prop_map(|(id, stopping, nodes, ejected, moves)| Rebalance {
+                id,
+                stopping,
+                nodes,
+                ejected,
+                moves,
+            }),
+    )
 }
 
 proptest! {
@@ -182,12 +268,14 @@ proptest! {
         revision in any::<u64>(),
         members in proptest::collection::vec(member(), 0..10),
         buckets in proptest::collection::vec(bucket(), 0..4),
+        rebalance in rebalance(),
     ) {
         let map = ClusterMap {
             revision,
             auto_failover: AutoFailover::default(),
             members: members.into_iter().map(|m| (m.id, m)).collect(),
             buckets: buckets.into_iter().map(|b| (b.name.clone(), b)).collect(),
+            rebalance,
         };
         let mut w = Writer::default();
         write_map(&mut w, &map);
@@ -239,7 +327,7 @@ fn votes_round_trip_and_unknown_versions_are_refused() {
     bytes[0] = MAP_VERSION + 1;
     assert_eq!(
         decode_command(&bytes),
-        Err(DecodeError("unknown version 6".into()))
+        Err(DecodeError("unknown version 7".into()))
     );
     bytes[0] = MAP_VERSION;
     bytes.push(0);
@@ -391,5 +479,5 @@ fn version_4_buckets_keep_their_replicas_and_unknown_copies_are_refused() {
         }
     }
     assert_eq!(bucket(5, Some(2)), Err(DecodeError("copies".into())));
-    assert!(bucket(6, Some(0)).is_err());
+    assert!(bucket(7, Some(0)).is_err());
 }
