@@ -152,15 +152,15 @@ async fn a_purge_writes_a_marker_at_a_new_seqno_that_feeds_skip() {
         .by_ref()
         .map(|entry| entry.expect("entry"))
         .collect();
-    assert_eq!(ids(&seen), [kept.clone()]);
+    assert_eq!(ids(&seen), [kept.as_str()]);
     assert_eq!(forward.end_position().get(vbucket), high + 1);
     let backward: Vec<ChangeEntry> = bucket
         .changes_descending(SeqVector::zero(VBUCKETS))
         .map(|entry| entry.expect("entry"))
         .collect();
-    assert_eq!(ids(&backward), [kept.clone()]);
+    assert_eq!(ids(&backward), [kept.as_str()]);
     let indexed = bucket.vbucket_changes(vbucket, 0, 100).expect("changes");
-    assert_eq!(ids(&indexed), [kept.clone()]);
+    assert_eq!(ids(&indexed), [kept.as_str()]);
     assert_eq!(bucket.skip_stats(), SkipStats::default());
 
     // A compaction leaves a young marker alone.

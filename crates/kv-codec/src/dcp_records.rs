@@ -172,7 +172,7 @@ mod tests {
                 0,
                 &[],
                 extras,
-                &key,
+                key,
                 value,
             );
             let Ok(Decoded::Frame(frame, _)) = decode(&bytes, 1 << 20) else {

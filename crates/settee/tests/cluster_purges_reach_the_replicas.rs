@@ -28,7 +28,7 @@ fn id(index: usize) -> String {
 
 /// Every third document is purged.
 fn purged(index: usize) -> bool {
-    index % 3 == 0
+    index.is_multiple_of(3)
 }
 
 fn vbucket_of(index: usize) -> u16 {
