@@ -55,9 +55,9 @@ pub struct CompactionReport {
 
 impl Bucket {
     /// Compacts the bucket: removes attachment bodies no leaf references, abbreviates change
-    /// entries, deletes purge markers that have aged out, then asks RocksDB to rewrite the bucket's ranges so overwritten and deleted
-    /// entries leave the disk, and flushes every memtable so no write-ahead log is kept
-    /// for data already in SST files.
+    /// entries, deletes purge markers that have aged out, then asks RocksDB to rewrite the
+    /// bucket's ranges so overwritten and deleted entries leave the disk, and flushes every
+    /// memtable so no write-ahead log is kept for data already in SST files.
     pub async fn compact(&self) -> Result<CompactionReport, EngineError> {
         use std::sync::atomic::Ordering;
         if self.compacting.swap(true, Ordering::AcqRel) {

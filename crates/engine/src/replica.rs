@@ -260,8 +260,9 @@ impl Bucket {
 
     /// Stores what a replica vbucket received, as one durable batch: each document's record,
     /// `seq` entry, expiry entry and attachment bodies, each event's entry, each purge (the
-    /// document removed, its marker stored), the counters, the high seqno and the snapshot. Items at or below the vbucket's high seqno were applied
-    /// before and are skipped. Returns how many items were applied.
+    /// document removed, its marker stored), the counters, the high seqno and the snapshot.
+    /// Items at or below the vbucket's high seqno were applied before and are skipped.
+    /// Returns how many items were applied.
     pub async fn apply_replica(
         &self,
         vbucket: u16,
