@@ -142,6 +142,19 @@ impl Chains {
         !self.possible(vb) && 1 + streaming_or_awaited >= majority(self.replicas)
     }
 
+    /// The lowest seqno of `vb` every replica of its chain acknowledged (0 when one has not
+    /// acknowledged yet); `u64::MAX` when the chain is empty (no replica could want anything).
+    pub fn oldest_ack(&self, vb: u16) -> u64 {
+        let Some(slot) = self.vbuckets.get(usize::from(vb)) else {
+            return u64::MAX;
+        };
+        slot.chain
+            .iter()
+            .map(|node| slot.acked.get(node).copied().unwrap_or(0))
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
     /// The highest seqno of `vb` that a majority of its chain holds: the active holds every
     /// seqno it answers for, so this is the `(majority - 1)`-th highest replica
     /// acknowledgement; `u64::MAX` when the active alone is a majority, 0 when the chain has
@@ -270,6 +283,20 @@ mod tests {
         chains.stream_closed(0, 1);
         chains.set_topology(2, &[vec![1, 2]]);
         assert!(chains.expected(0));
+    }
+
+    #[test]
+    fn the_oldest_acknowledgement_waits_for_every_replica_of_the_chain() {
+        let mut chains = Chains::new(2);
+        assert_eq!(chains.oldest_ack(0), u64::MAX, "no replica");
+        chains.set_topology(2, &[vec![1, 2], vec![]]);
+        assert_eq!(chains.oldest_ack(0), 0);
+        chains.ack(0, 2, 9);
+        assert_eq!(chains.oldest_ack(0), 0, "replica 1 has said nothing");
+        chains.ack(0, 1, 4);
+        assert_eq!(chains.oldest_ack(0), 4);
+        assert_eq!(chains.oldest_ack(1), u64::MAX);
+        assert_eq!(chains.oldest_ack(7), u64::MAX, "out of range");
     }
 
     #[test]

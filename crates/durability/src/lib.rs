@@ -327,6 +327,13 @@ impl Tracker {
         }
     }
 
+    /// The lowest seqno of `vb` every replica of its chain acknowledged: 0 while one has not
+    /// acknowledged since this node started, `u64::MAX` with no replica in the chain (what
+    /// compaction may forget of `vb`'s purge markers, replica.md).
+    pub fn oldest_acknowledged(&self, vb: u16) -> u64 {
+        self.chains.lock().oldest_ack(vb)
+    }
+
     /// The durable seqno of `vb` as last published.
     pub fn durable_seqno(&self, vb: u16) -> u64 {
         self.durable

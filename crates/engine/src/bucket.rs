@@ -258,6 +258,9 @@ pub struct Bucket {
     pub(crate) failover_lock: tokio::sync::Mutex<()>,
     /// Per vbucket, its `VbRole` on this node (`replica.rs`); written under the vbucket's lock.
     pub(crate) roles: Vec<std::sync::atomic::AtomicU8>,
+    /// Per vbucket, whether its purge marker index may hold entries, and its purge seqno
+    /// (`purge_marker.rs`; each documents its own rule).
+    pub(crate) markers: crate::purge_marker::Markers,
     /// The node's listener of design document writes (`designs.rs`).
     pub(crate) designs: Arc<crate::designs::DesignsSlot>,
     /// Design documents gathered from the cluster (`designs.rs`).
@@ -323,6 +326,9 @@ impl Bucket {
                         hlc.observe(entry.cas)
                     }
                     Some(crate::change_entry::StoredEntry::Event(event)) => hlc.observe(event.cas),
+                    Some(crate::change_entry::StoredEntry::Purge(marker)) => {
+                        hlc.observe(marker.cas)
+                    }
                     None => {}
                 }
             }
@@ -349,6 +355,7 @@ impl Bucket {
         let collection_purge_seqs = read_collection_purge_seqs(&store, id)?;
         let failover_heads = crate::failover::load_heads(&store, id, config.vbuckets)?;
         let roles = crate::replica::load_roles(&store, id, config.vbuckets)?;
+        let markers = crate::purge_marker::Markers::load(&store, id, config.vbuckets)?;
         let (changed, _) = tokio::sync::watch::channel(0);
         Ok(Bucket {
             id,
@@ -394,6 +401,7 @@ impl Bucket {
             failover_heads,
             failover_lock: tokio::sync::Mutex::new(()),
             roles,
+            markers,
             designs,
             shared_designs: RwLock::new(Arc::default()),
         })
@@ -693,7 +701,7 @@ impl Bucket {
     }
 
     /// Assigns seqnos and CASes to `writes`, commits them as one durable batch, and returns
-    /// what each got (for removals, the seqno is 0). Callers hold the key locks.
+    /// what each got (for a removal, its purge marker's). Callers hold the key locks.
     pub(crate) async fn commit_writes(
         &self,
         writes: &mut [PlannedWrite],
@@ -732,6 +740,16 @@ impl Bucket {
                 };
             }
         }
+        // A new document's key may have a purge marker to delete (replica.md). Looked up
+        // before the vbucket locks: the callers' key locks keep the answer true until commit.
+        let new_keys: Vec<Option<(u16, u32, &[u8])>> = writes
+            .iter()
+            .map(|write| {
+                let key = (write.vbucket, write.collection, write.key.as_slice());
+                write.previous.is_none().then_some(key)
+            })
+            .collect();
+        let markers = self.find_markers(&new_keys)?;
         let mut batch = extra;
         let mut committed = Vec::with_capacity(writes.len());
         let pending = {
@@ -768,7 +786,7 @@ impl Bucket {
                 }
             }
             let now = self.now_secs();
-            for write in writes.iter_mut() {
+            for (write, marker) in writes.iter_mut().zip(markers) {
                 let Some((_, slot)) = guards.iter_mut().find(|(vb, _)| *vb == write.vbucket) else {
                     return Err(EngineError::Invalid("vbucket out of range".into()));
                 };
@@ -778,7 +796,7 @@ impl Bucket {
                         record.expiry = capped_expiry(record.expiry, max_ttl, now);
                     }
                 }
-                committed.push(self.stage_write(&mut batch, slot, write));
+                committed.push(self.stage_write(&mut batch, slot, write, marker));
             }
             // Collection counters are written once the bucket has collections (its manifest
             // changed at least once); before that, the vbucket's are collection 0's.
@@ -879,14 +897,19 @@ impl Bucket {
         Ok(())
     }
 
+    /// Stages one write; `marker` is the seqno of the key's purge marker, deleted with it.
     fn stage_write(
         &self,
         batch: &mut Batch,
         slot: &mut VbSlot,
         write: &mut PlannedWrite,
+        marker: Option<u64>,
     ) -> Committed {
         let (id, vbucket, cid) = (self.id, write.vbucket, write.collection);
         let doc_key = keys::doc_key(id, vbucket, cid, &write.key);
+        if let Some(seqno) = marker {
+            crate::purge_marker::stage_marker_removal(batch, id, (vbucket, cid, &write.key), seqno);
+        }
         if let Some(previous) = write.previous {
             batch.delete(Cf::Seq, keys::seq_key(id, vbucket, previous.seqno));
             if previous.expiry != 0 {
@@ -918,7 +941,8 @@ impl Bucket {
                 (prefix, upper)
             };
             batch.delete_range(Cf::Att, lower, upper);
-            return Committed { seqno: 0, cas: 0 };
+            // The removal gets a seqno of its own, so that it reaches the replicas.
+            return self.stage_new_marker(batch, slot, (vbucket, cid, &write.key));
         };
         slot.state.high_seqno += 1;
         record.seqno = slot.state.high_seqno;

@@ -1,6 +1,7 @@
 //! The entries of a vbucket's change stream (CF `seq`, `docs/format/keys.md` and
 //! `docs/format/collections.md`): a document's entry names its collection (versions 1-2:
-//! collection 0, versions 3-4: the id in the entry), version 5 is a system event.
+//! collection 0, versions 3-4: the id in the entry), version 5 is a system event, version 6 a
+//! purge marker (`docs/format/replica.md`).
 //!
 //! ```text
 //! v1  0 ver=1 | 1 flags | 2 cas u64 | 10 keylen u8 | 11 key | rev
@@ -8,6 +9,8 @@
 //! v3  0 ver=3 | 1 flags | 2 cas u64 | 10 cid u32 | 14 keylen u8 | 15 key | rev
 //! v4  as v3, the key field an id prefix (compaction only)
 //! v5  a system event (collections/event.rs)
+//! v6  0 ver=6 | 1 flags u8 (0) | 2 cas u64 | 10 cid u32 | 14 keylen u8 | 15 key
+//!     a purge marker: the key was purged whole at this seqno (purge_marker.rs)
 //! ```
 
 use settee_revtree::RevId;
@@ -15,6 +18,7 @@ use settee_revtree::RevId;
 use crate::collections::SystemEvent;
 use crate::keys::FIRST_COLLECTION_ID;
 use crate::record::DocRecord;
+use settee_record::purge_marker::{PurgeMarker, VERSION_PURGE};
 
 const VERSION: u8 = 1;
 /// Same layout as [`VERSION`], but the key field holds only a prefix of the id (keys.md).
@@ -37,12 +41,14 @@ pub struct ChangeEntry {
     pub rev: RevId,
 }
 
-/// One entry of a vbucket-wide stream: a document's change in any collection, or a system
-/// event ([`crate::Bucket::vbucket_stream`]).
+/// One entry of a vbucket-wide stream: a document's change in any collection, a system event,
+/// or a purge marker ([`crate::Bucket::vbucket_stream`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StreamEntry {
     Change(ChangeEntry),
     Event(SystemEvent),
+    /// A document purged whole: sent to replicas only (replica.md).
+    Purge(PurgeMarker),
 }
 
 impl StreamEntry {
@@ -50,6 +56,7 @@ impl StreamEntry {
         match self {
             StreamEntry::Change(entry) => entry.seqno,
             StreamEntry::Event(event) => event.seqno,
+            StreamEntry::Purge(marker) => marker.seqno,
         }
     }
 
@@ -57,14 +64,17 @@ impl StreamEntry {
         match self {
             StreamEntry::Change(entry) => entry.cas,
             StreamEntry::Event(event) => event.cas,
+            StreamEntry::Purge(marker) => marker.cas,
         }
     }
 }
 
-/// A stored entry as decoded: a document's (and whether its id is only a prefix), or an event.
+/// A stored entry as decoded: a document's (and whether its id is only a prefix), an event, or
+/// a purge marker.
 pub(crate) enum StoredEntry {
     Change(ChangeEntry, bool),
     Event(SystemEvent),
+    Purge(PurgeMarker),
 }
 
 impl StoredEntry {
@@ -72,6 +82,9 @@ impl StoredEntry {
         match raw.first() {
             Some(&crate::collections::VERSION_EVENT) => {
                 SystemEvent::decode(vbucket, seqno, raw).map(StoredEntry::Event)
+            }
+            Some(&VERSION_PURGE) => {
+                PurgeMarker::decode(vbucket, seqno, raw).map(StoredEntry::Purge)
             }
             _ => ChangeEntry::decode(vbucket, seqno, raw)
                 .map(|(entry, short)| StoredEntry::Change(entry, short)),
@@ -99,13 +112,13 @@ impl HoldsChange for StreamEntry {
     fn change(&self) -> Option<&ChangeEntry> {
         match self {
             StreamEntry::Change(entry) => Some(entry),
-            StreamEntry::Event(_) => None,
+            StreamEntry::Event(_) | StreamEntry::Purge(_) => None,
         }
     }
     fn change_mut(&mut self) -> Option<&mut ChangeEntry> {
         match self {
             StreamEntry::Change(entry) => Some(entry),
-            StreamEntry::Event(_) => None,
+            StreamEntry::Event(_) | StreamEntry::Purge(_) => None,
         }
     }
 }

@@ -54,9 +54,9 @@ impl Bucket {
     }
 
     /// Up to `limit` entries of one vbucket's whole stream with seqno > `since`: every live
-    /// collection's documents and the system events (for DCP). Entries of dropped collections
-    /// not purged yet, and their create and modify events, are passed over; drop events stay.
-    /// Fewer than `limit` only when the stream has no more.
+    /// collection's documents and purge markers, and the system events (for DCP). Entries of
+    /// dropped collections not purged yet, and their create and modify events, are passed
+    /// over; drop events stay. Fewer than `limit` only when the stream has no more.
     pub fn vbucket_stream(
         &self,
         vbucket: u16,
@@ -85,6 +85,10 @@ impl Bucket {
                         || view.classify(self, event.collection_id) == Liveness::Live;
                     keep.then_some(StreamEntry::Event(event))
                 }
+                // Left for the drop purger like its collection's documents.
+                StoredEntry::Purge(marker) => (view.classify(self, marker.collection)
+                    == Liveness::Live)
+                    .then_some(StreamEntry::Purge(marker)),
             }
         };
         self.read_vbucket(vbucket, since, limit, select, None)

@@ -38,6 +38,7 @@ mod local;
 mod maintenance;
 mod old_revs;
 pub mod partition;
+mod purge_marker;
 mod read;
 pub use settee_record::record;
 mod replica;
@@ -76,6 +77,7 @@ pub use kv::{
 pub use limits::{DocLimits, LimitError};
 pub use local::LocalOutcome;
 pub use maintenance::{CompactionReport, DiskSizes};
+pub use purge_marker::{PurgeMarker, PURGE_MARKERS_KEEP_SECS};
 pub use read::{DocScan, ScanRange};
 pub use record::{AttachmentMeta, DocRecord, Leaf};
 pub use replica::{ReplicaBatch, ReplicaDoc, ReplicaItem, ReplicaRecord, VbRole};

@@ -49,13 +49,15 @@ pub struct CompactionReport {
     pub change_entries_abbreviated: u64,
     /// Old revision bodies (no longer leaves) deleted.
     pub old_revisions_removed: u64,
+    /// Purge markers old enough and acknowledged by every replica, deleted (replica.md).
+    pub purge_markers_removed: u64,
 }
 
 impl Bucket {
     /// Compacts the bucket: removes attachment bodies no leaf references, abbreviates change
-    /// entries, then asks RocksDB to rewrite the bucket's ranges so overwritten and deleted
-    /// entries leave the disk, and flushes every memtable so no write-ahead log is kept
-    /// for data already in SST files.
+    /// entries, deletes purge markers that have aged out, then asks RocksDB to rewrite the
+    /// bucket's ranges so overwritten and deleted entries leave the disk, and flushes every
+    /// memtable so no write-ahead log is kept for data already in SST files.
     pub async fn compact(&self) -> Result<CompactionReport, EngineError> {
         use std::sync::atomic::Ordering;
         if self.compacting.swap(true, Ordering::AcqRel) {
@@ -159,6 +161,7 @@ impl Bucket {
             self.store.commit(std::mem::take(&mut batch)).await?;
         }
         let change_entries_abbreviated = self.abbreviate_change_entries().await?;
+        let purge_markers_removed = self.age_out_purge_markers().await?;
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || {
             for cf in [Cf::Doc, Cf::Seq, Cf::Att, Cf::Exp, Cf::Local] {
@@ -174,6 +177,7 @@ impl Bucket {
             attachment_bodies_removed: stale.len() as u64,
             change_entries_abbreviated,
             old_revisions_removed: old_revisions.len() as u64,
+            purge_markers_removed,
         })
     }
 
@@ -266,7 +270,8 @@ impl Bucket {
     }
 
     /// Removes leaf revisions for good (CouchDB `_purge`). A document left with no leaf
-    /// disappears entirely, from changes too. Returns the revisions purged.
+    /// disappears entirely, from changes too: its entry gives way to a purge marker at a new
+    /// seqno, which feeds skip and replicas apply (replica.md). Returns the revisions purged.
     ///
     /// A document whose stored record does not decode (issue 18: nothing can tell its leaves)
     /// is removed whole when at least one revision is named, whatever revisions they are: the

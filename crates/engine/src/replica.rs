@@ -18,6 +18,7 @@ use crate::collections::SystemEvent;
 use crate::error::EngineError;
 use crate::failover::{encode_failover_log, FailoverEntry, FAILOVER_ENTRIES_MAX};
 use crate::keys;
+use crate::purge_marker::{stage_marker, stage_marker_removal, PurgeMarker};
 use crate::record::{DocRecord, Header};
 use crate::vb_state::{VbSlot, VbState};
 
@@ -63,6 +64,8 @@ pub struct ReplicaDoc {
 pub enum ReplicaItem {
     Doc(ReplicaDoc),
     Event(SystemEvent),
+    /// A document the active purged whole (DCP_PURGE, replica.md).
+    Purge(PurgeMarker),
 }
 
 impl ReplicaItem {
@@ -70,6 +73,16 @@ impl ReplicaItem {
         match self {
             ReplicaItem::Doc(doc) => doc.seqno,
             ReplicaItem::Event(event) => event.seqno,
+            ReplicaItem::Purge(marker) => marker.seqno,
+        }
+    }
+
+    /// The document the item writes or removes: (collection, key).
+    fn document(&self) -> Option<(u32, &[u8])> {
+        match self {
+            ReplicaItem::Doc(doc) => Some((doc.collection, &doc.key)),
+            ReplicaItem::Purge(marker) => Some((marker.collection, &marker.key)),
+            ReplicaItem::Event(_) => None,
         }
     }
 }
@@ -246,9 +259,10 @@ impl Bucket {
     }
 
     /// Stores what a replica vbucket received, as one durable batch: each document's record,
-    /// `seq` entry, expiry entry and attachment bodies, each event's entry, the counters, the
-    /// high seqno and the snapshot. Items at or below the vbucket's high seqno were applied
-    /// before and are skipped. Returns how many items were applied.
+    /// `seq` entry, expiry entry and attachment bodies, each event's entry, each purge (the
+    /// document removed, its marker stored), the counters, the high seqno and the snapshot.
+    /// Items at or below the vbucket's high seqno were applied before and are skipped.
+    /// Returns how many items were applied.
     pub async fn apply_replica(
         &self,
         vbucket: u16,
@@ -261,25 +275,40 @@ impl Bucket {
             return Err(invalid("vbucket is active on this node"));
         }
         let mut last = 0;
-        let mut docs = Vec::new();
+        let mut records = Vec::new();
         for item in &replica.items {
             if item.seqno() <= last || item.seqno() > replica.high_seqno {
                 return Err(invalid("replica items out of seqno order"));
             }
             last = item.seqno();
-            if let ReplicaItem::Doc(doc) = item {
-                docs.push((doc, check_replica_doc(doc)?));
+            match item {
+                ReplicaItem::Doc(doc) => records.push(check_replica_doc(doc)?),
+                ReplicaItem::Purge(marker) => {
+                    check_key_in(marker.collection, &marker.key)?;
+                    if marker.vbucket != vbucket {
+                        return Err(invalid("a purge marker of another vbucket"));
+                    }
+                }
+                ReplicaItem::Event(_) => {}
             }
         }
+        // The documents the batch writes or removes, in item order (a snapshot names each key
+        // once at most, dcp.md).
+        let documents: Vec<(u32, &[u8])> = replica
+            .items
+            .iter()
+            .filter_map(ReplicaItem::document)
+            .collect();
         let _guards = self
             .lock_keys(
-                docs.iter()
-                    .map(|(doc, _)| crate::DocKey::new(doc.collection, &doc.key)),
+                documents
+                    .iter()
+                    .map(|(cid, key)| crate::DocKey::new(*cid, key)),
             )
             .await;
-        let mut previous = Vec::with_capacity(docs.len());
-        for (doc, _) in &docs {
-            let key = keys::doc_key(self.id, vbucket, doc.collection, &doc.key);
+        let mut previous = Vec::with_capacity(documents.len());
+        for (cid, key) in &documents {
+            let key = keys::doc_key(self.id, vbucket, *cid, key);
             let old = self.store.get_with(Cf::Doc, &key, |raw| {
                 Header::decode(raw).ok().map(|header| Previous {
                     seqno: header.seqno,
@@ -290,6 +319,13 @@ impl Bucket {
             })?;
             previous.push(old.flatten());
         }
+        // A key without a record may have a purge marker, which the item replaces.
+        let without: Vec<Option<(u16, u32, &[u8])>> = documents
+            .iter()
+            .zip(&previous)
+            .map(|((cid, key), old)| old.is_none().then_some((vbucket, *cid, *key)))
+            .collect();
+        let markers = self.find_markers(&without)?;
         let mut batch = Batch::new();
         let mut applied = 0;
         let (pending, high) = {
@@ -300,40 +336,51 @@ impl Bucket {
             if slot.epoch != epoch {
                 self.reload_vb_state(vbucket, &mut slot, epoch, &manifest.collection_ids())?;
             }
-            let mut docs = docs.iter().zip(&previous);
+            let mut records = records.iter();
+            let mut olds = previous.into_iter().zip(markers);
             let mut touched = Vec::new();
             for item in &replica.items {
                 let held = slot.state.high_seqno;
-                let doc = match item {
-                    ReplicaItem::Doc(_) => docs.next(),
+                let record = match item {
+                    ReplicaItem::Doc(_) => records.next(),
+                    _ => None,
+                };
+                let old = match item {
                     ReplicaItem::Event(_) => None,
+                    _ => olds.next(),
                 };
                 if item.seqno() <= held {
                     continue;
                 }
                 applied += 1;
                 slot.state.high_seqno = item.seqno();
-                match (item, doc) {
-                    (ReplicaItem::Event(event), _) => {
-                        self.hlc.observe(event.cas);
-                        let key = keys::seq_key(self.id, vbucket, event.seqno);
-                        batch.put(Cf::Seq, key, event.encode());
-                        // The vbucket's collection counters move as the active's did.
-                        self.stage_event_counts(&mut batch, vbucket, &mut slot, event);
+                if let Some((cid, _)) = item.document() {
+                    // Live by this node's manifest, or by the stream's own creation event (a
+                    // cluster node may follow the map's manifest a moment later).
+                    let live = manifest.is_live(cid) || slot.collection(cid).is_some();
+                    if live {
+                        touched.push(cid);
                     }
-                    (ReplicaItem::Doc(_), Some(((doc, record), old))) => {
-                        // Live by this node's manifest, or by the stream's own creation event
-                        // (a cluster node may follow the map's manifest a moment later).
-                        let live = manifest.is_live(doc.collection)
-                            || slot.collection(doc.collection).is_some();
-                        self.stage_replica_doc(
-                            &mut batch, &mut slot, vbucket, doc, record, *old, live,
-                        );
-                        if live {
-                            touched.push(doc.collection);
+                    let (previous, marker) = old.unwrap_or_default();
+                    let held = Held {
+                        previous,
+                        marker,
+                        live,
+                    };
+                    match (item, record) {
+                        (ReplicaItem::Doc(doc), Some(record)) => self
+                            .stage_replica_doc(&mut batch, &mut slot, vbucket, doc, record, held),
+                        (ReplicaItem::Purge(marker), _) => {
+                            self.stage_replica_purge(&mut batch, &mut slot, marker, held)
                         }
+                        _ => {}
                     }
-                    (ReplicaItem::Doc(_), None) => {}
+                } else if let ReplicaItem::Event(event) = item {
+                    self.hlc.observe(event.cas);
+                    let key = keys::seq_key(self.id, vbucket, event.seqno);
+                    batch.put(Cf::Seq, key, event.encode());
+                    // The vbucket's collection counters move as the active's did.
+                    self.stage_event_counts(&mut batch, vbucket, &mut slot, event);
                 }
             }
             slot.state.high_seqno = slot.state.high_seqno.max(replica.high_seqno);
@@ -366,7 +413,6 @@ impl Bucket {
         Ok(applied)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn stage_replica_doc(
         &self,
         batch: &mut Batch,
@@ -374,22 +420,11 @@ impl Bucket {
         vbucket: u16,
         doc: &ReplicaDoc,
         record: &DocRecord,
-        previous: Option<Previous>,
-        live: bool,
+        held: Held,
     ) {
         let (id, cid, key) = (self.id, doc.collection, doc.key.as_slice());
         self.hlc.observe(doc.cas);
-        if let Some(old) = previous {
-            batch.delete(Cf::Seq, keys::seq_key(id, vbucket, old.seqno));
-            if old.expiry != 0 {
-                batch.delete(Cf::Exp, keys::exp_key(id, vbucket, cid, old.expiry, key));
-            }
-            slot.state.remove(old.deleted, old.record_bytes);
-            if live {
-                slot.collection_mut(cid)
-                    .remove(old.deleted, old.record_bytes);
-            }
-        }
+        self.stage_replica_removal(batch, slot, (vbucket, cid, key), held);
         for (md5, body) in &doc.attachments {
             batch.put(
                 Cf::Att,
@@ -417,10 +452,66 @@ impl Bucket {
         );
         let bytes = doc.record.len() as u64;
         slot.state.add(doc.deleted, bytes);
-        if live {
+        if held.live {
             let stats = slot.collection_mut(cid);
             stats.add(doc.deleted, bytes);
             stats.high_seqno = doc.seqno;
+        }
+    }
+
+    /// Removes the document `marker` names, as the active's purge did (its record, change
+    /// and expiry entries, attachment and old revision bodies, its counts), and stores the
+    /// marker (replica.md, "Purges reach the replicas").
+    fn stage_replica_purge(
+        &self,
+        batch: &mut Batch,
+        slot: &mut VbSlot,
+        marker: &PurgeMarker,
+        held: Held,
+    ) {
+        let (id, vbucket, cid, key) = (
+            self.id,
+            marker.vbucket,
+            marker.collection,
+            marker.key.as_slice(),
+        );
+        self.hlc.observe(marker.cas);
+        self.stage_replica_removal(batch, slot, (vbucket, cid, key), held);
+        batch.delete(Cf::Doc, keys::doc_key(id, vbucket, cid, key));
+        let prefix = keys::att_prefix(id, vbucket, cid, key);
+        let upper = keys::prefix_end(&prefix);
+        batch.delete_range(Cf::Att, prefix, upper);
+        crate::old_revs::drop_all(batch, id, vbucket, cid, key);
+        self.markers.note(vbucket);
+        stage_marker(batch, id, marker);
+        if held.live {
+            slot.collection_mut(cid).high_seqno = marker.seqno;
+        }
+    }
+
+    /// Takes what a key holds before a replica item replaces it out of the store and the
+    /// counts: its record's change and expiry entries, or its purge marker.
+    fn stage_replica_removal(
+        &self,
+        batch: &mut Batch,
+        slot: &mut VbSlot,
+        (vbucket, cid, key): (u16, u32, &[u8]),
+        held: Held,
+    ) {
+        let id = self.id;
+        if let Some(old) = held.previous {
+            batch.delete(Cf::Seq, keys::seq_key(id, vbucket, old.seqno));
+            if old.expiry != 0 {
+                batch.delete(Cf::Exp, keys::exp_key(id, vbucket, cid, old.expiry, key));
+            }
+            slot.state.remove(old.deleted, old.record_bytes);
+            if held.live {
+                slot.collection_mut(cid)
+                    .remove(old.deleted, old.record_bytes);
+            }
+        }
+        if let Some(seqno) = held.marker {
+            stage_marker_removal(batch, id, (vbucket, cid, key), seqno);
         }
     }
 
@@ -452,6 +543,8 @@ impl Bucket {
             let (lower, upper) = keys::vb_range(self.id, vbucket);
             batch.delete_range(Cf::Seq, lower, upper);
             batch.delete(Cf::Meta, keys::meta::failover_log(self.id, vbucket));
+            batch.delete(Cf::Meta, keys::meta::vb_purge_seqno(self.id, vbucket));
+            self.markers.set_purge_seqno(vbucket, 0);
             *slot = VbSlot {
                 state: VbState::default(),
                 collections: live.iter().map(|cid| (*cid, VbState::default())).collect(),
@@ -472,6 +565,15 @@ impl Bucket {
         self.changed.send_modify(|version| *version += 1);
         Ok(())
     }
+}
+
+/// What a replica item's key held before it: its record, its purge marker's seqno, and whether
+/// its collection is live here (its counts kept).
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    previous: Option<Previous>,
+    marker: Option<u64>,
+    live: bool,
 }
 
 /// The checks of replica.md on a received document; its record decoded.

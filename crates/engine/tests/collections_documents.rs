@@ -220,6 +220,7 @@ async fn the_same_key_in_two_collections_is_two_documents() {
             match entry {
                 StreamEntry::Change(_) => documents += 1,
                 StreamEntry::Event(_) => events += 1,
+                StreamEntry::Purge(marker) => panic!("nothing was purged: {marker:?}"),
             }
         }
     }
@@ -234,6 +235,7 @@ async fn the_same_key_in_two_collections_is_two_documents() {
             .filter(|entry| match entry {
                 StreamEntry::Change(change) => change.collection == c1,
                 StreamEntry::Event(event) => event.collection_id == c1,
+                StreamEntry::Purge(marker) => marker.collection == c1,
             })
             .map(StreamEntry::seqno)
             .max();

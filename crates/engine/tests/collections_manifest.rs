@@ -112,7 +112,7 @@ async fn changes_persist_and_write_one_event_per_vbucket() {
                     event.max_ttl,
                     event.name,
                 ),
-                StreamEntry::Change(change) => panic!("no documents: {change:?}"),
+                other => panic!("no documents: {other:?}"),
             })
             .collect();
         assert_eq!(
@@ -209,7 +209,7 @@ async fn dropping_a_scope_drops_its_collections_and_refusals_are_typed() {
         .into_iter()
         .filter_map(|entry| match entry {
             StreamEntry::Event(event) => Some(event.kind),
-            StreamEntry::Change(_) => None,
+            _ => None,
         })
         .collect();
     assert_eq!(
@@ -227,7 +227,7 @@ async fn dropping_a_scope_drops_its_collections_and_refusals_are_typed() {
         .into_iter()
         .filter_map(|entry| match entry {
             StreamEntry::Event(event) => Some(event.kind),
-            StreamEntry::Change(_) => None,
+            _ => None,
         })
         .collect();
     assert_eq!(

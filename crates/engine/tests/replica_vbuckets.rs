@@ -58,6 +58,7 @@ fn replica_items(bucket: &settee_engine::Bucket, vbucket: u16) -> Vec<ReplicaIte
                 }))
             }
             StreamEntry::Event(event) => Some(ReplicaItem::Event(event)),
+            StreamEntry::Purge(marker) => Some(ReplicaItem::Purge(marker)),
         })
         .collect()
 }

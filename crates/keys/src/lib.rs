@@ -238,6 +238,42 @@ pub fn parse_old_rev_key(raw: &[u8]) -> Option<(u16, u32, &[u8], &[u8])> {
     Some((vbucket, cid, key, rev))
 }
 
+/// The byte in an `att` key's length position that marks a purge marker's index entry (keys.md).
+pub const PURGE_MARKER_MARK: u8 = 0xfe;
+
+/// The `att` key of the index entry naming `key`'s purge marker (its value: the marker's
+/// seqno). Always under the short prefix, so a vbucket's entries are one range.
+pub fn purge_marker_key(bucket_id: u32, vbucket: u16, cid: u32, key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(PREFIX_LEN + 6 + key.len());
+    out.extend_from_slice(&vb_prefix(bucket_id, vbucket));
+    out.push(PURGE_MARKER_MARK);
+    out.extend_from_slice(&cid.to_be_bytes());
+    out.push(key.len() as u8);
+    out.extend_from_slice(key);
+    out
+}
+
+/// Range `[lower, upper)` of one vbucket's purge marker index entries in `att`.
+pub fn purge_marker_range(bucket_id: u32, vbucket: u16) -> (Vec<u8>, Vec<u8>) {
+    let mut lower = vb_prefix(bucket_id, vbucket).to_vec();
+    lower.push(PURGE_MARKER_MARK);
+    let upper = prefix_end(&lower);
+    (lower, upper)
+}
+
+/// Splits a purge marker index key into (vbucket, collection, document key); `None` for any
+/// other key.
+pub fn parse_purge_marker_key(raw: &[u8]) -> Option<(u16, u32, &[u8])> {
+    let (vbucket, cid, rest) = split_prefix(raw)?;
+    if cid != 0 || *rest.first()? != PURGE_MARKER_MARK {
+        return None;
+    }
+    let cid = u32::from_be_bytes(rest.get(1..5)?.try_into().ok()?);
+    let len = *rest.get(5)? as usize;
+    let key = rest.get(6..)?;
+    (key.len() == len).then_some((vbucket, cid, key))
+}
+
 pub fn exp_key(bucket_id: u32, vbucket: u16, cid: u32, expiry: u32, key: &[u8]) -> Vec<u8> {
     let prefix = Prefix::new(bucket_id, vbucket, cid);
     let mut out = Vec::with_capacity(prefix.len() + 4 + key.len());
@@ -350,6 +386,17 @@ pub mod meta {
     pub fn vb_role_prefix(bucket_id: u32) -> Vec<u8> {
         with_id(b"bucket/vbrole/", bucket_id)
     }
+    /// A vbucket's purge seqno: the highest purge marker compaction deleted (replica.md).
+    pub fn vb_purge_seqno(bucket_id: u32, vbucket: u16) -> Vec<u8> {
+        [
+            vb_purge_seqno_prefix(bucket_id).as_slice(),
+            &vbucket.to_be_bytes(),
+        ]
+        .concat()
+    }
+    pub fn vb_purge_seqno_prefix(bucket_id: u32) -> Vec<u8> {
+        with_id(b"bucket/vbpurged/", bucket_id)
+    }
     /// One collection's purge log entries (partitions.md), in purge order.
     pub fn purge_log_prefix(bucket_id: u32, cid: u32) -> Vec<u8> {
         [
@@ -366,7 +413,7 @@ pub mod meta {
         .concat()
     }
     /// Every meta key (or prefix) that belongs to a bucket id, for dropping it.
-    pub fn bucket_owned(bucket_id: u32) -> [Vec<u8>; 11] {
+    pub fn bucket_owned(bucket_id: u32) -> [Vec<u8>; 12] {
         [
             with_id(b"bucket/purgelog/", bucket_id),
             bucket_conf(bucket_id),
@@ -379,6 +426,7 @@ pub mod meta {
             collection_purge_seq_prefix(bucket_id),
             failover_prefix(bucket_id),
             vb_role_prefix(bucket_id),
+            vb_purge_seqno_prefix(bucket_id),
         ]
     }
 }
@@ -406,6 +454,33 @@ mod tests {
             let raw = exp_key(9, 4, cid, 77, b"doc");
             assert_eq!(parse_exp_key(&raw), Some((77, b"doc".as_slice())));
         }
+    }
+
+    #[test]
+    fn purge_marker_keys_round_trip_and_stay_out_of_attachment_readers() {
+        for cid in [0, 8, 0x1234_5678] {
+            let raw = purge_marker_key(9, 4, cid, b"doc");
+            assert_eq!(
+                parse_purge_marker_key(&raw),
+                Some((4, cid, b"doc".as_slice()))
+            );
+            assert_eq!(parse_att_key(&raw), None);
+            assert_eq!(parse_old_rev_key(&raw), None);
+            let (lower, upper) = purge_marker_range(9, 4);
+            assert!(raw >= lower && raw < upper);
+            // Inside the vbucket's short range, past every attachment and before old revisions.
+            let (short_lower, short_upper) = vb_range(9, 4);
+            assert!(raw >= short_lower && raw < short_upper);
+            assert!(raw > att_key(9, 4, 0, &[b'z'; 250], &[0xff; 16]));
+            assert!(raw < old_rev_key(9, 4, 0, b"a", "1-a"));
+        }
+        assert_eq!(
+            parse_purge_marker_key(&att_key(9, 4, 0, b"doc", &[1; 16])),
+            None
+        );
+        let mut cut = purge_marker_key(9, 4, 0, b"doc");
+        cut.pop();
+        assert_eq!(parse_purge_marker_key(&cut), None);
     }
 
     #[test]

@@ -542,6 +542,21 @@ pub fn encode_system_event(
     );
 }
 
+/// DCP_PURGE (settee's, `settee_records` streams only, replica.md): the purge marker at
+/// `seqno`, its CAS in the header, `key` collection-prefixed, no value.
+pub fn encode_purge(out: &mut Vec<u8>, route: Route, seqno: u64, cas: u64, key: &[u8]) {
+    request(
+        out,
+        opcode::DCP_PURGE,
+        route,
+        cas,
+        0,
+        &seqno.to_be_bytes(),
+        key,
+        &[],
+    );
+}
+
 pub fn encode_seqno_advanced(out: &mut Vec<u8>, route: Route, seqno: u64) {
     request(
         out,
@@ -606,6 +621,12 @@ pub enum Message<'a> {
     },
     SeqnoAdvanced {
         seqno: u64,
+    },
+    /// settee's DCP_PURGE: the document `key` was purged at `seqno`.
+    Purge {
+        seqno: u64,
+        cas: u64,
+        key: &'a [u8],
     },
     StreamEnd {
         reason: u32,
@@ -672,6 +693,11 @@ impl<'a> Message<'a> {
             },
             (opcode::DCP_SEQNO_ADVANCED, 8) => Message::SeqnoAdvanced {
                 seqno: u64_at(extras, 0)?,
+            },
+            (opcode::DCP_PURGE, 8) if frame.value.is_empty() => Message::Purge {
+                seqno: u64_at(extras, 0)?,
+                cas: frame.cas,
+                key: frame.key,
             },
             (opcode::DCP_STREAM_END, 4) => Message::StreamEnd {
                 reason: u32_at(extras, 0)?,

@@ -1,6 +1,7 @@
 //! The values of a `settee_records` DCP stream (docs/format/replica.md): a document's stored
 //! record with its attachment bodies, and what a replica reads back out of MUTATION,
-//! DELETION and SYSTEM_EVENT. Pure byte handling: the engine checks what the bytes mean.
+//! DELETION, SYSTEM_EVENT and DCP_PURGE (whose frame is `dcp::encode_purge`). Pure byte
+//! handling: the engine checks what the bytes mean.
 
 use crate::leb128;
 
@@ -129,6 +130,56 @@ mod tests {
         let mut none = Vec::new();
         encode_record_value(&mut none, b"r", &[]);
         assert_eq!(none, [0, 0, 0, 1, b'r', 0, 0]);
+    }
+
+    #[test]
+    fn purges_round_trip_and_refuse_other_shapes() {
+        use crate::dcp::{encode_purge, stream_key, Message, Route};
+        use crate::{decode, encode_request, opcode, Decoded};
+        let route = Route {
+            opaque: 7,
+            vbucket: 513,
+        };
+        let mut key = Vec::new();
+        stream_key(Some(0x1234), b"purged-doc", &mut key);
+        let mut out = Vec::new();
+        encode_purge(&mut out, route, 0x0102_0304_0506_0708, 0xfeed_beef, &key);
+        let Ok(Decoded::Frame(frame, used)) = decode(&out, 1 << 20) else {
+            panic!("one frame");
+        };
+        assert_eq!(used, out.len());
+        assert_eq!(frame.opcode, opcode::DCP_PURGE);
+        assert_eq!((frame.opaque, frame.vbucket(), frame.datatype), (7, 513, 0));
+        assert!(frame.value.is_empty());
+        let Some(Message::Purge { seqno, cas, key }) = Message::parse(&frame) else {
+            panic!("a purge");
+        };
+        assert_eq!((seqno, cas), (0x0102_0304_0506_0708, 0xfeed_beef));
+        assert_eq!(
+            split_collection_key(key),
+            Some((0x1234, b"purged-doc".as_slice()))
+        );
+        // A value, or extras of another length, is not a purge.
+        let seqno = 9u64.to_be_bytes();
+        for (extras, value) in [(&seqno[..], &b"v"[..]), (&seqno[..4], b""), (&[][..], b"")] {
+            let mut bytes = Vec::new();
+            encode_request(
+                &mut bytes,
+                opcode::DCP_PURGE,
+                1,
+                1,
+                0,
+                0,
+                &[],
+                extras,
+                key,
+                value,
+            );
+            let Ok(Decoded::Frame(frame, _)) = decode(&bytes, 1 << 20) else {
+                panic!("one frame");
+            };
+            assert_eq!(Message::parse(&frame), None);
+        }
     }
 
     #[test]

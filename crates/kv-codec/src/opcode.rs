@@ -61,6 +61,9 @@ pub const DCP_SEQNO_ADVANCED: u8 = 0x64;
 pub const DCP_OSO_SNAPSHOT: u8 = 0x65;
 pub const DCP_CACHE_TRANSFER: u8 = 0x66;
 pub const DCP_CACHE_TRANSFER_END: u8 = 0x67;
+/// settee's own: a purge marker on a `settee_records` stream (kv-frames.md, "Opcodes settee
+/// adds"; kv_engine leaves 0x68-0x6f unassigned).
+pub const DCP_PURGE: u8 = 0x6f;
 pub const GET_REPLICA: u8 = 0x83;
 pub const SELECT_BUCKET: u8 = 0x89;
 pub const OBSERVE_SEQNO: u8 = 0x91;

@@ -12,7 +12,7 @@ use settee_kv_codec::dcp::Message;
 use settee_kv_codec::{decode, encode_response, opcode, status, Decoded, Magic};
 
 use crate::connection::{Connection, FRAME_BYTES_MAX, NOOP_INTERVAL_SECS};
-use crate::stream::{doc_item, event_item, stream_request_extras, VbStream};
+use crate::stream::{doc_item, event_item, purge_item, stream_request_extras, VbStream};
 use crate::{Control, ReplicaError};
 
 /// A producer silent for this long (three NOOP intervals) is taken for gone.
@@ -193,6 +193,7 @@ impl<'a> Session<'a> {
                 key,
                 value,
             } => event_item(vbucket, (seqno, parsed.cas), (event, version), key, value)?,
+            Message::Purge { seqno, cas, key } => purge_item(vbucket, seqno, cas, key)?,
             Message::Expiration { .. } => {
                 return Err(ReplicaError::Protocol(
                     "EXPIRATION on a replica stream".into(),

@@ -3,7 +3,9 @@
 //! `Bucket::apply_replica` at a snapshot's end or when the batch is full (replica.md).
 
 use bytes::Bytes;
-use settee_engine::{Bucket, ReplicaBatch, ReplicaDoc, ReplicaItem, SystemEvent, SystemEventKind};
+use settee_engine::{
+    Bucket, PurgeMarker, ReplicaBatch, ReplicaDoc, ReplicaItem, SystemEvent, SystemEventKind,
+};
 use settee_kv_codec::dcp::ItemMeta;
 use settee_kv_codec::dcp_records::{
     event_kind, parse_event_value, parse_record_value, split_collection_key,
@@ -60,6 +62,24 @@ pub(crate) fn doc_item(
             .into_iter()
             .map(|(md5, body)| (md5, frame.slice_ref(body)))
             .collect(),
+    }))
+}
+
+/// A DCP_PURGE: the document the active purged at `seqno` (its CAS from the header).
+pub(crate) fn purge_item(
+    vbucket: u16,
+    seqno: u64,
+    cas: u64,
+    key: &[u8],
+) -> Result<ReplicaItem, ReplicaError> {
+    let (collection, key) = split_collection_key(key)
+        .ok_or_else(|| ReplicaError::Protocol("settee purge: key".into()))?;
+    Ok(ReplicaItem::Purge(PurgeMarker {
+        vbucket,
+        seqno,
+        cas,
+        collection,
+        key: key.to_vec(),
     }))
 }
 

@@ -153,6 +153,23 @@ impl Bucket {
                         && event.kind != super::SystemEventKind::CollectionDropped
                         && cids.contains(&event.collection_id)
                 }
+                Some(StoredEntry::Purge(marker)) => {
+                    let dropped = cids.contains(&marker.collection);
+                    if dropped {
+                        // Its index key is under the short prefix, outside the collection's
+                        // ranges deleted above.
+                        batch.delete(
+                            Cf::Att,
+                            keys::purge_marker_key(
+                                self.id,
+                                vbucket,
+                                marker.collection,
+                                &marker.key,
+                            ),
+                        );
+                    }
+                    dropped
+                }
                 None => false,
             };
             if names_dropped {

@@ -181,6 +181,8 @@ impl Bucket {
                 .collect();
             self.store.ingest(cf, &of_cf)?;
         }
+        // The files may have brought purge markers (their index is in the `att` file).
+        self.markers.note(vbucket);
         Ok(())
     }
 }

@@ -3,10 +3,13 @@
 //! revision tree; xattrs in kv_engine's wire form when the connection asked for them.
 
 use settee_engine::record::Header;
-use settee_engine::{ChangeEntry, ReplicaRecord, StreamItem, SystemEvent, SystemEventKind};
+use settee_engine::{
+    ChangeEntry, PurgeMarker, ReplicaRecord, StreamItem, SystemEvent, SystemEventKind,
+};
 use settee_kv_codec::datatype;
 use settee_kv_codec::dcp::{
-    encode_deletion, encode_mutation, encode_system_event, open_flags, stream_key, ItemMeta, Route,
+    encode_deletion, encode_mutation, encode_purge, encode_system_event, open_flags, stream_key,
+    ItemMeta, Route,
 };
 use settee_kv_codec::dcp_records::encode_record_value;
 
@@ -142,6 +145,18 @@ pub(crate) fn encode_record(
     }
 }
 
+/// Appends the DCP_PURGE of a purge marker (`settee_records` streams only, replica.md): its
+/// seqno, its CAS in the header, the key collection-prefixed.
+pub(crate) fn encode_purge_marker(
+    out: &mut Vec<u8>,
+    route: Route,
+    marker: &PurgeMarker,
+    key_buf: &mut Vec<u8>,
+) {
+    stream_key(Some(marker.collection), &marker.key, key_buf);
+    encode_purge(out, route, marker.seqno, marker.cas, key_buf);
+}
+
 /// Appends the SYSTEM_EVENT of a manifest change (never "collection modified": kv_engine sends
 /// that one only in the FlatBuffers form settee does not offer). A `settee_records` stream
 /// (`with_cas`) carries the event's CAS in the header (replica.md).
@@ -186,6 +201,35 @@ pub(crate) fn encode_event(out: &mut Vec<u8>, route: Route, event: &SystemEvent,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_purge_marker_goes_out_with_its_seqno_cas_and_collection_key() {
+        use settee_kv_codec::dcp::Message;
+        use settee_kv_codec::dcp_records::split_collection_key;
+        use settee_kv_codec::{decode, Decoded};
+        let marker = PurgeMarker {
+            vbucket: 5,
+            seqno: 77,
+            cas: 0xabcd,
+            collection: 9,
+            key: b"gone".to_vec(),
+        };
+        let route = Route {
+            opaque: 3,
+            vbucket: 5,
+        };
+        let (mut out, mut key_buf) = (Vec::new(), Vec::new());
+        encode_purge_marker(&mut out, route, &marker, &mut key_buf);
+        let Ok(Decoded::Frame(frame, used)) = decode(&out, 1 << 20) else {
+            panic!("a frame");
+        };
+        assert_eq!((used, frame.vbucket(), frame.opaque), (out.len(), 5, 3));
+        let Some(Message::Purge { seqno, cas, key }) = Message::parse(&frame) else {
+            panic!("a purge");
+        };
+        assert_eq!((seqno, cas), (77, 0xabcd));
+        assert_eq!(split_collection_key(key), Some((9, b"gone".as_slice())));
+    }
 
     #[test]
     fn xattrs_take_kv_engines_wire_form() {

@@ -258,8 +258,9 @@ impl Producer {
             return Err((status::ERANGE, "Invalid seqno range"));
         }
         let selection = self.selection(&bucket, &request.filter)?;
-        // No purge seqno yet: see docs/format/dcp.md, rollback rule 2.
-        if let Resume::Rollback(seqno) = rollback::decide(&request, &log, high, 0) {
+        // Rule 2 of docs/format/dcp.md: the highest purge marker compaction deleted.
+        let purge_seqno = bucket.purge_seqno(vbucket);
+        if let Resume::Rollback(seqno) = rollback::decide(&request, &log, high, purge_seqno) {
             return Ok((status::ROLLBACK, seqno.to_be_bytes().to_vec()));
         }
         let route = Route {

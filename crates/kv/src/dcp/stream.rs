@@ -10,7 +10,7 @@ use settee_kv_codec::dcp::{
     Route,
 };
 
-use super::item::{encode_event, encode_item, encode_record, ValueOptions};
+use super::item::{encode_event, encode_item, encode_purge_marker, encode_record, ValueOptions};
 
 /// Entries read from the vbucket at a time.
 const CHUNK_ENTRIES: usize = 64;
@@ -37,6 +37,10 @@ impl Selection {
         match (self, entry) {
             (Selection::DefaultCollection, StreamEntry::Change(change)) => change.collection == 0,
             (Selection::DefaultCollection, StreamEntry::Event(_)) => false,
+            (Selection::DefaultCollection, StreamEntry::Purge(marker)) => marker.collection == 0,
+            (Selection::Collections { ids, .. }, StreamEntry::Purge(marker)) => {
+                ids.contains(&marker.collection)
+            }
             (Selection::Everything, _) => true,
             (Selection::Collections { ids, .. }, StreamEntry::Change(change)) => {
                 ids.contains(&change.collection)
@@ -221,6 +225,12 @@ impl Stream {
                 }
                 encode_event(out, self.route, event, options.records);
             }
+            // Only a replica learns of purges (replica.md); other consumers get the seqno
+            // through the snapshot's SEQNO_ADVANCED, as for an entry they filter out.
+            StreamEntry::Purge(marker) if options.records => {
+                encode_purge_marker(out, self.route, marker, &mut self.key_buf);
+            }
+            StreamEntry::Purge(_) => return Ok(Step::Progress),
         }
         self.last_sent = entry.seqno();
         if self.selection.is_empty_after(&entry) {
