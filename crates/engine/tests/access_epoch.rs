@@ -104,6 +104,7 @@ async fn replicated_account_changes_move_the_accounts_epoch() {
                     }))
                 }
                 StreamEntry::Event(event) => Some(ReplicaItem::Event(event)),
+                StreamEntry::Purge(marker) => Some(ReplicaItem::Purge(marker)),
             })
             .collect();
         let high = source.high_seqnos().get(0);

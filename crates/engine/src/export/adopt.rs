@@ -56,6 +56,7 @@ impl Bucket {
             match StoredEntry::decode(vbucket, seqno, &raw) {
                 Some(StoredEntry::Change(entry, _)) => self.hlc.observe(entry.cas),
                 Some(StoredEntry::Event(event)) => self.hlc.observe(event.cas),
+                Some(StoredEntry::Purge(marker)) => self.hlc.observe(marker.cas),
                 None => {}
             }
         }
