@@ -1,4 +1,6 @@
 //! The access epoch moves with every change that may decide access, and only with those.
+mod support;
+
 use bytes::Bytes;
 use settee_engine::{Engine, EngineOptions, KvMutation, StoreMode, USERS_BUCKET};
 
@@ -66,7 +68,7 @@ async fn the_epoch_moves_with_users_security_and_buckets_only() {
 /// logins follow accounts changed through another node. Other buckets' replica batches do not.
 #[tokio::test]
 async fn replicated_account_changes_move_the_accounts_epoch() {
-    use settee_engine::{ReplicaBatch, ReplicaDoc, ReplicaItem, StreamEntry, VbRole};
+    use settee_engine::{ReplicaBatch, VbRole};
     let (active_dir, replica_dir) = (
         tempfile::tempdir().expect("a"),
         tempfile::tempdir().expect("b"),
@@ -86,27 +88,7 @@ async fn replicated_account_changes_move_the_accounts_epoch() {
             )
             .await
             .expect("write");
-        let items: Vec<ReplicaItem> = source
-            .vbucket_stream(0, 0, 100)
-            .expect("stream")
-            .into_iter()
-            .filter_map(|entry| match entry {
-                StreamEntry::Change(change) => {
-                    let (record, attachments) = source.replica_record(&change).expect("read")?;
-                    Some(ReplicaItem::Doc(ReplicaDoc {
-                        seqno: change.seqno,
-                        cas: change.cas,
-                        collection: change.collection,
-                        key: change.key.clone(),
-                        deleted: change.deleted,
-                        record,
-                        attachments,
-                    }))
-                }
-                StreamEntry::Event(event) => Some(ReplicaItem::Event(event)),
-                StreamEntry::Purge(marker) => Some(ReplicaItem::Purge(marker)),
-            })
-            .collect();
+        let items = support::replica_items(&source, 0, 0);
         let high = source.high_seqnos().get(0);
         let target = replica.bucket(name).expect("bucket");
         target

@@ -7,15 +7,18 @@
 //! deletes a marker only once it is a day old and every replica of its vbucket acknowledged it,
 //! raising the vbucket's purge seqno.
 
+mod support;
+
 use std::sync::Arc;
+use support::replica_items;
 
 use bytes::Bytes;
 use settee_engine::clock::ManualClock;
 use settee_engine::durability::Level;
 use settee_engine::{
     AttachmentInput, Bucket, ChangeEntry, DocUpdate, Engine, EngineOptions, KvMutation,
-    PurgeMarker, ReplicaBatch, ReplicaDoc, ReplicaItem, RevId, SeqVector, SkipStats, StoreMode,
-    StreamEntry, VbRole, Writer, PURGE_MARKERS_KEEP_SECS,
+    PurgeMarker, ReplicaBatch, ReplicaItem, RevId, SeqVector, SkipStats, StoreMode, StreamEntry,
+    VbRole, Writer, PURGE_MARKERS_KEEP_SECS,
 };
 use settee_storage::Cf;
 
@@ -77,32 +80,6 @@ fn ids(entries: &[ChangeEntry]) -> Vec<String> {
     entries
         .iter()
         .map(|entry| String::from_utf8(entry.key.clone()).expect("utf-8"))
-        .collect()
-}
-
-/// What a settee_records stream sends for `vbucket` after `since`, in seqno order.
-fn replica_items(bucket: &Bucket, vbucket: u16, since: u64) -> Vec<ReplicaItem> {
-    let entries = bucket
-        .vbucket_stream(vbucket, since, 10_000)
-        .expect("stream");
-    entries
-        .into_iter()
-        .filter_map(|entry| match entry {
-            StreamEntry::Change(change) => {
-                let (record, attachments) = bucket.replica_record(&change).expect("read")?;
-                Some(ReplicaItem::Doc(ReplicaDoc {
-                    seqno: change.seqno,
-                    cas: change.cas,
-                    collection: change.collection,
-                    key: change.key.clone(),
-                    deleted: change.deleted,
-                    record,
-                    attachments,
-                }))
-            }
-            StreamEntry::Event(event) => Some(ReplicaItem::Event(event)),
-            StreamEntry::Purge(marker) => Some(ReplicaItem::Purge(marker)),
-        })
         .collect()
 }
 

@@ -4,13 +4,17 @@
 //! counts them once however often a seqno is re-sent, survives a reopen, and a reset empties
 //! the vbucket.
 
+mod support;
+
 use std::sync::Arc;
+
+use support::replica_items;
 
 use bytes::Bytes;
 use settee_engine::subdoc::MutateIn;
 use settee_engine::{
     AttachmentInput, DocUpdate, Engine, EngineError, EngineOptions, FailoverEntry, KvMutation,
-    ReplicaBatch, ReplicaDoc, ReplicaItem, RevId, StoreMode, StreamEntry, VbRole, Writer,
+    ReplicaBatch, ReplicaDoc, ReplicaItem, RevId, StoreMode, VbRole, Writer,
 };
 use settee_storage::Cf;
 
@@ -37,30 +41,6 @@ fn key_in(vbucket: u16, index: usize) -> String {
         .map(|n| format!("doc-{index}-{n}"))
         .find(|key| settee_engine::vbucket::vbucket_of(key.as_bytes(), VBUCKETS) == vbucket)
         .expect("a key")
-}
-
-/// What a settee_records stream would send for `vbucket` of `bucket`, in seqno order.
-fn replica_items(bucket: &settee_engine::Bucket, vbucket: u16) -> Vec<ReplicaItem> {
-    let entries = bucket.vbucket_stream(vbucket, 0, 10_000).expect("stream");
-    entries
-        .into_iter()
-        .filter_map(|entry| match entry {
-            StreamEntry::Change(change) => {
-                let (record, attachments) = bucket.replica_record(&change).expect("read")?;
-                Some(ReplicaItem::Doc(ReplicaDoc {
-                    seqno: change.seqno,
-                    cas: change.cas,
-                    collection: change.collection,
-                    key: change.key.clone(),
-                    deleted: change.deleted,
-                    record,
-                    attachments,
-                }))
-            }
-            StreamEntry::Event(event) => Some(ReplicaItem::Event(event)),
-            StreamEntry::Purge(marker) => Some(ReplicaItem::Purge(marker)),
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -205,7 +185,7 @@ async fn applied_records_equal_the_actives_and_resent_seqnos_change_nothing() {
         .update_docs(vec![deletion], true)
         .await
         .expect("delete");
-    let items = replica_items(&source, vbucket);
+    let items = replica_items(&source, vbucket, 0);
     let high = source.high_seqnos().get(vbucket);
 
     {
@@ -277,7 +257,7 @@ async fn applied_records_equal_the_actives_and_resent_seqnos_change_nothing() {
     assert_eq!(bucket.doc_counts(), source.doc_counts());
     assert_eq!(bucket.record_bytes(), source.record_bytes());
     assert_eq!(bucket.vb_state(vbucket), source.vb_state(vbucket));
-    assert_eq!(replica_items(&bucket, vbucket), items);
+    assert_eq!(replica_items(&bucket, vbucket, 0), items);
     for key in &keys {
         assert_eq!(
             bucket.read_record(key.as_bytes()).expect("read"),
