@@ -19,6 +19,9 @@ struct Vbucket {
     /// Chain replicas that have not opened a stream since they entered the chain (a new
     /// bucket's, an added-back node's): expected soon, unlike a replica whose stream ended.
     awaited: BTreeSet<NodeId>,
+    /// The seqno each node streaming the vbucket last acknowledged on its current stream,
+    /// in the chain or not (a rebalance's copy catching up, rebalance.md).
+    latest: BTreeMap<NodeId, u64>,
 }
 
 /// One bucket's chains and acknowledgements.
@@ -77,6 +80,9 @@ impl Chains {
         let Some(slot) = self.vbuckets.get_mut(usize::from(vb)) else {
             return false;
         };
+        if slot.streaming.contains_key(&node) {
+            slot.latest.insert(node, seqno);
+        }
         if !slot.chain.contains(&node) {
             return false;
         }
@@ -92,6 +98,7 @@ impl Chains {
         if let Some(slot) = self.vbuckets.get_mut(usize::from(vb)) {
             *slot.streaming.entry(node).or_insert(0) += 1;
             slot.awaited.remove(&node);
+            slot.latest.remove(&node);
         }
     }
 
@@ -101,9 +108,18 @@ impl Chains {
                 *count = count.saturating_sub(1);
                 if *count == 0 {
                     slot.streaming.remove(&node);
+                    slot.latest.remove(&node);
                 }
             }
         }
+    }
+
+    /// The seqno `node` last acknowledged of `vb` on the stream it has open now, chain
+    /// member or not; `None` while it streams nothing or has acknowledged nothing yet.
+    pub fn latest_ack(&self, vb: u16, node: NodeId) -> Option<u64> {
+        self.vbuckets
+            .get(usize::from(vb))
+            .and_then(|slot| slot.latest.get(&node).copied())
     }
 
     /// Whether a majority can be formed for `vb` now: the active plus the chain's replicas
@@ -216,6 +232,35 @@ mod tests {
         assert!(!chains.possible(0));
         // What was acknowledged stays acknowledged.
         assert_eq!(chains.durable_seqno(0), 5);
+    }
+
+    #[test]
+    fn a_streaming_node_outside_the_chain_is_seen_catching_up_on_its_current_stream() {
+        let mut chains = Chains::new(1);
+        chains.set_topology(1, &[vec![7]]);
+        // Node 9 is a rebalance's copy: not in the chain, so its acks make nothing durable.
+        assert_eq!(chains.latest_ack(0, 9), None);
+        assert!(!chains.ack(0, 9, 4), "no stream open: not recorded");
+        assert_eq!(chains.latest_ack(0, 9), None);
+        chains.stream_opened(0, 9);
+        assert!(!chains.ack(0, 9, 40));
+        assert_eq!(chains.latest_ack(0, 9), Some(40));
+        assert_eq!(chains.durable_seqno(0), 0);
+        // The latest, not the highest: a copy that rolled back reports less.
+        chains.ack(0, 9, 3);
+        assert_eq!(chains.latest_ack(0, 9), Some(3));
+        // A new stream knows nothing until it acknowledges; a closed one is forgotten.
+        chains.stream_opened(0, 9);
+        assert_eq!(chains.latest_ack(0, 9), None);
+        chains.ack(0, 9, 41);
+        chains.stream_closed(0, 9);
+        assert_eq!(
+            chains.latest_ack(0, 9),
+            Some(41),
+            "one of two streams still open"
+        );
+        chains.stream_closed(0, 9);
+        assert_eq!(chains.latest_ack(0, 9), None);
     }
 
     #[test]

@@ -248,6 +248,24 @@ impl Tracker {
         self.pending_count.load(Ordering::Acquire) > 0
     }
 
+    /// Whether any sync write of `vb` is still waiting for its majority: a takeover waits
+    /// for none to be left (rebalance.md), so no writer is answered by an old active.
+    pub fn waiting_in(&self, vb: u16) -> bool {
+        if self.pending_count.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let pending = self.pending.lock();
+        pending
+            .iter()
+            .any(|((held, _), entry)| *held == vb && entry.waiting)
+    }
+
+    /// The seqno `node` last acknowledged of `vb` on its open stream (in the chain or not:
+    /// a rebalance's copy catching up); `None` while it streams nothing or acknowledged none.
+    pub fn latest_ack(&self, vb: u16, node: NodeId) -> Option<u64> {
+        self.chains.lock().latest_ack(vb, node)
+    }
+
     /// Whether a sync write to `key` in `vb` is waiting (one atomic load when none is): other
     /// writes to the key are refused meanwhile.
     pub fn is_pending(&self, vb: u16, key: &[u8]) -> bool {

@@ -22,6 +22,15 @@ use crate::purge_marker::{stage_marker, stage_marker_removal, PurgeMarker};
 use crate::record::{DocRecord, Header};
 use crate::vb_state::{VbSlot, VbState};
 
+/// The bit of a role's in-memory byte that pauses an active vbucket's front-door writes
+/// during a takeover; never stored.
+const WRITES_PAUSED: u8 = 0x80;
+
+/// The longest a front-door write waits for a takeover's pause to end (the source's own
+/// bound on the pause, docs/format/rebalance.md, is 5 s), and how often it looks.
+pub const PAUSE_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(6);
+const PAUSE_POLL: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// A vbucket's role on this node (Couchbase's vbucket states).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -152,16 +161,68 @@ impl Bucket {
     pub fn vbucket_role(&self, vbucket: u16) -> VbRole {
         self.roles
             .get(vbucket as usize)
-            .and_then(|role| VbRole::from_u8(role.load(Ordering::Acquire)))
+            .and_then(|role| VbRole::from_u8(role.load(Ordering::Acquire) & !WRITES_PAUSED))
             .unwrap_or(VbRole::Dead)
     }
 
-    /// Front-door writes need an active vbucket, and on a cluster node the serving lease
-    /// (`lease.rs`).
+    /// Front-door writes need an active vbucket whose writes are not paused by a takeover,
+    /// and on a cluster node the serving lease (`lease.rs`).
     pub(crate) fn check_active(&self, vbucket: u16) -> Result<(), EngineError> {
-        match self.vbucket_role(vbucket) {
-            VbRole::Active if self.lease.holds() => Ok(()),
+        let raw = self
+            .roles
+            .get(vbucket as usize)
+            .map_or(VbRole::Dead as u8, |role| role.load(Ordering::Acquire));
+        match VbRole::from_u8(raw & !WRITES_PAUSED) {
+            Some(VbRole::Active) if raw & WRITES_PAUSED != 0 => Err(EngineError::Unavailable(
+                format!("vbucket {vbucket} is being taken over by another node; retry"),
+            )),
+            Some(VbRole::Active) if self.lease.holds() => Ok(()),
             _ => Err(EngineError::NotMyVbucket { vbucket }),
+        }
+    }
+
+    /// Pauses the front-door writes of an active `vbucket` for a rebalance's takeover
+    /// (docs/format/rebalance.md, section 4): from the return on, every write is refused as
+    /// temporarily unavailable (ETMPFAIL, HTTP 503), and each write staged before has its
+    /// seqno. The pause lasts until [`Bucket::resume_writes`] or the next role change.
+    /// Returns false for a vbucket that is not active here.
+    pub fn pause_writes(&self, vbucket: u16) -> bool {
+        let Some(slot) = self.vb_states.get(vbucket as usize) else {
+            return false;
+        };
+        let _slot = slot.lock();
+        let role = &self.roles[vbucket as usize];
+        let active = role.load(Ordering::Acquire) & !WRITES_PAUSED == VbRole::Active as u8;
+        if active {
+            role.fetch_or(WRITES_PAUSED, Ordering::AcqRel);
+        }
+        active
+    }
+
+    /// Whether a takeover pauses `vbucket`'s front-door writes now.
+    pub fn writes_paused(&self, vbucket: u16) -> bool {
+        self.roles
+            .get(vbucket as usize)
+            .is_some_and(|role| role.load(Ordering::Acquire) & WRITES_PAUSED != 0)
+    }
+
+    /// A front-door write waits out a takeover's pause (at most [`PAUSE_WAIT_MAX`]) rather
+    /// than fail: the pause ends with the new map's role change (the write then answers
+    /// NOT_MY_VBUCKET and the client retries at the new active) or with the writes resumed.
+    pub(crate) async fn wait_writable(&self, vbucket: u16) {
+        if !self.writes_paused(vbucket) {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + PAUSE_WAIT_MAX;
+        while self.writes_paused(vbucket) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(PAUSE_POLL).await;
+        }
+    }
+
+    /// Ends a pause of [`Bucket::pause_writes`] (a takeover that did not happen).
+    pub fn resume_writes(&self, vbucket: u16) {
+        if let Some(role) = self.roles.get(vbucket as usize) {
+            role.fetch_and(!WRITES_PAUSED, Ordering::AcqRel);
         }
     }
 

@@ -446,6 +446,7 @@ impl Bucket {
     ) -> Result<Vec<UpdateOutcome>, EngineError> {
         self.check_live(collection)?;
         for update in &updates {
+            self.wait_writable(self.vbucket_of(&update.key)).await;
             self.check_active(self.vbucket_of(&update.key))?;
         }
         self.designs_current().await;

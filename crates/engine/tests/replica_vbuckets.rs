@@ -1,6 +1,7 @@
 //! Replica vbuckets (docs/format/replica.md): roles survive a reopen; a vbucket that is not
 //! active refuses front-door writes on the CouchDB path, the KV path and sub-document
-//! mutations; `apply_replica` stores the active's records byte for byte with their seqnos,
+//! mutations; a takeover's pause holds an active vbucket's writes until it is resumed (they
+//! are then written) or the role changes (they are then refused); `apply_replica` stores the active's records byte for byte with their seqnos,
 //! counts them once however often a seqno is re-sent, survives a reopen, and a reset empties
 //! the vbucket.
 
@@ -41,6 +42,72 @@ fn key_in(vbucket: u16, index: usize) -> String {
         .map(|n| format!("doc-{index}-{n}"))
         .find(|key| settee_engine::vbucket::vbucket_of(key.as_bytes(), VBUCKETS) == vbucket)
         .expect("a key")
+}
+
+#[tokio::test]
+async fn a_takeover_pause_holds_an_active_vbuckets_writes_until_resumed_or_its_role_changes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open(dir.path());
+    engine.create_bucket("db", VBUCKETS).await.expect("create");
+    let bucket = engine.bucket("db").expect("bucket");
+    let store = || KvMutation::Store {
+        mode: StoreMode::Set,
+        value: Bytes::from_static(b"{}"),
+        json: true,
+        item_flags: 0,
+        expiry: 0,
+        cas: 0,
+    };
+    let (paused, other) = (key_in(1, 0), key_in(2, 0));
+    let kv_write = |key: String| {
+        let bucket = bucket.clone();
+        tokio::spawn(async move {
+            bucket
+                .kv_mutate(key.as_bytes(), store(), &Writer::system())
+                .await
+        })
+    };
+    assert!(bucket.pause_writes(1));
+    assert!(bucket.writes_paused(1));
+    assert_eq!(bucket.vbucket_role(1), VbRole::Active, "still the active");
+    // A write waits out the pause; other vbuckets write on.
+    let waiting = kv_write(paused.clone());
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished(), "held by the pause");
+    kv_write(other.clone())
+        .await
+        .expect("task")
+        .expect("another vbucket");
+    bucket.resume_writes(1);
+    waiting.await.expect("task").expect("written once resumed");
+    // A pause that ends with a role change (the new map's takeover): the held write is not
+    // this node's any more, and the pause is gone with the role.
+    assert!(bucket.pause_writes(1));
+    let held = bucket.clone();
+    let key = paused.clone();
+    let waiting =
+        tokio::spawn(async move { held.update_docs(vec![update(&key, "{}")], true).await });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished(), "held by the pause");
+    bucket
+        .set_vbucket_role(1, VbRole::Replica)
+        .await
+        .expect("role");
+    let refused = waiting.await.expect("task");
+    assert!(
+        matches!(refused, Err(EngineError::NotMyVbucket { .. })),
+        "{refused:?}"
+    );
+    assert!(!bucket.writes_paused(1));
+    assert!(!bucket.pause_writes(1), "only an active vbucket pauses");
+    bucket
+        .set_vbucket_role(1, VbRole::Active)
+        .await
+        .expect("role");
+    kv_write(paused)
+        .await
+        .expect("task")
+        .expect("active again, not paused");
 }
 
 #[tokio::test]

@@ -144,7 +144,10 @@ impl OpCtx {
             }
             _ => {}
         }
-        let code = if error.is_insufficient_storage() {
+        // A full disk, or a vbucket's writes paused by a takeover (rebalance.md): the SDKs
+        // retry a temporary failure.
+        let temporary = matches!(error, settee_engine::EngineError::Unavailable(_));
+        let code = if error.is_insufficient_storage() || temporary {
             status::ETMPFAIL
         } else {
             status::EINTERNAL

@@ -193,7 +193,7 @@ pub async fn remote_seqnos(
 }
 
 /// The local bucket for a replica of an active bucket of `count` vbuckets, its `vbuckets`
-/// marked replica.
+/// marked replica (or left pending).
 async fn local_bucket(
     engine: &Engine,
     name: &str,
@@ -217,7 +217,11 @@ async fn local_bucket(
         });
     }
     for &vbucket in vbuckets.iter().filter(|vb| **vb < count) {
-        if bucket.vbucket_role(vbucket) != VbRole::Replica {
+        // A pending vbucket (a rebalance's copy catching up, rebalance.md) streams as it is.
+        if !matches!(
+            bucket.vbucket_role(vbucket),
+            VbRole::Replica | VbRole::Pending
+        ) {
             bucket.set_vbucket_role(vbucket, VbRole::Replica).await?;
         }
     }

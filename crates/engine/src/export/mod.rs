@@ -52,6 +52,20 @@ pub struct VbucketExport {
 }
 
 impl Bucket {
+    /// The ids of `vbucket`'s documents of `collection` (deleted ones included), in id order:
+    /// what an index group removes the vbucket's rows by when a move empties or drops it.
+    pub fn vbucket_doc_ids(
+        &self,
+        vbucket: u16,
+        collection: u32,
+    ) -> Result<Vec<Vec<u8>>, EngineError> {
+        let (lower, upper) = keys::coll_range(self.id, vbucket, collection);
+        self.store
+            .scan(Cf::Doc, &lower, &upper, false)
+            .map(|item| Ok(item?.0[lower.len()..].to_vec()))
+            .collect()
+    }
+
     /// Writes `vbucket`'s data as it stands now into `dir` (which must exist), one sorted file
     /// per family, every key's bucket id replaced by `target_bucket_id`; with `indexes`, its
     /// index rows too, from the same snapshot. Blocking: call it off the async threads.
