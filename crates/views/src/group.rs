@@ -508,6 +508,28 @@ impl IndexGroup {
         Ok(())
     }
 
+    /// Removes `vbucket`'s entries (`ids`: its documents of the group's collection) under the
+    /// writer lock (`drop.rs`).
+    pub fn drop_vbucket(&self, vbucket: u16, ids: &[Vec<u8>]) -> Result<(), ViewError> {
+        let _writing = self.writer.lock();
+        let mut state = self.state.lock().clone();
+        let mut batch = Batch::new();
+        crate::drop::stage_vbucket_drop(
+            &self.store,
+            &mut batch,
+            (self.bucket().id(), self.id),
+            &mut state,
+            vbucket,
+            ids,
+        )?;
+        self.store
+            .commit_blocking(batch)
+            .map_err(|error| ViewError::Storage(error.to_string()))?;
+        *self.state.lock() = state;
+        self.progress.send_modify(|version| *version += 1);
+        Ok(())
+    }
+
     /// Catches up with the purges after `state`'s up to purge sequence `until` (partitions.md):
     /// each purged document is indexed again from its current record, in one batch with the
     /// new purge sequence; a log that no longer reaches back to `state` rebuilds the group.

@@ -38,12 +38,14 @@
 #![deny(clippy::unwrap_used)]
 
 pub mod design;
+mod drop;
 mod error;
 pub mod export;
 pub mod group;
 mod keys;
 mod map_doc;
 mod mapper;
+pub mod moves;
 pub mod query;
 pub mod reduce;
 mod validate;

@@ -62,7 +62,7 @@ pub struct DesignViews {
 }
 
 /// (bucket id, collection id, signature).
-type GroupKey = (u32, u32, [u8; 16]);
+pub(crate) type GroupKey = (u32, u32, [u8; 16]);
 /// (bucket id, collection id, design document id).
 type DesignKey = (u32, u32, String);
 
@@ -82,12 +82,13 @@ pub struct Views {
     js: Arc<JsPool>,
     config: ViewsConfig,
     /// Open groups; read on every query, written when a group opens or is cleaned up.
-    groups: Mutex<HashMap<GroupKey, Arc<IndexGroup>>>,
+    pub(crate) groups: Mutex<HashMap<GroupKey, Arc<IndexGroup>>>,
     /// Parsed design documents by (bucket id, collection id, ddoc id), with the CAS they were
     /// parsed at.
     designs: Mutex<HashMap<DesignKey, (Stamp, ParsedDesign)>>,
-    /// Serialises group id allocation (a read-modify-write of the `meta` counter).
-    allocate: tokio::sync::Mutex<()>,
+    /// Serialises group id allocation (a read-modify-write of the `meta` counter) and group
+    /// opening.
+    pub(crate) allocate: tokio::sync::Mutex<()>,
 }
 
 impl Views {
@@ -118,7 +119,7 @@ impl Views {
         &self.js
     }
 
-    fn store(&self) -> &Arc<Store> {
+    pub(crate) fn store(&self) -> &Arc<Store> {
         self.engine.store()
     }
 
@@ -268,42 +269,11 @@ impl Views {
             return Ok(group.clone());
         }
         let store = self.store();
-        let signature_key = keys::meta_signature(bucket.id(), collection, &spec.signature);
-        let id = match store.get(Cf::Meta, &signature_key)? {
-            Some(raw) => u32::from_be_bytes(
-                raw.as_slice()
-                    .try_into()
-                    .map_err(|_| ViewError::Storage("view group id".into()))?,
-            ),
-            None => {
-                let next = match store.get(Cf::Meta, keys::META_NEXT_GROUP_ID)? {
-                    Some(raw) => u32::from_be_bytes(
-                        raw.as_slice()
-                            .try_into()
-                            .map_err(|_| ViewError::Storage("next view group id".into()))?,
-                    ),
-                    None => 1,
-                };
-                let mut batch = Batch::new();
-                batch.put(
-                    Cf::Meta,
-                    keys::META_NEXT_GROUP_ID,
-                    (next + 1).to_be_bytes().to_vec(),
-                );
-                batch.put(Cf::Meta, signature_key, next.to_be_bytes().to_vec());
-                let mut record = json!({"signature": hex(&spec.signature), "name": spec.name, "views": spec.view_names});
-                if collection != 0 {
-                    record["collection"] = json!(collection);
-                }
-                batch.put(
-                    Cf::Meta,
-                    keys::meta_group(bucket.id(), next),
-                    record.to_string().into_bytes(),
-                );
-                store.commit(batch).await?;
-                next
-            }
-        };
+        let record =
+            json!({"signature": hex(&spec.signature), "name": spec.name, "views": spec.view_names});
+        let id = self
+            .stored_or_new_id(bucket.id(), collection, &spec.signature, record)
+            .await?;
         let group = Arc::new(IndexGroup::load(GroupParts {
             keyspace: keyspace.clone(),
             store: store.clone(),
@@ -330,6 +300,52 @@ impl Views {
         });
         groups.insert(key, group.clone());
         Ok(group)
+    }
+
+    /// The id of the group with `signature` in `collection` as `meta` records it, or a new
+    /// one, recorded with `record` (its meta JSON; the collection is added when not the
+    /// default). The caller holds `allocate`.
+    pub(crate) async fn stored_or_new_id(
+        &self,
+        bucket: u32,
+        collection: u32,
+        signature: &[u8; 16],
+        mut record: Value,
+    ) -> Result<u32, ViewError> {
+        let store = self.store();
+        let signature_key = keys::meta_signature(bucket, collection, signature);
+        if let Some(raw) = store.get(Cf::Meta, &signature_key)? {
+            return Ok(u32::from_be_bytes(
+                raw.as_slice()
+                    .try_into()
+                    .map_err(|_| ViewError::Storage("view group id".into()))?,
+            ));
+        }
+        let next = match store.get(Cf::Meta, keys::META_NEXT_GROUP_ID)? {
+            Some(raw) => u32::from_be_bytes(
+                raw.as_slice()
+                    .try_into()
+                    .map_err(|_| ViewError::Storage("next view group id".into()))?,
+            ),
+            None => 1,
+        };
+        let mut batch = Batch::new();
+        batch.put(
+            Cf::Meta,
+            keys::META_NEXT_GROUP_ID,
+            (next + 1).to_be_bytes().to_vec(),
+        );
+        batch.put(Cf::Meta, signature_key, next.to_be_bytes().to_vec());
+        if collection != 0 {
+            record["collection"] = json!(collection);
+        }
+        batch.put(
+            Cf::Meta,
+            keys::meta_group(bucket, next),
+            record.to_string().into_bytes(),
+        );
+        store.commit(batch).await?;
+        Ok(next)
     }
 
     /// Deletes the index data of every group of `keyspace` whose signature is not in `keep`
