@@ -27,6 +27,7 @@ pub mod buckets;
 mod collections;
 mod metrics;
 mod nodes;
+mod rebalance;
 
 pub async fn serve(
     listener: TcpListener,
@@ -149,6 +150,7 @@ fn node_list(state: &KvState) -> serde_json::Value {
                 let mgmt = node.mgmt_port.unwrap_or(node.kv_port);
                 let mut entry = serde_json::json!({
                     "hostname": format!("{host}:{mgmt}"),
+                    "otpNode": node.otp_node,
                     "ports": {"direct": node.kv_port},
                     "services": if node.capi_port.is_some() { serde_json::json!(["kv", "capi"]) } else { serde_json::json!(["kv"]) },
                     "status": "healthy",
@@ -273,6 +275,12 @@ async fn handle(
             ["", "settings", "autoFailover"] => {
                 return nodes::set_auto_failover(state, &user, request).await
             }
+            ["", "controller", "rebalance"] => {
+                return rebalance::control(state, &user, request, false).await
+            }
+            ["", "controller", "stopRebalance"] => {
+                return rebalance::control(state, &user, request, true).await
+            }
             _ => {}
         }
     }
@@ -295,6 +303,7 @@ async fn handle(
             json(StatusCode::OK, state.timings_report())
         }
         ["", "settee", "stats"] if user.is_admin() => json(StatusCode::OK, stats_report(state)),
+        ["", "pools", "default", "rebalanceProgress"] => rebalance::progress(state, &user),
         ["", "metrics"] if user.is_admin() => Response::builder()
             .status(StatusCode::OK)
             .header("Content-Type", settee_metrics::text::CONTENT_TYPE)

@@ -39,6 +39,8 @@ pub struct NodeEntry {
     /// Its TLS ports (kvSSL, capiSSL, mgmtSSL), as the member recorded them.
     pub tls_ports: TlsPorts,
     pub this_node: bool,
+    /// Its name as ns_server's `otpNode` (what `/controller/rebalance` takes).
+    pub otp_node: String,
 }
 
 /// A node's TLS ports; `None` where it serves no TLS (or did not record it).
@@ -232,6 +234,7 @@ mod tests {
             capi_port: Some(5984),
             tls_ports: TlsPorts::default(),
             this_node,
+            otp_node: "settee-1@127.0.0.1".into(),
         }
     }
 

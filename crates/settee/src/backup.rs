@@ -9,13 +9,11 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use anyhow::{bail, Context};
-use base64::Engine as _;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
-use hyper::{Method, Request, StatusCode};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use http_body_util::BodyExt;
+use hyper::{Method, StatusCode};
 use serde::{Deserialize, Serialize};
+
+use crate::node_client::NodeClient;
 
 const FORMAT: u32 = 1;
 const MANIFEST: &str = "backup.json";
@@ -73,99 +71,23 @@ struct CheckpointFile {
     size: u64,
 }
 
-/// The node's URL without credentials, and its Basic authorisation header.
-struct Node {
-    base: String,
-    authorization: Option<String>,
-    client: Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>,
-}
-
-impl Node {
-    fn parse(url: &str) -> anyhow::Result<Node> {
-        let url = url.trim_end_matches('/');
-        let Some((scheme, rest)) = url.split_once("://") else {
-            bail!("--node must be a URL such as http://admin:secret@127.0.0.1:5984");
-        };
-        if scheme != "http" {
-            bail!("--node: only http:// is supported");
-        }
-        let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
-        let (authorization, host) = match authority.rsplit_once('@') {
-            Some((userinfo, host)) => (
-                Some(format!(
-                    "Basic {}",
-                    base64::engine::general_purpose::STANDARD.encode(userinfo)
-                )),
-                host,
-            ),
-            None => (None, authority),
-        };
-        let path = if path.is_empty() {
-            String::new()
-        } else {
-            format!("/{path}")
-        };
-        Ok(Node {
-            base: format!("http://{host}{path}"),
-            authorization,
-            client: Client::builder(TokioExecutor::new()).build_http(),
-        })
-    }
-
-    async fn request(
-        &self,
-        method: Method,
-        path: &str,
-    ) -> anyhow::Result<hyper::Response<hyper::body::Incoming>> {
-        let mut request = Request::builder()
-            .method(method.clone())
-            .uri(format!("{}{path}", self.base));
-        if let Some(authorization) = &self.authorization {
-            request = request.header(hyper::header::AUTHORIZATION, authorization);
-        }
-        let request = request.body(Empty::new()).context("building a request")?;
-        self.client
-            .request(request)
-            .await
-            .with_context(|| format!("{method} {path}"))
-    }
-
-    async fn json<T: serde::de::DeserializeOwned>(
-        &self,
-        method: Method,
-        path: &str,
-        expect: StatusCode,
-    ) -> anyhow::Result<T> {
-        let response = self.request(method.clone(), path).await?;
-        let status = response.status();
-        let body = response.into_body().collect().await?.to_bytes();
-        if status != expect {
-            bail!(
-                "{method} {path}: {status} {}",
-                String::from_utf8_lossy(&body)
-            );
-        }
-        serde_json::from_slice(&body).with_context(|| format!("{method} {path}: the answer"))
-    }
-}
-
 /// Releases the node's checkpoint when the backup ends, however it ends.
 struct Release<'a> {
-    node: &'a Node,
+    node: &'a NodeClient,
     id: String,
 }
 
 impl Release<'_> {
     async fn release(self) {
         let path = format!("/_node/_local/_backup/{}", self.id);
-        if let Err(error) = self.node.request(Method::DELETE, &path).await {
+        if let Err(error) = self.node.request(Method::DELETE, &path, None).await {
             eprintln!("settee backup: could not release the node's checkpoint: {error:#}");
         }
     }
 }
 
 pub async fn backup(args: BackupArgs) -> anyhow::Result<()> {
-    let node = Node::parse(&args.node)?;
+    let node = NodeClient::parse(&args.node, "--node")?;
     std::fs::create_dir_all(&args.to).with_context(|| format!("creating {}", args.to.display()))?;
     remove_partials(&args.to)?;
     let base = newest_complete(&args.to)?;
@@ -227,7 +149,7 @@ pub async fn backup(args: BackupArgs) -> anyhow::Result<()> {
 
 /// Downloads (or links from the base) every file of the checkpoint into `partial/db`.
 async fn copy_files(
-    node: &Node,
+    node: &NodeClient,
     checkpoint: &Checkpoint,
     base: Option<&(String, HashMap<String, FileEntry>)>,
     partial: &Path,
@@ -290,14 +212,14 @@ async fn copy_files(
 }
 
 async fn download(
-    node: &Node,
+    node: &NodeClient,
     id: &str,
     file: &CheckpointFile,
     path: &Path,
     progress: &indicatif::ProgressBar,
 ) -> anyhow::Result<u32> {
     let url_path = format!("/_node/_local/_backup/{id}/{}", file.name);
-    let response = node.request(Method::GET, &url_path).await?;
+    let response = node.request(Method::GET, &url_path, None).await?;
     if response.status() != StatusCode::OK {
         bail!("GET {url_path}: {}", response.status());
     }
@@ -454,21 +376,4 @@ fn sync_dir(dir: &Path) -> anyhow::Result<()> {
     std::fs::File::open(dir)
         .and_then(|handle| handle.sync_all())
         .with_context(|| format!("syncing {}", dir.display()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn credentials_in_the_url_become_basic_authorisation() {
-        let node = Node::parse("http://admin:secret@127.0.0.1:5984/").unwrap();
-        assert_eq!(node.base, "http://127.0.0.1:5984");
-        assert_eq!(
-            node.authorization.as_deref(),
-            Some("Basic YWRtaW46c2VjcmV0")
-        );
-        assert!(Node::parse("https://h").is_err());
-        assert!(Node::parse("127.0.0.1:5984").is_err());
-    }
 }

@@ -82,7 +82,7 @@ pub struct Cluster {
 
 /// Starts the node's Raft instance and its cluster port, then bootstraps, joins or carries on
 /// from the stored log. A refused join is an error naming the reason. Documents forwarded by
-/// other nodes are answered through `http` (cluster_forward.rs).
+/// other nodes are answered through `http` (cluster_forward.rs), moves by `moves`.
 #[allow(clippy::too_many_arguments)]
 pub async fn start(
     settings: &ClusterSettings,
@@ -93,6 +93,7 @@ pub async fn start(
     kv_addr: SocketAddr,
     mgmt_addr: SocketAddr,
     tls: settee_cluster::map::TlsPorts,
+    moves: Arc<crate::cluster_move_target::MoveTarget>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<Cluster> {
     let listener = tokio::net::TcpListener::bind(settings.addr)
@@ -134,10 +135,16 @@ pub async fn start(
         node: node.clone(),
         state: http.clone(),
     });
-    let server = tokio::spawn(settee_cluster_net::serve_with_forwarding(
+    // A rebalance's moves to this node (cluster_move_target.rs).
+    moves.set_node(node.clone());
+    let handlers = settee_cluster_net::Handlers {
+        forward: Some(forward),
+        moves: Some(moves),
+    };
+    let server = tokio::spawn(settee_cluster_net::serve_with_handlers(
         listener,
         node.clone(),
-        Some(forward),
+        handlers,
         secret,
         shutdown,
     ));

@@ -348,6 +348,25 @@ impl BucketAdmin for KvBuckets {
         })
     }
 
+    fn rebalance(
+        &self,
+        known: Vec<String>,
+        ejected: Vec<String>,
+    ) -> settee_kv::mgmt::buckets::CreateFuture<'_> {
+        Box::pin(async move {
+            let revision = crate::cluster_rebalance::start(&self.0.node, &known, &ejected).await?;
+            self.0.followed_to(revision).await
+        })
+    }
+
+    fn stop_rebalance(&self) -> settee_kv::mgmt::buckets::CreateFuture<'_> {
+        Box::pin(async move { crate::cluster_rebalance::stop(&self.0.node).await })
+    }
+
+    fn rebalance_progress(&self) -> Option<serde_json::Value> {
+        Some(crate::cluster_rebalance::progress(&self.0.node.map()))
+    }
+
     fn auto_failover(&self) -> Option<AutoFailoverSettings> {
         let map = self.0.node.map();
         Some(AutoFailoverSettings {
@@ -378,14 +397,7 @@ impl BucketAdmin for KvBuckets {
 impl KvBuckets {
     /// The id of the member `otp_node` names (its id or its `/_membership` name).
     fn member_named(&self, otp_node: &str) -> Result<NodeId, BucketRefusal> {
-        let map = self.0.node.map();
-        map.members
-            .values()
-            .find(|member| {
-                otp_node == member.id.to_string()
-                    || otp_node == crate::cluster::member_name(member.id, &member.cluster_addr)
-            })
-            .map(|member| member.id)
+        crate::cluster_rebalance::member_named(&self.0.node.map(), otp_node)
             .ok_or_else(|| BucketRefusal::Invalid("otpNode", "Unknown server given.".into()))
     }
 

@@ -388,7 +388,22 @@ impl ForwardHandler for ForwardServer {
                 tracing::debug!(from, code = ?refusal.code, message = %refusal.message,
                     "forwarded request refused");
             })?;
-            self.run(request, None).await
+            let (bucket, vbucket) = (request.bucket.clone(), request.vbucket);
+            let reply = self.run(request, None).await?;
+            // A write held by a rebalance's takeover (the engine waits the pause out) that
+            // finds its vbucket moved: refused as not this node's, so the front node routes
+            // it again by its newer map instead of answering 503.
+            let moved = reply.status == 503
+                && self.state.engine.bucket(&bucket).is_some_and(|local| {
+                    local.vbucket_role(vbucket) != settee_engine::VbRole::Active
+                });
+            if moved {
+                return Err(Refusal::new(
+                    ErrorCode::NotMyVbucket,
+                    format!("vbucket {vbucket} of {bucket} moved to another node"),
+                ));
+            }
+            Ok(reply)
         })
     }
 

@@ -25,9 +25,10 @@ use std::sync::{Arc, OnceLock};
 
 use settee_cluster::failover::ReplicaSeqno;
 use settee_cluster::map::{ClusterMap, NodeId};
+use settee_cluster::moves::MoveState;
 use settee_cluster::orchestrator::SeqnoSource;
 use settee_engine::durability::Level;
-use settee_engine::{Engine, VbRole};
+use settee_engine::{Bucket, Engine, VbRole};
 use settee_replica::{ReplicaConfig, Replicator, ReplicatorHandle};
 use tokio::sync::{watch, Mutex};
 
@@ -44,10 +45,14 @@ pub struct ClusterReplicas {
     secret: String,
     node_name: String,
     streams: Mutex<BTreeMap<(String, NodeId), Stream>>,
+    views: OnceLock<Arc<settee_views::Views>>,
 }
 
 /// The role `map` gives `this` node for each vbucket of `bucket`, and the vbuckets it
-/// replicates from each other active member. A node the map does not hold as an active member
+/// replicates from each other active member. A node that receives a copy of a vbucket in a
+/// rebalance's move holds it pending while the move is copying (its files arrive) and ready
+/// (it streams the vbucket from its active as a replica does, from the files' seqno or from
+/// 0, docs/format/rebalance.md). A node the map does not hold as an active member
 /// (failed over, ejected) holds every vbucket dead and streams nothing: it is fenced until it
 /// is added back.
 pub fn plan(
@@ -60,15 +65,33 @@ pub fn plan(
     if !map.is_active_member(this) {
         return (vec![VbRole::Dead; bucket.vbuckets.len()], sources);
     }
+    // This node's copies of the moves in flight: vbucket -> whether it streams (ready).
+    let copies: BTreeMap<u16, bool> = map
+        .rebalance
+        .iter()
+        .flat_map(|rebalance| &rebalance.moves)
+        .filter(|step| step.bucket == bucket.name && step.copies.contains(&this))
+        .filter(|step| matches!(step.state, MoveState::Copying | MoveState::Ready))
+        .map(|step| (step.vbucket, step.state == MoveState::Ready))
+        .collect();
     for (vb, entry) in bucket.vbuckets.iter().enumerate() {
         let Ok(vb) = u16::try_from(vb) else { break };
+        let replica = entry.replicas.contains(&this);
+        let copy = copies.get(&vb).copied();
         let role = if entry.active == Some(this) {
             VbRole::Active
-        } else if entry.replicas.contains(&this) {
+        } else if replica || copy.is_some() {
+            let streams = replica || copy == Some(true);
             if let Some(active) = entry.active.filter(|node| map.is_active_member(*node)) {
-                sources.entry(active).or_default().insert(vb);
+                if streams {
+                    sources.entry(active).or_default().insert(vb);
+                }
             }
-            VbRole::Replica
+            if replica {
+                VbRole::Replica
+            } else {
+                VbRole::Pending
+            }
         } else {
             VbRole::Dead
         };
@@ -134,6 +157,7 @@ impl ClusterReplicas {
             secret,
             node_name,
             streams: Mutex::new(BTreeMap::new()),
+            views: OnceLock::new(),
         }
     }
 
@@ -192,9 +216,26 @@ impl ClusterReplicas {
             };
             for (vb, role) in bucket_roles.into_iter().enumerate() {
                 let Ok(vb) = u16::try_from(vb) else { break };
-                if local.vbucket_role(vb) != role {
-                    if let Err(error) = local.set_vbucket_role(vb, role).await {
-                        tracing::warn!(bucket = %name, vb, %error, "setting a vbucket role failed");
+                let was = local.vbucket_role(vb);
+                if was == role {
+                    continue;
+                }
+                if let Err(error) = local.set_vbucket_role(vb, role).await {
+                    tracing::warn!(bucket = %name, vb, %error, "setting a vbucket role failed");
+                    continue;
+                }
+                // A serving node that no longer holds a vbucket it held (a rebalance moved it
+                // away) drops its copy (rebalance.md, section 4); a fenced node keeps its data
+                // for a delta recovery.
+                let held = local.high_seqnos().get(vb) > 0;
+                if role == VbRole::Dead && held && map.is_active_member(self.this) {
+                    match self.drop_copy(&local, vb).await {
+                        Ok(()) => {
+                            tracing::info!(bucket = %name, vb, ?was, "dropped a vbucket copy")
+                        }
+                        Err(error) => {
+                            tracing::warn!(bucket = %name, vb, %error, "dropping a vbucket copy failed")
+                        }
                     }
                 }
             }
@@ -223,6 +264,27 @@ impl ClusterReplicas {
                 },
             );
         }
+    }
+
+    /// Empties a vbucket this node no longer holds: its rows in every index group, then its
+    /// data.
+    async fn drop_copy(&self, bucket: &Arc<Bucket>, vb: u16) -> Result<(), String> {
+        if let Some(views) = self.views.get() {
+            let (views, held) = (views.clone(), bucket.clone());
+            tokio::task::spawn_blocking(move || views.drop_vbucket_rows(&held, vb))
+                .await
+                .map_err(|error| error.to_string())?
+                .map_err(|error| error.to_string())?;
+        }
+        bucket
+            .reset_replica(vb)
+            .await
+            .map_err(|error| error.to_string())
+    }
+
+    /// The views whose rows a dropped vbucket leaves (set once, at start).
+    pub fn set_views(&self, views: Arc<settee_views::Views>) {
+        let _ = self.views.set(views);
     }
 
     /// Stops every stream (what was applied stays).
@@ -361,6 +423,52 @@ mod tests {
         let (roles, sources) = plan(&map, 3, &bucket);
         assert_eq!(roles, [VbRole::Dead; 4]);
         assert!(sources.is_empty());
+    }
+
+    #[test]
+    fn a_moves_copy_is_pending_while_its_files_come_and_streams_once_ready() {
+        use settee_cluster::moves::{MoveEntry, Rebalance};
+        let mut map = three_members();
+        let bucket = bucket_of(&[(1, &[2]), (2, &[1])]);
+        let step = |state| MoveEntry {
+            id: 7,
+            bucket: "db".into(),
+            vbucket: 0,
+            expected_epoch: 0,
+            after: Vbucket {
+                active: Some(3),
+                replicas: vec![2],
+                epoch: 0,
+            },
+            source: Some(1),
+            copies: vec![3],
+            attempt: 1,
+            state,
+        };
+        for (state, role, streamed) in [
+            (MoveState::Planned, VbRole::Dead, false),
+            (MoveState::Copying, VbRole::Pending, false),
+            (MoveState::Ready, VbRole::Pending, true),
+            (MoveState::Aborted, VbRole::Dead, false),
+        ] {
+            map.rebalance = Some(Rebalance {
+                id: 1,
+                stopping: false,
+                nodes: [1, 2, 3].into(),
+                ejected: Default::default(),
+                moves: vec![step(state)],
+            });
+            let (roles, sources) = plan(&map, 3, &bucket);
+            assert_eq!(roles, [role, VbRole::Dead], "{state:?}");
+            if streamed {
+                assert_eq!(sources, BTreeMap::from([(1, BTreeSet::from([0]))]));
+            } else {
+                assert!(sources.is_empty(), "{state:?}");
+            }
+            // The source and the kept replica hold their roles meanwhile.
+            assert_eq!(plan(&map, 1, &bucket).0, [VbRole::Active, VbRole::Replica]);
+            assert_eq!(plan(&map, 2, &bucket).0, [VbRole::Replica, VbRole::Active]);
+        }
     }
 
     #[test]

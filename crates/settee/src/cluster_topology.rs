@@ -52,6 +52,7 @@ pub fn topology_of(map: &ClusterMap, this: NodeId, routes: impl Fn(&Bucket) -> b
                     mgmt: Some(member.tls.mgmt).filter(|port| *port != 0),
                 },
                 this_node: member.id == this,
+                otp_node: crate::cluster::member_name(member.id, &member.cluster_addr),
             }
         })
         .collect();

@@ -195,6 +195,15 @@ pub struct ServeArgs {
     /// KVADDR/BUCKET[/VBUCKETS] as a replica (VBUCKETS: `all` or a list such as `0-3,7`).
     #[arg(long, env = "SETTEE_REPLICA_OF", hide = true)]
     pub replica_of: Option<String>,
+    /// How a rebalance copies a vbucket to a new node: `files` (its documents and index rows
+    /// as sorted files, docs/format/rebalance.md) or `rebuild` (streamed from seqno 0 and
+    /// indexed again on the target, as Couchbase before 7.6) [default: files].
+    #[arg(long, env = "SETTEE_REBALANCE_MODE")]
+    pub rebalance_mode: Option<String>,
+    /// The node's rebalance transfer throttle in MB/s, shared by every move it sends or
+    /// receives (Couchbase's file-based rebalance default) [default: 200].
+    #[arg(long, env = "SETTEE_REBALANCE_THROTTLE_MBPS")]
+    pub rebalance_throttle_mbps: Option<u32>,
 }
 
 #[derive(serde::Deserialize, Default, Debug)]
@@ -248,6 +257,8 @@ struct FileConfig {
     join: Option<String>,
     cluster_secret: Option<String>,
     node_id: Option<u64>,
+    rebalance_mode: Option<String>,
+    rebalance_throttle_mbps: Option<u32>,
 }
 
 /// Settings after merging flags, environment, file and defaults.
@@ -291,6 +302,9 @@ pub struct ClusterSettings {
     pub node_id: Option<u64>,
     /// `--replica-of` (crates/settee/src/replica.rs).
     pub replica_of: Option<String>,
+    /// `--rebalance-mode`: true for `files`, false for `rebuild`.
+    pub rebalance_files: bool,
+    pub rebalance_throttle_mbps: u32,
 }
 
 impl std::fmt::Debug for ClusterSettings {
@@ -577,12 +591,31 @@ impl ServeArgs {
         if node_id == Some(0) {
             anyhow::bail!("--node-id 0 is reserved (it means \"not yet numbered\")");
         }
+        let rebalance_files = match self
+            .rebalance_mode
+            .clone()
+            .or(file.rebalance_mode.clone())
+            .as_deref()
+        {
+            None | Some("files") => true,
+            Some("rebuild") => false,
+            Some(other) => anyhow::bail!("--rebalance-mode {other}: `files` or `rebuild`"),
+        };
+        let rebalance_throttle_mbps = self
+            .rebalance_throttle_mbps
+            .or(file.rebalance_throttle_mbps)
+            .unwrap_or(settee_move_files::THROTTLE_MBPS_DEFAULT);
+        if rebalance_throttle_mbps == 0 {
+            anyhow::bail!("--rebalance-throttle-mbps must be at least 1");
+        }
         Ok(Some(ClusterSettings {
             addr,
             join,
             secret,
             node_id,
             replica_of: self.replica_of.clone(),
+            rebalance_files,
+            rebalance_throttle_mbps,
         }))
     }
 

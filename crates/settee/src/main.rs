@@ -4,14 +4,20 @@
 mod backup;
 mod cluster;
 mod cluster_buckets;
+mod cluster_cli;
 mod cluster_designs;
 mod cluster_forward;
 mod cluster_lease;
 mod cluster_manifests;
+mod cluster_move_source;
+mod cluster_move_target;
+mod cluster_moves;
+mod cluster_rebalance;
 mod cluster_replicas;
 mod cluster_topology;
 mod config;
 mod fd_limit;
+mod node_client;
 mod node_config;
 mod replica;
 mod secrets;
@@ -48,6 +54,16 @@ enum Command {
     Backup(backup::BackupArgs),
     /// Make a new data directory from one backup.
     Restore(backup::RestoreArgs),
+    /// Cluster operations through a member's management port.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum ClusterCommand {
+    /// Moves vbuckets so that every serving member holds its share (Couchbase's rebalance);
+    /// with --eject, members leave.
+    Rebalance(cluster_cli::RebalanceArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -89,6 +105,9 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => return serve::main(args),
         Command::Backup(args) => return runtime()?.block_on(backup::backup(args)),
         Command::Restore(args) => return backup::restore(args),
+        Command::Cluster(ClusterCommand::Rebalance(args)) => {
+            return runtime()?.block_on(cluster_cli::rebalance(args))
+        }
         Command::Bench(bench) => bench,
     };
     let runtime = runtime()?;

@@ -248,6 +248,15 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
             // No vbucket is served as an active before this node has proven contact with the
             // cluster's leadership (cluster_lease.rs): its stored map may miss a failover.
             engine.lease().enforce();
+            let throttle = Arc::new(settee_move_files::Throttle::new(
+                cluster.rebalance_throttle_mbps,
+            ));
+            let move_target = Arc::new(crate::cluster_move_target::MoveTarget::new(
+                engine.clone(),
+                state.views.clone(),
+                settee_move_files::Staging::open(&settings.data_dir.join("moves"))?,
+                throttle.clone(),
+            ));
             let started = crate::cluster::start(
                 cluster,
                 id,
@@ -257,6 +266,7 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
                 kv_state.config.kv_addr,
                 kv_state.config.mgmt_addr,
                 tls_ports(tls_addrs),
+                move_target.clone(),
                 wait_for(shutdown_receiver.clone()),
             )
             .await?;
@@ -277,6 +287,14 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
             )
             .await;
             crate::cluster_manifests::route_through(&engine, &buckets);
+            replicas.set_views(state.views.clone());
+            move_target.set_followed(buckets.followed());
+            let map = started.node.map();
+            move_target.forget_unlisted(|id| {
+                map.rebalance
+                    .as_ref()
+                    .is_some_and(|rebalance| rebalance.moves.iter().any(|step| step.id == id))
+            });
             // The accounts of the node that formed the cluster are the cluster's.
             if !started.joined && !buckets.provide_accounts().await {
                 let buckets = buckets.clone();
@@ -308,6 +326,22 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
                 buckets.followed(),
                 wait_for(shutdown_receiver.clone()),
             );
+            // This node's share of a rebalance's moves (cluster_moves.rs).
+            let files = cluster.rebalance_files.then(|| {
+                Arc::new(crate::cluster_move_source::MoveSource::new(
+                    engine.clone(),
+                    state.views.clone(),
+                    started.transport.clone(),
+                    throttle,
+                    settings.data_dir.join("exports"),
+                ))
+            });
+            let moves = crate::cluster_moves::keep(
+                started.node.clone(),
+                engine.clone(),
+                files,
+                wait_for(shutdown_receiver.clone()),
+            );
             // A node in contact with its cluster opens its doors with a lease in hand, so its
             // first requests are not refused; one that cannot reach the leadership opens
             // after the wait and answers as unleased until it can.
@@ -326,7 +360,11 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
             let _ = kv_state
                 .bucket_admin
                 .set(Arc::new(crate::cluster_buckets::KvBuckets(buckets)));
-            Some((started, (follower, lease, gatherer, designs), replicas))
+            Some((
+                started,
+                (follower, lease, gatherer, designs, moves),
+                replicas,
+            ))
         }
         _ => None,
     };
@@ -446,8 +484,9 @@ async fn run(mut settings: Settings, open_files: u64) -> anyhow::Result<()> {
     for tls_server in tls_servers {
         let _ = tls_server.await;
     }
-    if let Some((cluster, (follower, lease, gatherer, _designs), replicas)) = cluster {
+    if let Some((cluster, (follower, lease, gatherer, _designs, moves), replicas)) = cluster {
         let _ = follower.await;
+        let _ = moves.await;
         let _ = lease.await;
         let _ = gatherer.await;
         replicas.stop().await;

@@ -71,6 +71,24 @@ pub trait BucketAdmin: Send + Sync {
         Box::pin(async { Err(BucketRefusal::Unavailable("not a cluster node".into())) })
     }
 
+    /// Starts a rebalance (`POST /controller/rebalance`): `known` names every serving member
+    /// (ns_server's `knownNodes`), `ejected` those that leave. `Invalid(key, why)` answers
+    /// ns_server's `{key: 1}` (`mismatch`, `empty_known_nodes`, `noKVNodesLeft`, ...).
+    fn rebalance(&self, known: Vec<String>, ejected: Vec<String>) -> CreateFuture<'_> {
+        let _ = (known, ejected);
+        Box::pin(async { Err(BucketRefusal::Unavailable("not a cluster node".into())) })
+    }
+
+    /// Stops the running rebalance (`POST /controller/stopRebalance`); none running is fine.
+    fn stop_rebalance(&self) -> CreateFuture<'_> {
+        Box::pin(async { Err(BucketRefusal::Unavailable("not a cluster node".into())) })
+    }
+
+    /// `GET /pools/default/rebalanceProgress`'s body; `None` outside a cluster.
+    fn rebalance_progress(&self) -> Option<serde_json::Value> {
+        None
+    }
+
     /// The cluster's auto-failover settings (`GET /settings/autoFailover`).
     fn auto_failover(&self) -> Option<AutoFailoverSettings> {
         None
