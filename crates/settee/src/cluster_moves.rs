@@ -12,9 +12,9 @@
 //!   a new epoch (`TakeOver`). The pause ends with the role change the new map brings, or,
 //!   when the takeover cannot happen, only once a new attempt is committed (so a late
 //!   TakeOver of the paused attempt can never apply after writes resumed);
-//! - the **leader** ends the rebalance once every move is done or aborted, or at once for the
-//!   moves left when it is stopping (`EndRebalance`, which ejects the ejected nodes only after
-//!   a rebalance that completed).
+//! - the **leader** ends the rebalance once every move is done or aborted, or doomed (a node
+//!   it needs was failed over: `doomed`), or at once for the moves left when it is stopping
+//!   (`EndRebalance`, which ejects the ejected nodes only after a rebalance that completed).
 //!
 //! A source that dies leaves its moves to the failover, which aborts them; a restarted source
 //! drives its unfinished moves again. How far a copy got is what it acknowledged on its
@@ -89,7 +89,7 @@ async fn run(driver: Arc<Driver>) {
         driven.retain(|_, task| !task.is_finished());
         if let Some(rebalance) = &map.rebalance {
             for step in &rebalance.moves {
-                let ours = step.source == Some(this) && !step.is_finished();
+                let ours = step.source == Some(this) && !step.is_finished() && !doomed(&map, step);
                 if ours && !rebalance.stopping && !driven.contains_key(&step.id) {
                     let task = tokio::spawn(drive(driver.clone(), step.id));
                     driven.insert(step.id, task);
@@ -119,15 +119,17 @@ async fn end_if_over(node: &ClusterNode, map: &ClusterMap) {
     let Some(rebalance) = &map.rebalance else {
         return;
     };
-    let open: Vec<u64> = rebalance
+    let open: Vec<&MoveEntry> = rebalance
         .moves
         .iter()
         .filter(|step| !step.is_finished())
-        .map(|step| step.id)
         .collect();
-    if !open.is_empty() && !rebalance.stopping {
+    // Moves that can no longer finish (a node they need failed over) do not hold it up once
+    // every other move is over.
+    if !rebalance.stopping && !open.iter().all(|step| doomed(map, step)) {
         return;
     }
+    let open: Vec<u64> = open.iter().map(|step| step.id).collect();
     match node.propose(Command::EndRebalance { aborted: open }).await {
         Ok(Applied::Revision(revision)) => {
             tracing::info!(rebalance = rebalance.id, revision, "rebalance ended")
@@ -138,8 +140,19 @@ async fn end_if_over(node: &ClusterNode, map: &ClusterMap) {
     }
 }
 
+/// Whether a move can no longer finish: its source, a copy or a node of its new chain is not
+/// a serving member (failed over or ejected). The leader aborts it when the rest is over.
+fn doomed(map: &ClusterMap, step: &MoveEntry) -> bool {
+    let mut nodes = step
+        .source
+        .into_iter()
+        .chain(step.copies.iter().copied())
+        .chain(step.after.chain());
+    nodes.any(|node| !map.is_active_member(node))
+}
+
 /// The move `move_id` as the map has it while this node still drives it: listed, unfinished,
-/// its source this node, the rebalance not stopping.
+/// its source this node, not doomed, the rebalance not stopping.
 fn driven_move(map: &ClusterMap, move_id: u64, this: NodeId) -> Option<MoveEntry> {
     let rebalance = map
         .rebalance
@@ -150,6 +163,7 @@ fn driven_move(map: &ClusterMap, move_id: u64, this: NodeId) -> Option<MoveEntry
         .iter()
         .find(|step| step.id == move_id)
         .filter(|step| !step.is_finished() && step.source == Some(this))
+        .filter(|step| !doomed(map, step))
         .cloned()
 }
 

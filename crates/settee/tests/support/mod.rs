@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod kv;
+pub mod rebalance;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
