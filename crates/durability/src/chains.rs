@@ -66,7 +66,17 @@ impl Chains {
             slot.acked.retain(|node, _| chain.contains(node));
             slot.awaited.retain(|node| chain.contains(node));
             for node in &chain {
-                if !slot.chain.contains(node) && !slot.streaming.contains_key(node) {
+                if slot.chain.contains(node) {
+                    continue;
+                }
+                // A node entering the chain while it streams (a rebalance's copy taking its
+                // place) holds what it last acknowledged: it acknowledges again only when that
+                // rises, which a quiet vbucket may not do before a waiting write times out.
+                if let Some(seqno) = slot.latest.get(node).copied() {
+                    let held = slot.acked.entry(*node).or_insert(0);
+                    *held = (*held).max(seqno);
+                }
+                if !slot.streaming.contains_key(node) {
                     slot.awaited.insert(*node);
                 }
             }
@@ -261,6 +271,21 @@ mod tests {
         );
         chains.stream_closed(0, 9);
         assert_eq!(chains.latest_ack(0, 9), None);
+    }
+
+    #[test]
+    fn a_streaming_node_entering_the_chain_brings_what_it_acknowledged() {
+        let mut chains = Chains::new(1);
+        chains.set_topology(1, &[vec![7]]);
+        chains.stream_opened(0, 7);
+        chains.ack(0, 7, 10);
+        // Node 9, a copy, has persisted up to 12 while outside the chain.
+        chains.stream_opened(0, 9);
+        chains.ack(0, 9, 12);
+        assert_eq!(chains.durable_seqno(0), 10);
+        chains.set_topology(1, &[vec![9]]);
+        assert_eq!(chains.durable_seqno(0), 12, "no new acknowledgement needed");
+        assert!(chains.possible(0));
     }
 
     #[test]

@@ -230,12 +230,22 @@ impl Tracker {
     /// only missing replicas are ones that never streamed yet ([`Chains::expected`]): right
     /// after a bucket is created its replicas take a moment to connect.
     pub async fn wait_possible(&self, vb: u16, timeout: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + timeout;
+        self.wait_possible_within(vb, timeout, Duration::ZERO).await
+    }
+
+    /// [`Tracker::wait_possible`], waiting besides up to `grace` (within `timeout`) for
+    /// replicas whose streams ended: a replica reconnects when the vbuckets it follows change
+    /// (a rebalance moves them), and is streaming again a moment later.
+    pub async fn wait_possible_within(&self, vb: u16, timeout: Duration, grace: Duration) -> bool {
+        let now = tokio::time::Instant::now();
+        let (deadline, graced) = (now + timeout, now + grace.min(timeout));
         loop {
             if self.possible(vb) {
                 return true;
             }
-            if !self.chains.lock().expected(vb) || tokio::time::Instant::now() >= deadline {
+            let now = tokio::time::Instant::now();
+            let expected = self.chains.lock().expected(vb);
+            if now >= deadline || (!expected && now >= graced) {
                 return false;
             }
             tokio::time::sleep(EXPECTED_STREAM_POLL).await;

@@ -332,7 +332,6 @@ impl Bucket {
         writer: &crate::Writer,
     ) -> Result<KvOutcome, EngineError> {
         let key = key.into();
-        self.wait_writable(self.vbucket_of(key.key)).await;
         self.check_active(self.vbucket_of(key.key))?;
         let _guards = self.lock_keys(std::iter::once(key)).await;
         let current = self.read_record(key)?;

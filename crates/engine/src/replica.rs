@@ -183,8 +183,8 @@ impl Bucket {
 
     /// Pauses the front-door writes of an active `vbucket` for a rebalance's takeover
     /// (docs/format/rebalance.md, section 4): from the return on, every write is refused as
-    /// temporarily unavailable (ETMPFAIL, HTTP 503), and each write staged before has its
-    /// seqno. The pause lasts until [`Bucket::resume_writes`] or the next role change.
+    /// temporarily unavailable (ETMPFAIL on the KV door) or waits (the CouchDB door,
+    /// [`Bucket::wait_writable`]), and each write staged before has its seqno. The pause lasts until [`Bucket::resume_writes`] or the next role change.
     /// Returns false for a vbucket that is not active here.
     pub fn pause_writes(&self, vbucket: u16) -> bool {
         let Some(slot) = self.vb_states.get(vbucket as usize) else {
@@ -206,10 +206,14 @@ impl Bucket {
             .is_some_and(|role| role.load(Ordering::Acquire) & WRITES_PAUSED != 0)
     }
 
-    /// A front-door write waits out a takeover's pause (at most [`PAUSE_WAIT_MAX`]) rather
-    /// than fail: the pause ends with the new map's role change (the write then answers
-    /// NOT_MY_VBUCKET and the client retries at the new active) or with the writes resumed.
-    pub(crate) async fn wait_writable(&self, vbucket: u16) {
+    /// A CouchDB-door write waits out a takeover's pause (at most [`PAUSE_WAIT_MAX`]) rather
+    /// than fail, as CouchDB clients do not retry a 503: the pause ends with the new map's
+    /// role change (the write is then refused as not this node's, and a forwarded one routed
+    /// again by the front node) or with the writes resumed. The KV door does not wait: it
+    /// answers a temporary failure at once, which the SDKs retry with their backoff, as
+    /// during a Couchbase takeover (a write held on the old active would be cancelled when
+    /// the SDK drops that node from its map).
+    pub async fn wait_writable(&self, vbucket: u16) {
         if !self.writes_paused(vbucket) {
             return;
         }

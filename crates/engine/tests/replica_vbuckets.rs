@@ -1,7 +1,8 @@
 //! Replica vbuckets (docs/format/replica.md): roles survive a reopen; a vbucket that is not
 //! active refuses front-door writes on the CouchDB path, the KV path and sub-document
-//! mutations; a takeover's pause holds an active vbucket's writes until it is resumed (they
-//! are then written) or the role changes (they are then refused); `apply_replica` stores the active's records byte for byte with their seqnos,
+//! mutations; a takeover's pause refuses an active vbucket's KV writes as unavailable and
+//! holds its CouchDB-door writes until it is resumed (they are then written) or the role
+//! changes (they are then refused); `apply_replica` stores the active's records byte for byte with their seqnos,
 //! counts them once however often a seqno is re-sent, survives a reopen, and a reset empties
 //! the vbucket.
 
@@ -70,8 +71,17 @@ async fn a_takeover_pause_holds_an_active_vbuckets_writes_until_resumed_or_its_r
     assert!(bucket.pause_writes(1));
     assert!(bucket.writes_paused(1));
     assert_eq!(bucket.vbucket_role(1), VbRole::Active, "still the active");
-    // A write waits out the pause; other vbuckets write on.
-    let waiting = kv_write(paused.clone());
+    // A KV write is refused at once as temporarily unavailable (the SDKs retry it).
+    let refused = kv_write(paused.clone()).await.expect("task");
+    assert!(
+        matches!(refused, Err(EngineError::Unavailable(_))),
+        "{refused:?}"
+    );
+    // A CouchDB-door write waits the pause out; other vbuckets write on.
+    let held = bucket.clone();
+    let key = paused.clone();
+    let waiting =
+        tokio::spawn(async move { held.update_docs(vec![update(&key, "{}")], true).await });
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert!(!waiting.is_finished(), "held by the pause");
     kv_write(other.clone())

@@ -139,8 +139,16 @@ impl OpCtx {
             }
             // Not active here (docs/format/replica.md); the cluster config in the body comes
             // with routing by the map.
+            // Its value is the bucket's config, as the routed NOT_MY_VBUCKET's: the SDKs read
+            // it as the new map (one refused while a rebalance's takeover lands reaches here).
             settee_engine::EngineError::NotMyVbucket { .. } => {
-                return self.error(out, status::NOT_MY_VBUCKET, "Not my vbucket");
+                return crate::map_push::not_my_vbucket(
+                    &self.state,
+                    &self.bucket,
+                    self.opcode,
+                    self.opaque,
+                    out,
+                );
             }
             _ => {}
         }

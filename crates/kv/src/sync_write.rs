@@ -1,7 +1,9 @@
 //! Durable KV writes (docs/format/replica.md, "Sync writes on the active"; kv-frames.md): a
 //! mutation whose durability framing extra — raised to the bucket's minimum level — asks for
-//! more than `none` is refused at once when no majority can be formed (DURABILITY_IMPOSSIBLE)
-//! or when another sync write to its key waits (SYNC_WRITE_IN_PROGRESS); otherwise it is
+//! more than `none` is refused when no majority can be formed (DURABILITY_IMPOSSIBLE: after
+//! waiting within the write's timeout for replicas that never streamed from this node yet, as
+//! after a rebalance's takeover, and a second for those whose stream ended) or when another
+//! sync write to its key waits (SYNC_WRITE_IN_PROGRESS); otherwise it is
 //! written like any other and its answer waits until a majority of the vbucket's chain holds
 //! its seqno, or answers SYNC_WRITE_AMBIGUOUS when the timeout passes first. A write without
 //! durability to a key with a sync write waiting answers SYNC_WRITE_IN_PROGRESS too, as on
@@ -41,6 +43,10 @@ pub(crate) fn hidden(ctx: &OpCtx, key: &[u8]) -> bool {
         )
 }
 
+/// How long a durable write waits for a chain replica whose stream ended to stream again
+/// before it is refused as impossible.
+const STREAM_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Runs `write` — a mutation that yields its encoded reply and, when it stored something, the
 /// seqno it stored at — as the request's durability asks.
 pub(crate) async fn run<W>(ctx: &OpCtx, key: &[u8], write: W) -> Vec<u8>
@@ -66,6 +72,26 @@ where
         }
         return write.await.0;
     }
+    // A vbucket whose takeover paused it answers a temporary failure (the SDKs retry); one
+    // that is not active here goes to the engine for its NOT_MY_VBUCKET (its chain here says
+    // nothing any more).
+    if ctx.bucket.writes_paused(vbucket) {
+        ctx.error(
+            &mut out,
+            status::ETMPFAIL,
+            "The vbucket is being taken over by another node; retry",
+        );
+        return out;
+    }
+    if ctx.bucket.vbucket_role(vbucket) != settee_engine::VbRole::Active {
+        return write.await.0;
+    }
+    // Replicas that have not streamed from this node yet (a vbucket just taken over in a
+    // rebalance, a bucket just created) are waited for within the write's timeout, replicas
+    // whose streams ended (reconnecting, or a node down) for a moment.
+    tracker
+        .wait_possible_within(vbucket, timeout_of(timeout_ms), STREAM_GRACE)
+        .await;
     let sync = match tracker.begin(vbucket, &pending) {
         Ok(sync) => sync,
         Err(refused) => {

@@ -452,7 +452,6 @@ impl Bucket {
 
         let key = key.into();
         crate::bucket::check_key_in(key.collection, key.key)?;
-        self.wait_writable(self.vbucket_of(key.key)).await;
         self.check_active(self.vbucket_of(key.key))?;
         let _guards = self.lock_keys(std::iter::once(key)).await;
         let current = self.read_record(key)?;

@@ -234,6 +234,11 @@ impl Producer {
             // Another node is this vbucket's active in the cluster map.
             return Err((status::NOT_MY_VBUCKET, ""));
         }
+        // A dead vbucket holds nothing to stream (a copy a rebalance moved away is emptied:
+        // answering from it would roll a replica back to 0), nor does a pending one yet.
+        if matches!(bucket.vbucket_role(vbucket), VbRole::Dead | VbRole::Pending) {
+            return Err((status::NOT_MY_VBUCKET, ""));
+        }
         let Some(log) = bucket.failover_log(vbucket).map_err(internal)? else {
             return Err((status::NOT_MY_VBUCKET, ""));
         };
