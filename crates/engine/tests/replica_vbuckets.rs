@@ -2,9 +2,9 @@
 //! active refuses front-door writes on the CouchDB path, the KV path and sub-document
 //! mutations; a takeover's pause refuses an active vbucket's KV writes as unavailable and
 //! holds its CouchDB-door writes until it is resumed (they are then written) or the role
-//! changes (they are then refused); `apply_replica` stores the active's records byte for byte with their seqnos,
-//! counts them once however often a seqno is re-sent, survives a reopen, and a reset empties
-//! the vbucket.
+//! changes (they are then refused); `apply_replica` stores the active's records byte for byte
+//! with their seqnos, counts them once however often a seqno is re-sent, survives a reopen,
+//! and a reset empties the vbucket.
 
 mod support;
 
@@ -45,20 +45,24 @@ fn key_in(vbucket: u16, index: usize) -> String {
         .expect("a key")
 }
 
-#[tokio::test]
-async fn a_takeover_pause_holds_an_active_vbuckets_writes_until_resumed_or_its_role_changes() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let engine = open(dir.path());
-    engine.create_bucket("db", VBUCKETS).await.expect("create");
-    let bucket = engine.bucket("db").expect("bucket");
-    let store = || KvMutation::Store {
+/// A KV SET of `{}`.
+fn store() -> KvMutation {
+    KvMutation::Store {
         mode: StoreMode::Set,
         value: Bytes::from_static(b"{}"),
         json: true,
         item_flags: 0,
         expiry: 0,
         cas: 0,
-    };
+    }
+}
+
+#[tokio::test]
+async fn a_takeover_pause_refuses_kv_writes_and_holds_couchdb_writes_until_resumed_or_moved() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open(dir.path());
+    engine.create_bucket("db", VBUCKETS).await.expect("create");
+    let bucket = engine.bucket("db").expect("bucket");
     let (paused, other) = (key_in(1, 0), key_in(2, 0));
     let kv_write = |key: String| {
         let bucket = bucket.clone();
@@ -173,16 +177,8 @@ async fn roles_persist_and_non_active_vbuckets_refuse_front_door_writes() {
             matches!(refused, Err(EngineError::NotMyVbucket { vbucket: vb }) if vb == vbucket),
             "{refused:?}"
         );
-        let store = KvMutation::Store {
-            mode: StoreMode::Set,
-            value: Bytes::from_static(b"{}"),
-            json: true,
-            item_flags: 0,
-            expiry: 0,
-            cas: 0,
-        };
         let refused = bucket
-            .kv_mutate(key.as_bytes(), store, &Writer::system())
+            .kv_mutate(key.as_bytes(), store(), &Writer::system())
             .await;
         assert!(matches!(refused, Err(EngineError::NotMyVbucket { .. })));
         let refused = bucket
