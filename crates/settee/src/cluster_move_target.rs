@@ -187,15 +187,9 @@ impl MoveTarget {
                 .await
                 .map_err(|error| refused(error.to_string()))?;
         }
-        let (views, held) = (self.views.clone(), bucket.clone());
-        tokio::task::spawn_blocking(move || views.drop_vbucket_rows(&held, vbucket))
+        crate::cluster_replicas::empty_vbucket(Some(&self.views), bucket, vbucket)
             .await
-            .map_err(|error| refused(error.to_string()))?
-            .map_err(|error| refused(error.to_string()))?;
-        bucket
-            .reset_replica(vbucket)
-            .await
-            .map_err(|error| refused(error.to_string()))
+            .map_err(refused)
     }
 
     async fn chunk(

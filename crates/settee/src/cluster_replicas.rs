@@ -100,6 +100,27 @@ pub fn plan(
     (roles, sources)
 }
 
+/// Empties a vbucket that is not active here: its rows in every index group of `views` (found
+/// through the documents, so first), then its data (`Bucket::reset_replica`). A copy a
+/// rebalance moved away, and a move's target before its files come, are emptied so.
+pub async fn empty_vbucket(
+    views: Option<&Arc<settee_views::Views>>,
+    bucket: &Arc<Bucket>,
+    vb: u16,
+) -> Result<(), String> {
+    if let Some(views) = views {
+        let (views, held) = (views.clone(), bucket.clone());
+        tokio::task::spawn_blocking(move || views.drop_vbucket_rows(&held, vb))
+            .await
+            .map_err(|error| error.to_string())?
+            .map_err(|error| error.to_string())?;
+    }
+    bucket
+        .reset_replica(vb)
+        .await
+        .map_err(|error| error.to_string())
+}
+
 /// For each vbucket of `bucket` active on `this` node, the replica nodes whose
 /// acknowledgements count for its sync writes: the chain's active members, at most `replicas`
 /// of them (a failed node appended by a failover is not one); empty for the other vbuckets
@@ -266,20 +287,9 @@ impl ClusterReplicas {
         }
     }
 
-    /// Empties a vbucket this node no longer holds: its rows in every index group, then its
-    /// data.
+    /// Empties a vbucket this node no longer holds ([`empty_vbucket`]).
     async fn drop_copy(&self, bucket: &Arc<Bucket>, vb: u16) -> Result<(), String> {
-        if let Some(views) = self.views.get() {
-            let (views, held) = (views.clone(), bucket.clone());
-            tokio::task::spawn_blocking(move || views.drop_vbucket_rows(&held, vb))
-                .await
-                .map_err(|error| error.to_string())?
-                .map_err(|error| error.to_string())?;
-        }
-        bucket
-            .reset_replica(vb)
-            .await
-            .map_err(|error| error.to_string())
+        empty_vbucket(self.views.get(), bucket, vb).await
     }
 
     /// The views whose rows a dropped vbucket leaves (set once, at start).
